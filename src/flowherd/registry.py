@@ -16,10 +16,10 @@ class Registry(Mapping[str, T], Generic[T]):
     >>> r = Registry("router", {"ecmp": 1, "spray": 2})
     >>> r["ecmp"]
     1
-    >>> r["ecpm"]
+    >>> r["ecpm"]  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    flowherd.errors.UnknownNameError: unknown router 'ecpm'; did you mean 'ecmp'? (expected one of: ecmp, spray)
+    flowherd.errors.UnknownNameError: unknown router 'ecpm'; did you mean 'ecmp'? ...
     """
 
     def __init__(self, kind: str, entries: Mapping[str, T] | None = None):

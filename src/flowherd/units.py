@@ -101,7 +101,7 @@ def parse_size(text: str | float | int, *, field: str | None = None) -> int:
     if factor is None:
         raise ConfigError(_msg("size", text, field, "units B, KB, MB, GB, KiB, MiB, GiB, TiB"))
     _check(value, "size", text, field, allow_zero=True)
-    return int(round(value * factor))
+    return round(value * factor)
 
 
 def parse_rate(text: str | float | int, *, field: str | None = None) -> float:
