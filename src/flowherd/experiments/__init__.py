@@ -1,0 +1,1 @@
+"""Experiments: the scenario schema, the runner and the metrics of a run."""

@@ -1,0 +1,322 @@
+"""Scenario files: YAML validated by pydantic, converted once into core values.
+
+The contract (fields beyond these are documented on each model below)::
+
+    seed: 7
+    fabric: {kind: leaf-spine, servers: 8, gpus_per_server: 8, gpu: h100, nic_bandwidth: 400Gbps,
+             nvlink_bandwidth: 900GB/s, leaves: 2, spines: 2, oversubscription: 1, link_latency: 1us}
+    workload:
+      jobs:
+        - {name: a, tenant: t1, kind: training, model: llama3-8b, gpus: 16,
+           parallelism: {tp: 8, pp: 1, dp: 2}, seq_len: 4096, micro_batch: 1, global_batch: 32,
+           iterations: 20, submit: 0s}
+      arrivals: []        # e.g. {process: poisson, rate: 4/h, mix: [...], until: 2h}
+      traces: []          # e.g. {path: philly, max_jobs: 200}
+      background: {load: 0.0}
+    placement: {method: first-fit}
+    simulation: {fidelity: collective, horizon: 4h}
+
+Every error is one `ConfigError` naming the field path (``workload.jobs[0].gpus``), the value and
+what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib.resources
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from flowherd.errors import ConfigError, FlowherdError
+from flowherd.fabric.core import Fabric, LinkKind
+from flowherd.fabric.spec import fabric_from_mapping
+from flowherd.units import parse_time
+from flowherd.workload import (
+    BackgroundTraffic,
+    InferenceJob,
+    MixEntry,
+    PoissonArrivals,
+    TraceMapping,
+    TrainingJob,
+    merge_arrivals,
+    parse_rate_per_s,
+    replay_trace,
+)
+
+Job = TrainingJob | InferenceJob
+EMBEDDED = ("default",)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Parallelism(_Model):
+    tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    dp: int | None = Field(None, ge=1)
+    ep: int = Field(1, ge=1)
+    cp: int = Field(1, ge=1)
+    zero: int = Field(0, ge=0, le=3)
+    sequence_parallel: bool = False
+
+
+class JobModel(_Model):
+    """One job. Training jobs take the parallelism block; inference jobs take `serving`."""
+
+    name: str
+    tenant: str = "default"
+    kind: Literal["training", "inference"] = "training"
+    model: str | dict[str, Any]
+    gpus: int | None = Field(None, ge=1)
+    gpu: str | None = None
+    parallelism: Parallelism = Parallelism()
+    seq_len: int = Field(4096, ge=1)
+    micro_batch: int = Field(1, ge=1)
+    global_batch: int | None = Field(None, ge=1)
+    iterations: int = Field(1, ge=1)
+    efficiency: float = Field(0.45, gt=0, le=1)
+    submit: str | float = 0.0
+    serving: dict[str, Any] = Field(default_factory=dict)
+
+
+class ArrivalModel(_Model):
+    process: Literal["poisson"] = "poisson"
+    rate: str | float
+    mix: list[JobModel] = Field(min_length=1)
+    weights: list[float] | None = None
+    until: str | float
+    start: str | float = 0.0
+    prefix: str = "arr"
+
+
+class TraceModel(_Model):
+    path: str
+    max_jobs: int | None = Field(None, ge=1)
+    max_iterations: int | None = Field(None, ge=1)
+    time_scale: float = Field(1.0, gt=0)
+
+
+class BackgroundModel(_Model):
+    load: float = Field(0.0, ge=0, le=1)
+    distribution: str = "web_search"
+
+    @field_validator("load")
+    @classmethod
+    def _below_one(cls, v: float) -> float:
+        if v >= 1:
+            raise ValueError("background load must be below 1")
+        return v
+
+
+class WorkloadModel(_Model):
+    jobs: list[JobModel] = []
+    arrivals: list[ArrivalModel] = []
+    traces: list[TraceModel] = []
+    background: BackgroundModel = BackgroundModel()
+
+
+class PlacementModel(_Model):
+    method: str = "first-fit"
+
+
+class SimulationModel(_Model):
+    fidelity: Literal["step", "collective", "phase"] = "collective"
+    horizon: str | float = "4h"
+    routing: str = "ecmp"
+
+
+class ScenarioModel(_Model):
+    name: str = "scenario"
+    seed: int = 0
+    fabric: dict[str, Any] | str
+    workload: WorkloadModel = WorkloadModel()
+    placement: PlacementModel = PlacementModel()
+    simulation: SimulationModel = SimulationModel()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """A validated scenario as core values."""
+
+    name: str
+    seed: int
+    fabric: Fabric
+    jobs: tuple[Job, ...]
+    background: BackgroundTraffic | None
+    placement: str
+    fidelity: str
+    horizon_s: float
+    routing: str
+    source: Mapping[str, Any]  # the mapping it was read from, for the record
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _from_validation(err: ValidationError) -> ConfigError:
+    e = err.errors()[0]
+    where = _loc(e["loc"])
+    if e["type"] == "extra_forbidden":
+        parent = where.rsplit(".", 1)
+        key = parent[-1]
+        model = _model_at(e["loc"][:-1])
+        known = list(model.model_fields) if model else []
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return ConfigError(f"unknown field {key!r} ({where}){hint}; expected one of: {', '.join(known)}")
+    if e["type"] == "missing":
+        return ConfigError(f"missing required field ({where})")
+    value = e.get("input")
+    return ConfigError(f"invalid value {value!r} ({where}): {e['msg']}")
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = ScenarioModel
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        candidates = [ann, *args]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    return model
+
+
+def _time(value: str | float, field: str) -> float:
+    return parse_time(value, field=field)
+
+
+def _job(m: JobModel, field: str, default_gpu: str) -> Job:
+    gpu = m.gpu or default_gpu
+    submit_s = _time(m.submit, f"{field}.submit")
+    try:
+        if m.kind == "inference":
+            known = {f.name for f in dataclasses.fields(InferenceJob)}
+            for key in m.serving:
+                if key not in known or key in ("model", "gpu", "name", "tenant", "submit_s"):
+                    close = difflib.get_close_matches(key, sorted(known), n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    raise ConfigError(f"unknown serving field {key!r} ({field}.serving.{key}){hint}")
+            return InferenceJob(model=m.model, gpu=gpu, name=m.name, tenant=m.tenant, submit_s=submit_s,
+                                efficiency=m.efficiency, **m.serving)
+        if m.gpus is None:
+            raise ConfigError(f"a training job needs gpus ({field}.gpus)")
+        p = m.parallelism
+        return TrainingJob(model=m.model, gpu=gpu, gpus=m.gpus, name=m.name, tenant=m.tenant,
+                           tp=p.tp, pp=p.pp, dp=p.dp, ep=p.ep, cp=p.cp, zero_stage=p.zero,
+                           sequence_parallel=p.sequence_parallel, seq_len=m.seq_len,
+                           micro_batch=m.micro_batch, global_batch=m.global_batch,
+                           iterations=m.iterations, efficiency=m.efficiency, submit_s=submit_s)
+    except ConfigError as err:
+        msg = str(err)
+        raise ConfigError(f"{msg} [in {field}]" if field not in msg else msg) from None
+
+
+def _server_bytes_per_s(fabric: Fabric) -> float:
+    """Scale-out bandwidth of one server: its NICs' uplinks, averaged over servers."""
+    up = (fabric.link_kind == LinkKind.NETWORK) & (fabric.node_tier[fabric.link_src] == 1)
+    return float(fabric.link_capacity_bytes_per_s[up].sum()) / fabric.num_servers
+
+
+def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
+    """Validate a scenario mapping and build its core values."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a scenario must be a mapping, got {type(data).__name__} (scenario)")
+    try:
+        m = ScenarioModel.model_validate(dict(data))
+    except ValidationError as err:
+        raise _from_validation(err) from None
+    fabric = fabric_from_mapping(m.fabric, field="fabric")
+    default_gpu = fabric.gpu_type[0]
+    rng = np.random.default_rng(m.seed)
+    horizon_s = _time(m.simulation.horizon, "simulation.horizon")
+    jobs: list[Job] = [_job(j, f"workload.jobs[{i}]", default_gpu) for i, j in enumerate(m.workload.jobs)]
+    streams: list[list[Job]] = [jobs]
+    for i, a in enumerate(m.workload.arrivals):
+        field = f"workload.arrivals[{i}]"
+        mix = [_job(j, f"{field}.mix[{k}]", default_gpu) for k, j in enumerate(a.mix)]
+        weights = a.weights or [1.0] * len(mix)
+        if len(weights) != len(mix):
+            raise ConfigError(f"weights has {len(weights)} entries, expected {len(mix)} ({field}.weights)")
+        proc = PoissonArrivals(rate_per_s=parse_rate_per_s(a.rate, field=f"{field}.rate"),
+                               until_s=_time(a.until, f"{field}.until"),
+                               start_s=_time(a.start, f"{field}.start"), prefix=a.prefix,
+                               mix=tuple(MixEntry(job=j, weight=w)
+                                         for j, w in zip(mix, weights, strict=True)))
+        streams.append(proc.generate(rng))
+    gps = int(np.bincount(fabric.gpu_server).max())
+    for i, t in enumerate(m.workload.traces):
+        field = f"workload.traces[{i}]"
+        rule = TraceMapping(gpu=default_gpu, gpus_per_server=gps, max_iterations=t.max_iterations)
+        try:
+            trace_jobs = replay_trace(t.path, max_jobs=t.max_jobs, rule=rule)
+        except FlowherdError as err:
+            raise ConfigError(f"{err} [in {field}.path]") from None
+        if t.time_scale != 1.0:
+            trace_jobs = [dataclasses.replace(j, submit_s=j.submit_s * t.time_scale) for j in trace_jobs]
+        streams.append(trace_jobs)
+    all_jobs = merge_arrivals(*streams)
+    names = [j.name for j in all_jobs]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ConfigError(f"job names must be unique, got {sorted(dup)[0]!r} twice (workload.jobs)")
+    for j in all_jobs:
+        need = j.gpus if isinstance(j, TrainingJob) else j.world_size
+        if need > fabric.num_gpus:
+            raise ConfigError(f"job {j.name!r} asks for {need} GPUs but the fabric has {fabric.num_gpus} "
+                              "(workload.jobs)")
+    background = None
+    if m.workload.background.load > 0:
+        background = BackgroundTraffic(load=m.workload.background.load, num_servers=fabric.num_servers,
+                                       server_bytes_per_s=_server_bytes_per_s(fabric), until_s=horizon_s,
+                                       cdf=m.workload.background.distribution)
+    return Scenario(name=m.name, seed=m.seed, fabric=fabric, jobs=tuple(all_jobs), background=background,
+                    placement=m.placement.method, fidelity=m.simulation.fidelity, horizon_s=horizon_s,
+                    routing=m.simulation.routing, source=dict(data))
+
+
+def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:
+    """The raw mapping of an embedded scenario name (``default``) or a YAML file."""
+    text: str
+    if str(name_or_path) in EMBEDDED:
+        ref = importlib.resources.files("flowherd.data") / "scenarios" / f"{name_or_path}.yaml"
+        text = ref.read_text()
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            close = difflib.get_close_matches(str(name_or_path), EMBEDDED, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"no scenario file {str(name_or_path)!r}{hint} (expected a YAML file or one "
+                              f"of the embedded scenarios: {', '.join(EMBEDDED)})")
+        text = path.read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        first = str(err).splitlines()[0]
+        raise ConfigError(f"scenario {str(name_or_path)!r} is not valid YAML: {first}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"scenario {str(name_or_path)!r} must be a YAML mapping, got {type(data).__name__}")
+    return data
+
+
+def load_scenario(name_or_path: str | Path, *, seed: int | None = None) -> Scenario:
+    """Read and validate a scenario; `seed` overrides the file's."""
+    data = read_scenario_mapping(name_or_path)
+    if seed is not None:
+        data = {**data, "seed": seed}
+    return scenario_from_mapping(data)

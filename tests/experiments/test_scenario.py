@@ -1,0 +1,101 @@
+"""Scenario files: the YAML contract of issue 3 and one clear error per bad input."""
+
+import copy
+
+import pytest
+
+from flowherd.errors import ConfigError
+from flowherd.experiments.scenario import load_scenario, scenario_from_mapping
+from flowherd.workload import TrainingJob
+
+CONTRACT = {
+    "seed": 7,
+    "fabric": {"kind": "leaf-spine", "servers": 8, "gpus_per_server": 8, "gpu": "h100",
+               "nic_bandwidth": "400Gbps", "nvlink_bandwidth": "900GB/s", "leaves": 2, "spines": 2,
+               "oversubscription": 1, "link_latency": "1us"},
+    "workload": {
+        "jobs": [{"name": "a", "tenant": "t1", "kind": "training", "model": "llama3-8b", "gpus": 16,
+                  "parallelism": {"tp": 8, "pp": 1, "dp": 2}, "seq_len": 4096, "micro_batch": 1,
+                  "global_batch": 32, "iterations": 20, "submit": "0s"}],
+        "arrivals": [],
+        "traces": [],
+        "background": {"load": 0.0},
+    },
+    "placement": {"method": "first-fit"},
+    "simulation": {"fidelity": "collective", "horizon": "4h"},
+}
+
+
+def _with(path, value):
+    data = copy.deepcopy(CONTRACT)
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return data
+
+
+def test_the_contract_example_converts_to_core_values():
+    s = scenario_from_mapping(CONTRACT)
+    (job,) = s.jobs
+    assert isinstance(job, TrainingJob)
+    assert (job.name, job.tenant, job.gpus, job.tp, job.dp, job.iterations) == ("a", "t1", 16, 8, 2, 20)
+    assert s.fabric.num_gpus == 64 and s.horizon_s == 4 * 3600 and s.seed == 7
+
+
+def test_poisson_arrivals_are_seeded_and_named_uniquely():
+    arrivals = [{"process": "poisson", "rate": "20/h", "until": "1h",
+                 "mix": [{"name": "small", "model": "llama3-8b", "gpus": 8,
+                          "parallelism": {"tp": 8}, "iterations": 5}]}]
+    a = scenario_from_mapping(_with(("workload", "arrivals"), arrivals))
+    b = scenario_from_mapping(_with(("workload", "arrivals"), arrivals))
+    assert [j.submit_s for j in a.jobs] == [j.submit_s for j in b.jobs]
+    assert len({j.name for j in a.jobs}) == len(a.jobs) > 5
+
+
+def test_trace_replay_maps_philly_jobs_onto_llm_jobs():
+    s = scenario_from_mapping(_with(("workload", "traces"), [{"path": "philly", "max_jobs": 30}]))
+    assert len(s.jobs) == 31
+    assert all(j.gpus <= 64 for j in s.jobs)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "pattern"),
+    [
+        (("workload", "jobs", 0, "model"), "llama3-8c", r"unknown model 'llama3-8c'; did you mean 'llama3-8b'"),
+        (("workload", "jobs", 0, "gpu"), "h1000", r"unknown gpu 'h1000'; did you mean 'h100'"),
+        (("workload", "jobs", 0, "gpus"), 12, r"must equal gpus=12 .*workload\.jobs\[0\]"),
+        (("workload", "jobs", 0, "parallelism"), {"tp": 8, "dp": 16}, r"gpus"),
+        (("workload", "traces"), [{"path": "/nonexistent/trace.csv"}], r"trace.*nonexistent"),
+        (("workload", "background", "load"), -0.5, r"workload\.background\.load"),
+        (("simulation", "fidelity"), "flow", r"simulation\.fidelity"),
+        (("seed",), "x", r"\(seed\)"),
+    ],
+)
+def test_bad_scenarios_get_one_clear_error(path, value, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        scenario_from_mapping(_with(path, value))
+
+
+def test_a_job_larger_than_the_cluster_is_rejected():
+    data = _with(("workload", "jobs", 0, "gpus"), 128)
+    data["workload"]["jobs"][0]["parallelism"] = {"tp": 8, "dp": 16}
+    with pytest.raises(ConfigError, match="asks for 128 GPUs but the fabric has 64"):
+        scenario_from_mapping(data)
+
+
+def test_a_negative_arrival_rate_is_rejected():
+    arrivals = [{"rate": "-4/h", "until": "1h", "mix": [{"name": "x", "model": "llama3-8b", "gpus": 8}]}]
+    with pytest.raises(ConfigError, match=r"rate.*workload\.arrivals\[0\]\.rate"):
+        scenario_from_mapping(_with(("workload", "arrivals"), arrivals))
+
+
+def test_unknown_keys_suggest_the_closest():
+    data = _with(("simulation", "horizn"), "1h")
+    with pytest.raises(ConfigError, match=r"unknown field 'horizn' \(simulation\.horizn\); did you mean 'horizon'"):
+        scenario_from_mapping(data)
+
+
+def test_missing_scenario_file_is_one_error():
+    with pytest.raises(ConfigError, match="no scenario file 'defualt'; did you mean 'default'"):
+        load_scenario("defualt")
