@@ -1,0 +1,134 @@
+"""Inference jobs: step graphs, roofline compute, KV-cache transfers, request batching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowherd.collectives.ops import Op
+from flowherd.errors import ConfigError
+from flowherd.workload import InferenceJob, TaskKind, rank_to_gpu
+
+
+def test_prefill_tp_traffic_is_two_allreduce_per_layer():
+    # Megatron inference: 2 AllReduce of tokens * h * 2 bytes per layer (attention out, MLP out).
+    j = InferenceJob(model="llama3-70b", tp=8, prompt_tokens=2048)
+    g = j.prefill_graph(4)
+    (t,) = [t for t in g.tasks if t.group == "tp"]
+    assert t.count == 2 * 80 and t.collectives[0].op == Op.ALLREDUCE
+    assert t.collectives[0].size_bytes == 4 * 2048 * 8192 * 2
+    assert t.collectives[0].gpus == tuple(range(8))
+
+
+def test_prefill_is_compute_bound_and_decode_memory_bound():
+    j = InferenceJob(model="llama3-70b", tp=8, prompt_tokens=2048, output_tokens=128)
+    m, g = j.model, j.gpu
+    pre = next(t for t in j.prefill_graph(8).tasks if t.kind == TaskKind.COMPUTE)
+    flops = 8 * 2048 * m.forward_flops_per_token(2048)
+    assert pre.duration_s == pytest.approx(flops / (8 * g.peak_bf16_flops * j.efficiency))
+    dec = next(t for t in j.decode_graph(1, context_tokens=2048).tasks if t.kind == TaskKind.COMPUTE)
+    read = m.num_params() * 2 + 2048 * m.kv_cache_bytes_per_token(2)
+    assert dec.duration_s == pytest.approx(read / (8 * g.memory_bytes_per_s))
+
+
+def test_decode_steps_merge_linearly():
+    j = InferenceJob(model="llama3-8b", tp=2)
+    one, many = j.decode_graph(16), j.decode_graph(16, steps=50)
+    assert many.critical_path_s() == pytest.approx(50 * one.critical_path_s())
+    assert many.bytes_by_group()["tp"] == pytest.approx(50 * one.bytes_by_group()["tp"])
+
+
+def test_kv_transfer_bytes_closed_form_and_rank_pairs():
+    # KV bytes = 2 * layers * kv_heads * head_dim * seq * bytes (per request); DistServe / Splitwise.
+    j = InferenceJob(model="llama3-70b", tp=8, instances=2, disaggregated=True, decode_instances=3,
+                     decode_tp=4, prompt_tokens=1000)
+    g = j.kv_transfer_graph(5, src=1, dst=2)
+    assert g.bytes_by_group()["kv"] == pytest.approx(5 * 2 * 80 * 8 * 128 * 1000 * 2)
+    (t,) = g.tasks
+    senders = {c.gpus[0] for c in t.collectives}
+    receivers = {c.gpus[1] for c in t.collectives}
+    assert senders == set(range(8, 16))  # prefill replica 1
+    assert receivers == set(range(16 + 2 * 4, 16 + 3 * 4))  # decode replica 2
+    assert j.world_size == 2 * 8 + 3 * 4
+
+
+def test_moe_inference_alltoall_per_moe_layer():
+    j = InferenceJob(model="mixtral-8x7b", tp=4, ep=2, prompt_tokens=512)
+    g = j.prefill_graph(2)
+    (t,) = [t for t in g.tasks if t.group == "ep"]
+    assert t.count == 2 * 32 and len(t.collectives) == 2
+    assert t.collectives[0].size_bytes == pytest.approx(2 * 512 / 4 * 2 * 4096 * 2)
+
+
+def test_batching_respects_window_and_size():
+    j = InferenceJob(model="llama3-8b", max_batch=3, batch_window_s=1.0)
+    close, size = j.batch_requests(np.array([0.0, 0.2, 0.5, 0.7, 3.0, 3.5, 10.0]))
+    assert size.tolist() == [3, 1, 2, 1]
+    assert close.tolist() == [0.5, 1.7, 4.0, 11.0]
+    assert size.sum() == 7
+
+
+def test_request_arrivals_are_poisson_and_seeded():
+    j = InferenceJob(model="llama3-8b", request_rate_per_s=50.0, duration_s=200.0, submit_s=10.0)
+    a = j.request_arrivals(np.random.default_rng(1))
+    assert np.array_equal(a, j.request_arrivals(np.random.default_rng(1)))
+    assert a.min() >= 10.0 and a.max() < 210.0
+    assert len(a) == pytest.approx(50 * 200, abs=4 * np.sqrt(50 * 200))  # 4 sigma of Poisson(10,000)
+
+
+def test_inference_ranks_map_tp_inside_servers():
+    j = InferenceJob(model="llama3-8b", tp=4, instances=4)
+    mp = rank_to_gpu(j, np.arange(32, 48), 8)
+    for r in j.replica_ranks():
+        assert len({int(mp[x]) // 8 for x in r}) == 1
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        (dict(tp=3), "tp"),
+        (dict(ep=2), "ep"),
+        (dict(disaggregated=True), "decode_instances"),
+        (dict(decode_instances=2), "decode_instances"),
+        (dict(request_rate_per_s=-1.0), "request_rate_per_s"),
+        (dict(max_batch=0), "max_batch"),
+    ],
+)
+def test_bad_inference_spec_names_the_field(kw, field):
+    with pytest.raises(ConfigError, match=rf"\({field}\)"):
+        InferenceJob(model="llama3-8b", **kw)
+
+
+def test_kv_transfer_needs_disaggregation():
+    with pytest.raises(ConfigError, match="disaggregated"):
+        InferenceJob(model="llama3-8b").kv_transfer_graph(1)
+
+
+def test_batch_graph_chains_prefill_kv_and_decode():
+    j = InferenceJob(model="llama3-8b", tp=2, instances=2, disaggregated=True, decode_instances=1,
+                     output_tokens=64)
+    g = j.batch_graph(3, prefill_replica=1, decode_replica=0)
+    phases = [(t.phase, t.kind) for t in g.tasks]
+    assert phases == [("prefill", TaskKind.COMPUTE), ("prefill", TaskKind.COMM), ("kv", TaskKind.COMM),
+                      ("decode", TaskKind.COMPUTE), ("decode", TaskKind.COMM)]
+    for prev, cur in zip(g.tasks, g.tasks[1:], strict=False):
+        assert cur.deps == (prev.id,)
+    assert g.tasks[0].stage == 1 and g.tasks[3].stage == 2  # prefill replica 1; decode replica 0 = stage 2
+    assert g.bytes_by_group()["kv"] == pytest.approx(j.kv_bytes(3))
+    dec = j.decode_graph(3, steps=64)
+    assert g.tasks[3].duration_s == pytest.approx(dec.tasks[0].duration_s)
+
+
+def test_rounds_cover_every_request_once():
+    j = InferenceJob(model="llama3-8b", tp=1, instances=3, request_rate_per_s=20.0, duration_s=30.0,
+                     max_batch=8)
+    rng_a, rng_b = np.random.default_rng(4), np.random.default_rng(4)
+    n = len(j.request_arrivals(rng_a))
+    rounds = j.rounds(rng_b)
+    # prefill is compute-bound here, so its duration is proportional to the batch's requests
+    one = j.prefill_graph(1).tasks[0].duration_s
+    sizes = [next(t for t in g.tasks if t.phase == "prefill").duration_s / one for _, g in rounds]
+    assert sum(sizes) == pytest.approx(n) and max(sizes) <= 8 + 1e-9
+    assert [t for t, _ in rounds] == sorted(t for t, _ in rounds)
+    stages = [g.tasks[0].stage for _, g in rounds]
+    assert stages[:6] == [0, 1, 2, 0, 1, 2]
