@@ -1,0 +1,468 @@
+"""Collective algorithms: plain functions turning a `Collective` into a `Schedule`.
+
+Every algorithm has the signature ``fn(collective, *, fabric=None, protocol="simple",
+chunks=None) -> Schedule`` and is registered in `ALGORITHMS` under its name:
+
+* ``ring``: AllReduce = ReduceScatter + AllGather, ``2(n-1)`` steps of ``S/n``;
+  ReduceScatter / AllGather ``n-1`` steps; Broadcast / Reduce as a chunked pipelined chain
+  (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters of
+  workstations", JPDC 69(2)).
+* ``tree``: NCCL's double binary tree for AllReduce (NVIDIA/nccl ``src/graph/trees.cc`` @ 18a07eee,
+  ``ncclGetBtree`` / ``ncclGetDtree``): two complementary trees each carry half the data,
+  reduce up then broadcast down, chunked and pipelined in lock-step wavefronts.
+* ``halving_doubling``: Rabenseifner's AllReduce (recursive-halving ReduceScatter +
+  recursive-doubling AllGather), and those two halves alone; non-powers of two by the
+  standard fold of Thakur, Rabenseifner & Gropp 2005 ("Optimization of collective
+  communication operations in MPICH", IJHPCA 19(1), Sec. 4.3).
+* ``direct``: every transfer at once (AllToAll(v), AllGather, ReduceScatter, AllReduce as
+  direct ReduceScatter + direct AllGather, Broadcast, Reduce, SendRecv).
+* ``pairwise``: AllToAll(v) in ``n-1`` shifted exchange steps (rank i sends to i+k in step k).
+* ``hierarchical``: intra-server, then across servers among GPUs of the same local rank,
+  then intra-server again (AllReduce, ReduceScatter, AllGather, AllToAll); needs the fabric.
+
+A schedule's flows are between the collective's GPUs (fabric node ids). Each step carries
+the protocol's per-step latency (NCCL ``hwLat`` for the link class it crosses) and the
+steps without predecessors also carry NCCL's ``baseLat`` (`flowherd.collectives.nccl`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from flowherd.collectives.nccl import PROTOCOLS, WIRE_FRACTION, base_latency_s, step_latency_s
+from flowherd.collectives.ops import Collective, Op
+from flowherd.collectives.schedule import Schedule, Step
+from flowherd.errors import ConfigError
+from flowherd.fabric.core import Fabric, LinkKind
+from flowherd.registry import Registry
+from flowherd.units import MiB
+
+Algorithm = Callable[..., Schedule]
+ALGORITHMS: Registry[Algorithm] = Registry("collective algorithm")
+
+# Pipelining granularity when `chunks` is not given: 1 MiB chunks, at most 64 per pipeline.
+# NCCL's Simple protocol moves data in slices of a few hundred KiB per channel
+# (NCCL_STEPS x buffSize / ...); 1 MiB keeps the step count of big collectives moderate.
+DEFAULT_CHUNK_BYTES = 1 * MiB
+MAX_CHUNKS = 64
+
+
+def default_chunks(pipeline_bytes: float) -> int:
+    """Chunks a pipelined algorithm cuts `pipeline_bytes` into when not told."""
+    return int(min(MAX_CHUNKS, max(1, math.ceil(pipeline_bytes / DEFAULT_CHUNK_BYTES))))
+
+
+class _Builder:
+    """Collects steps in rank space; `build` maps ranks to GPUs and sets latencies."""
+
+    def __init__(self, coll: Collective, algorithm: str, protocol: str, fabric: Fabric | None,
+                 family: str = "ring"):
+        self.coll = coll
+        self.algorithm = algorithm
+        self.protocol = PROTOCOLS[str(protocol).lower()]
+        self.fabric = fabric
+        self.family = family
+        self.raw: list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, ...]]] = []
+
+    def add(self, src, dst, size, deps=()) -> int:
+        src = np.asarray(src, dtype=np.int64).ravel()
+        dst = np.asarray(dst, dtype=np.int64).ravel()
+        size = np.broadcast_to(np.asarray(size, dtype=np.float64), src.shape)
+        self.raw.append((src, dst, size, tuple(deps)))
+        return len(self.raw) - 1
+
+    def chain(self, src, dst, size) -> int:
+        """Add a step waiting for the previous one."""
+        return self.add(src, dst, size, () if not self.raw else (len(self.raw) - 1,))
+
+    def build(self) -> Schedule:
+        gpus = np.asarray(self.coll.gpus, dtype=np.int64)
+        fab = self.fabric
+        intra_hw = "net"
+        if fab is not None:
+            intra_hw = "nvlink" if np.any(fab.link_kind == LinkKind.NVLINK) else "pci"
+        base = base_latency_s(self.protocol, algorithm_family=self.family)
+        steps = []
+        for src, dst, size, deps in self.raw:
+            keep = size > 0
+            s, d = gpus[src[keep]], gpus[dst[keep]]
+            intra = bool(fab is not None and s.size
+                         and np.all(fab.gpu_server[s] == fab.gpu_server[d]))
+            lat = step_latency_s(self.protocol, algorithm_family=self.family,
+                                 hw=intra_hw if intra else "net")
+            steps.append(Step(src_gpu=s, dst_gpu=d, size_bytes=size[keep], deps=deps,
+                              latency_s=lat + (0.0 if deps else base), intra_server=intra))
+        return Schedule(collective=self.coll, algorithm=self.algorithm, protocol=self.protocol.value,
+                        steps=tuple(steps), wire_fraction=WIRE_FRACTION[self.protocol])
+
+
+def _unsupported(coll: Collective, algorithm: str, supported: tuple[Op, ...]) -> ConfigError:
+    return ConfigError(f"algorithm {algorithm!r} does not implement op {coll.op.value!r}; "
+                       f"it implements {', '.join(o.value for o in supported)} (op, algorithm)")
+
+
+def _check_chunks(chunks: int | None, pipeline_bytes: float) -> int:
+    if chunks is None:
+        return default_chunks(pipeline_bytes)
+    if int(chunks) != chunks or chunks < 1:
+        raise ConfigError(f"chunks must be a positive integer, got {chunks!r} (chunks)")
+    return int(chunks)
+
+
+# ---- ring -------------------------------------------------------------------------------------
+_RING_OPS = (Op.ALLREDUCE, Op.REDUCESCATTER, Op.ALLGATHER, Op.BROADCAST, Op.REDUCE)
+
+
+@ALGORITHMS.register("ring")
+def ring(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "simple",
+         chunks: int | None = None) -> Schedule:
+    """Ring algorithms (Patarasuk & Yuan 2009); Broadcast/Reduce as a pipelined chain.
+
+    Rank ``i`` sends to rank ``i+1 (mod n)``. AllReduce: ``2(n-1)`` steps of ``S/n``;
+    ReduceScatter and AllGather: ``n-1`` steps of ``S/n``. Broadcast from the root along
+    ``root, root+1, ...`` (Reduce the other way) in ``c`` chunks of ``S/c``: ``n-2+c``
+    wavefronts, edge ``i`` of the chain carrying chunk ``w-i`` in wavefront ``w``.
+    """
+    b = _Builder(coll, "ring", protocol, fabric)
+    n, size = coll.n, float(coll.size_bytes)
+    if coll.op not in _RING_OPS:
+        raise _unsupported(coll, "ring", _RING_OPS)
+    r = np.arange(n)
+    if n > 1:
+        if coll.op in (Op.ALLREDUCE, Op.REDUCESCATTER, Op.ALLGATHER):
+            nsteps = 2 * (n - 1) if coll.op == Op.ALLREDUCE else n - 1
+            for _ in range(nsteps):
+                b.chain(r, (r + 1) % n, size / n)
+        else:
+            c = _check_chunks(chunks, size)
+            order = (coll.root + r) % n  # chain from the root
+            edges = np.arange(n - 1)
+            for w in range(n - 2 + c):
+                stage = edges if coll.op == Op.BROADCAST else (n - 2 - edges)
+                on = (w - stage >= 0) & (w - stage < c)
+                e = edges[on]
+                if coll.op == Op.BROADCAST:
+                    b.chain(order[e], order[e + 1], size / c)
+                else:
+                    b.chain(order[e + 1], order[e], size / c)
+    return b.build()
+
+
+# ---- double binary tree -----------------------------------------------------------------------
+def nccl_btree(n: int) -> np.ndarray:
+    """Parent of each rank in NCCL's binary tree (``ncclGetBtree``); the root (0) has -1."""
+    parent = np.full(n, -1, dtype=np.int64)
+    for rank in range(1, n):
+        bit = 1
+        while bit < n and not bit & rank:
+            bit <<= 1
+        up = (rank ^ bit) | (bit << 1)
+        if up >= n:
+            up = rank ^ bit
+        parent[rank] = up
+    return parent
+
+
+def nccl_dtree(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Parents in NCCL's two trees (``ncclGetDtree``): the btree, and its mirror (n even) or
+    its shift by one rank (n odd)."""
+    t0 = nccl_btree(n)
+    r = np.arange(n)
+    if n % 2 == 1:  # shift: rank r plays rank (r-1) mod n of the btree
+        p = t0[(r - 1) % n]
+        t1 = np.where(p < 0, -1, (p + 1) % n)
+    else:  # mirror: rank r plays rank n-1-r
+        p = t0[n - 1 - r]
+        t1 = np.where(p < 0, -1, n - 1 - p)
+    return t0, t1
+
+
+def tree_depths(parent: np.ndarray) -> np.ndarray:
+    """Depth of each rank (root 0)."""
+    depth = np.zeros(len(parent), dtype=np.int64)
+    for v in range(len(parent)):
+        d, u = 0, v
+        while parent[u] >= 0:
+            u = int(parent[u])
+            d += 1
+        depth[v] = d
+    return depth
+
+
+def _tree_edges(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Edges (child, parent, child depth) of both trees, and the larger depth."""
+    kids, pars, deps = [], [], []
+    for parent in nccl_dtree(n):
+        d = tree_depths(parent)
+        v = np.flatnonzero(parent >= 0)
+        kids.append(v)
+        pars.append(parent[v])
+        deps.append(d[v])
+    depth = np.concatenate(deps)
+    return (np.concatenate(kids), np.concatenate(pars), depth,
+            int(depth.max()) if depth.size else 0)
+
+
+def tree_wavefronts(n: int, chunks: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(src rank, dst rank) flows of each wavefront of the pipelined double binary tree.
+
+    In each tree, chunk ``k`` goes up the edge of a child at depth ``d`` in wavefront
+    ``k + D - d`` and down it in wavefront ``k + D + d - 1`` (``D`` the largest depth), so
+    the root has the whole of chunk ``k`` reduced just before it broadcasts it.
+    """
+    child, parent, depth, dmax = _tree_edges(n)
+    out = []
+    for w in range(chunks + 2 * dmax - 1):
+        k_up = w - (dmax - depth)
+        k_dn = w - dmax - depth + 1
+        up = (k_up >= 0) & (k_up < chunks)
+        dn = (k_dn >= 0) & (k_dn < chunks)
+        out.append((np.concatenate([child[up], parent[dn]]),
+                    np.concatenate([parent[up], child[dn]])))
+    return out
+
+
+@ALGORITHMS.register("tree")
+def tree(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "simple",
+         chunks: int | None = None) -> Schedule:
+    """NCCL's double binary tree AllReduce, chunked and pipelined.
+
+    Each of the two trees carries ``S/2`` in ``c`` chunks of ``S/(2c)``; ``c + 2D - 1``
+    lock-step wavefronts, where ``D`` is the depth of the deeper tree.
+    """
+    if coll.op != Op.ALLREDUCE:
+        raise _unsupported(coll, "tree", (Op.ALLREDUCE,))
+    b = _Builder(coll, "tree", protocol, fabric, family="tree")
+    n, size = coll.n, float(coll.size_bytes)
+    if n > 1:
+        c = _check_chunks(chunks, size / 2)
+        for src, dst in tree_wavefronts(n, c):
+            b.chain(src, dst, size / (2 * c))
+    return b.build()
+
+
+# ---- recursive halving / doubling ---------------------------------------------------------------
+_RHD_OPS = (Op.ALLREDUCE, Op.REDUCESCATTER, Op.ALLGATHER)
+
+
+def fold(n: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Thakur et al.'s fold to a power of two: with ``p' = 2^floor(log2 n)`` and
+    ``r = n - p'``, even ranks ``0, 2, .., 2r-2`` hand their data to the odd rank after them.
+
+    Returns:
+        The ``p'`` surviving ranks (ascending), how many ranks each represents (1 or 2), p'.
+    """
+    p2 = 1 << (n.bit_length() - 1)
+    r = n - p2
+    survivors = np.concatenate([np.arange(1, 2 * r, 2), np.arange(2 * r, n)]).astype(np.int64)
+    weight = np.where(np.arange(p2) < r, 2, 1)
+    return survivors, weight, p2
+
+
+def _halving(b: _Builder, surv: np.ndarray, block: np.ndarray) -> None:
+    """Recursive halving among survivors: survivor j sends its partner's half of its range."""
+    p2 = len(surv)
+    pre = np.concatenate([[0.0], np.cumsum(block)])
+    j = np.arange(p2)
+    m = p2 // 2
+    while m >= 1:
+        partner = j ^ m
+        lo = partner & ~(m - 1)
+        b.chain(surv[j], surv[partner], pre[lo + m] - pre[lo])
+        m //= 2
+
+
+def _doubling(b: _Builder, surv: np.ndarray, block: np.ndarray) -> None:
+    """Recursive doubling among survivors: survivor j sends all it holds to its partner."""
+    p2 = len(surv)
+    pre = np.concatenate([[0.0], np.cumsum(block)])
+    j = np.arange(p2)
+    m = 1
+    while m < p2:
+        lo = j & ~(m - 1)
+        b.chain(surv[j], surv[j ^ m], pre[lo + m] - pre[lo])
+        m *= 2
+
+
+@ALGORITHMS.register("halving_doubling")
+def halving_doubling(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "simple",
+                     chunks: int | None = None) -> Schedule:
+    """Rabenseifner AllReduce; recursive-halving ReduceScatter; recursive-doubling AllGather.
+
+    For ``n`` not a power of two (Thakur, Rabenseifner & Gropp 2005, Sec. 4.3): the first
+    ``2r`` ranks fold in pairs (even sends its vector to odd), the ``p'`` survivors run the
+    power-of-two algorithm on blocks weighted by the ranks they stand for, and the odd ranks
+    send the folded ranks their result at the end.
+    """
+    if coll.op not in _RHD_OPS:
+        raise _unsupported(coll, "halving_doubling", _RHD_OPS)
+    b = _Builder(coll, "halving_doubling", protocol, fabric)
+    n, size = coll.n, float(coll.size_bytes)
+    if n == 1:
+        return b.build()
+    surv, weight, p2 = fold(n)
+    r = n - p2
+    evens, odds = np.arange(0, 2 * r, 2), np.arange(1, 2 * r, 2)
+    shard = size / n
+    if coll.op == Op.ALLREDUCE:
+        fold_in, fold_out, block = size, size, np.full(p2, size / p2)
+    elif coll.op == Op.REDUCESCATTER:
+        fold_in, fold_out, block = size, shard, weight * shard
+    else:
+        fold_in, fold_out, block = shard, size - shard, weight * shard
+    if r:
+        b.chain(evens, odds, fold_in)
+    if coll.op in (Op.ALLREDUCE, Op.REDUCESCATTER):
+        _halving(b, surv, block)
+    if coll.op in (Op.ALLREDUCE, Op.ALLGATHER):
+        _doubling(b, surv, block)
+    if r:
+        b.chain(odds, evens, fold_out)
+    return b.build()
+
+
+# ---- direct and pairwise ------------------------------------------------------------------------
+_DIRECT_OPS = (Op.ALLTOALL, Op.ALLTOALLV, Op.ALLGATHER, Op.REDUCESCATTER, Op.ALLREDUCE,
+               Op.BROADCAST, Op.REDUCE, Op.SENDRECV)
+
+
+def _all_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    i, j = np.divmod(np.arange(n * n), n)
+    off = i != j
+    return i[off], j[off]
+
+
+@ALGORITHMS.register("direct")
+def direct(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "simple",
+           chunks: int | None = None) -> Schedule:
+    """Every transfer in one step (two for AllReduce: direct ReduceScatter then AllGather).
+
+    AllToAll: ``S/n`` from every rank to every other; AllToAllv: ``matrix_bytes[i, j]``;
+    AllGather and ReduceScatter: ``S/n`` per pair; Broadcast: root sends ``S`` to each rank;
+    Reduce: each rank sends ``S`` to the root; SendRecv: one flow of ``S``.
+    """
+    b = _Builder(coll, "direct", protocol, fabric)
+    n, size = coll.n, float(coll.size_bytes)
+    if n == 1:
+        if coll.op not in _DIRECT_OPS:
+            raise _unsupported(coll, "direct", _DIRECT_OPS)
+        return b.build()
+    i, j = _all_pairs(n)
+    others = np.delete(np.arange(n), coll.root)
+    if coll.op in (Op.ALLTOALL, Op.ALLGATHER, Op.REDUCESCATTER):
+        b.chain(i, j, size / n)
+    elif coll.op == Op.ALLTOALLV:
+        b.chain(i, j, np.asarray(coll.matrix_bytes, dtype=np.float64)[i, j])
+    elif coll.op == Op.ALLREDUCE:
+        b.chain(i, j, size / n)
+        b.chain(i, j, size / n)
+    elif coll.op == Op.BROADCAST:
+        b.chain(np.full(n - 1, coll.root), others, size)
+    elif coll.op == Op.REDUCE:
+        b.chain(others, np.full(n - 1, coll.root), size)
+    elif coll.op == Op.SENDRECV:
+        b.chain([0], [1], size)
+    else:  # pragma: no cover - every Op is listed above
+        raise _unsupported(coll, "direct", _DIRECT_OPS)
+    return b.build()
+
+
+@ALGORITHMS.register("pairwise")
+def pairwise(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "simple",
+             chunks: int | None = None) -> Schedule:
+    """AllToAll(v) as ``n-1`` exchange steps: in step ``k`` rank ``i`` sends to ``i+k mod n``."""
+    ops = (Op.ALLTOALL, Op.ALLTOALLV)
+    if coll.op not in ops:
+        raise _unsupported(coll, "pairwise", ops)
+    b = _Builder(coll, "pairwise", protocol, fabric)
+    n, size = coll.n, float(coll.size_bytes)
+    r = np.arange(n)
+    for k in range(1, n):
+        dst = (r + k) % n
+        if coll.op == Op.ALLTOALL:
+            b.chain(r, dst, size / n)
+        else:
+            b.chain(r, dst, np.asarray(coll.matrix_bytes, dtype=np.float64)[r, dst])
+    return b.build()
+
+
+# ---- hierarchical -------------------------------------------------------------------------------
+_HIER_OPS = (Op.ALLREDUCE, Op.REDUCESCATTER, Op.ALLGATHER, Op.ALLTOALL)
+
+
+def server_grid(coll: Collective, fabric: Fabric) -> np.ndarray:
+    """Ranks as a ``[servers, per_server]`` grid (servers in order of first rank, local ranks in
+    rank order); raises `ConfigError` unless every server holds the same number of ranks."""
+    gpus = np.asarray(coll.gpus)
+    if gpus.max() >= fabric.num_gpus:
+        raise ConfigError(f"GPU {int(gpus.max())} is not in fabric {fabric.name!r} with "
+                          f"{fabric.num_gpus} GPUs (collective.gpus)")
+    server = fabric.gpu_server[gpus]
+    _, first, inv, counts = np.unique(server, return_index=True, return_inverse=True,
+                                      return_counts=True)
+    if np.any(counts != counts[0]):
+        raise ConfigError(f"hierarchical needs the same number of ranks on every server, got "
+                          f"{sorted(set(counts.tolist()))} ranks per server (collective.gpus)")
+    order = np.argsort(first[inv] * len(gpus) + np.arange(len(gpus)), kind="stable")
+    return order.reshape(len(counts), counts[0])
+
+
+@ALGORITHMS.register("hierarchical")
+def hierarchical(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "simple",
+                 chunks: int | None = None) -> Schedule:
+    """Two-level algorithm over ``g`` servers of ``m`` ranks each (``n = g m``).
+
+    AllReduce: intra-server ring ReduceScatter (``m-1`` steps of ``S/m``), ring AllReduce
+    among the ranks of equal local index (``2(g-1)`` steps of ``S/(gm)``), intra-server ring
+    AllGather (``m-1`` steps of ``S/m``). ReduceScatter: the first two phases (the second with
+    ``g-1`` steps); AllGather: inter ring AllGather (``g-1`` steps of ``S/n``), then intra
+    (``m-1`` steps of ``S/m``). AllToAll: one intra step (rank ``(s,a)`` sends ``(s,b)`` the
+    ``g S/n`` bytes meant for local index ``b`` on any server), then one inter step (``(s,b)``
+    sends ``(s',b)`` the ``m S/n`` bytes for it), the rail-aligned scheme of PXN.
+    """
+    if coll.op not in _HIER_OPS:
+        raise _unsupported(coll, "hierarchical", _HIER_OPS)
+    if fabric is None:
+        raise ConfigError("algorithm 'hierarchical' needs the fabric to group ranks by server "
+                          "(fabric)")
+    b = _Builder(coll, "hierarchical", protocol, fabric)
+    n, size = coll.n, float(coll.size_bytes)
+    grid = server_grid(coll, fabric)
+    g, m = grid.shape
+    intra_next = np.roll(grid, -1, axis=1)  # (s, a) -> (s, a+1)
+    inter_next = np.roll(grid, -1, axis=0)  # (s, a) -> (s+1, a)
+    if coll.op in (Op.ALLREDUCE, Op.REDUCESCATTER):
+        for _ in range(m - 1):
+            b.chain(grid, intra_next, size / m)
+        for _ in range((2 if coll.op == Op.ALLREDUCE else 1) * (g - 1)):
+            b.chain(grid, inter_next, size / n)
+        if coll.op == Op.ALLREDUCE:
+            for _ in range(m - 1):
+                b.chain(grid, intra_next, size / m)
+    elif coll.op == Op.ALLGATHER:
+        for _ in range(g - 1):
+            b.chain(grid, inter_next, size / n)
+        for _ in range(m - 1):
+            b.chain(grid, intra_next, size / m)
+    else:  # AllToAll
+        a, bb = _all_pairs(m)
+        if m > 1:
+            b.chain(grid[:, a], grid[:, bb], g * size / n)
+        s, t = _all_pairs(g)
+        if g > 1:
+            b.chain(grid[s, :], grid[t, :], m * size / n)
+    return b.build()
+
+
+def build_schedule(collective: Collective, algorithm: str = "ring", *, fabric: Fabric | None = None,
+                   protocol: str = "simple", chunks: int | None = None) -> Schedule:
+    """Look `algorithm` up in `ALGORITHMS` and build the collective's schedule.
+
+    >>> s = build_schedule(Collective(op="allreduce", gpus=range(4), size_bytes=4096), "ring")
+    >>> (s.num_steps, float(s.steps[0].size_bytes[0]))
+    (6, 1024.0)
+    """
+    return ALGORITHMS[algorithm](collective, fabric=fabric, protocol=protocol, chunks=chunks)

@@ -1,0 +1,154 @@
+"""`Schedule`: one collective turned into a DAG of transfer steps.
+
+A step is a set of flows (GPU -> GPU, bytes) that start together once every step it waits
+for has finished. Chunked pipelining is expressed as more, smaller steps with finer
+dependencies. A step also carries its own fixed latency (the protocol's per-step latency,
+plus the collective's base latency on the steps that start it); the simulator adds it as
+a delay before the step's flows start, and the network's propagation delay on top.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowherd.collectives.ops import Collective
+from flowherd.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Step:
+    """Flows that start together.
+
+    Attributes:
+        src_gpu: ``int32[k]`` sending GPU (fabric node id) of each flow.
+        dst_gpu: ``int32[k]`` receiving GPU of each flow.
+        size_bytes: ``float64[k]`` payload bytes of each flow (before the protocol's overhead).
+        deps: Indices of earlier steps this one waits for.
+        latency_s: Fixed delay before the flows start (protocol per-step latency, plus the
+            base latency of the collective on its first steps).
+        intra_server: Whether every flow stays inside one server (scale-up domain).
+    """
+
+    src_gpu: np.ndarray
+    dst_gpu: np.ndarray
+    size_bytes: np.ndarray
+    deps: tuple[int, ...] = ()
+    latency_s: float = 0.0
+    intra_server: bool = False
+
+    def __post_init__(self) -> None:
+        src = np.asarray(self.src_gpu, dtype=np.int32).ravel()
+        dst = np.asarray(self.dst_gpu, dtype=np.int32).ravel()
+        size = np.asarray(self.size_bytes, dtype=np.float64).ravel()
+        if not (len(src) == len(dst) == len(size)):
+            raise ConfigError(f"a step's src_gpu, dst_gpu and size_bytes must have equal length, "
+                              f"got {len(src)}, {len(dst)}, {len(size)} (step)")
+        if np.any(src == dst):
+            raise ConfigError("a step's flow goes from a GPU to itself (step.src_gpu == dst_gpu)")
+        for name, arr in (("src_gpu", src), ("dst_gpu", dst), ("size_bytes", size)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        object.__setattr__(self, "deps", tuple(int(d) for d in self.deps))
+
+    @property
+    def num_flows(self) -> int:
+        return len(self.src_gpu)
+
+    @property
+    def total_bytes(self) -> float:
+        return float(self.size_bytes.sum())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Schedule:
+    """A collective's algorithm as a DAG of `Step` s (steps only wait for earlier ones).
+
+    Attributes:
+        collective: The collective this schedule implements.
+        algorithm: Registry name of the algorithm.
+        protocol: NCCL protocol name ("simple", "ll", "ll128"); its wire overhead is
+            applied when the schedule is simulated (`wire_fraction`).
+        steps: The steps, in a topological order.
+        wire_fraction: Payload bytes per wire byte of the protocol (1 for Simple, 1/2 for LL,
+            120/128 for LL128); the simulator sends ``size_bytes / wire_fraction``.
+    """
+
+    collective: Collective
+    algorithm: str
+    protocol: str
+    steps: tuple[Step, ...]
+    wire_fraction: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", tuple(self.steps))
+        for i, st in enumerate(self.steps):
+            bad = [d for d in st.deps if not 0 <= d < i]
+            if bad:
+                raise ConfigError(f"step {i} waits for step(s) {bad}; expected earlier steps 0..{i - 1} "
+                                  "(schedule.steps[i].deps)")
+        if not 0 < self.wire_fraction <= 1:
+            raise ConfigError(f"wire_fraction must be in (0, 1], got {self.wire_fraction} "
+                              "(schedule.wire_fraction)")
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.steps)
+
+    @property
+    def num_flows(self) -> int:
+        return sum(st.num_flows for st in self.steps)
+
+    def total_bytes(self) -> float:
+        """Payload bytes over all flows of all steps."""
+        return float(sum(st.total_bytes for st in self.steps))
+
+    def sinks(self) -> list[int]:
+        """Steps no other step waits for (the collective is done when all of them are)."""
+        waited = {d for st in self.steps for d in st.deps}
+        return [i for i in range(len(self.steps)) if i not in waited]
+
+    def critical_path(self, step_cost_s: np.ndarray | None = None) -> tuple[float, list[int]]:
+        """Longest path through the DAG.
+
+        Args:
+            step_cost_s: Cost of each step in seconds; defaults to each step's `latency_s`.
+
+        Returns:
+            The path's total cost (seconds) and its step indices, first to last.
+        """
+        m = len(self.steps)
+        if m == 0:
+            return 0.0, []
+        cost = (np.array([st.latency_s for st in self.steps]) if step_cost_s is None
+                else np.asarray(step_cost_s, dtype=np.float64))
+        best = np.zeros(m)
+        prev = np.full(m, -1, dtype=np.int64)
+        for i, st in enumerate(self.steps):
+            if st.deps:
+                j = max(st.deps, key=lambda d: best[d])
+                best[i] = best[j] + cost[i]
+                prev[i] = j
+            else:
+                best[i] = cost[i]
+        last = int(np.argmax(best))
+        path = [last]
+        while prev[path[-1]] >= 0:
+            path.append(int(prev[path[-1]]))
+        return float(best[last]), path[::-1]
+
+    def pair_bytes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Aggregate payload per (src, dst) GPU pair over all steps (the `collective` fidelity)."""
+        if not self.steps:
+            z = np.zeros(0, np.int32)
+            return z, z, np.zeros(0)
+        src = np.concatenate([st.src_gpu for st in self.steps]).astype(np.int64)
+        dst = np.concatenate([st.dst_gpu for st in self.steps]).astype(np.int64)
+        size = np.concatenate([st.size_bytes for st in self.steps])
+        key = src * (int(max(src.max(initial=0), dst.max(initial=0))) + 1) + dst
+        uniq, inv = np.unique(key, return_inverse=True)
+        total = np.bincount(inv, weights=size, minlength=len(uniq))
+        first = np.zeros(len(uniq), dtype=np.int64)
+        first[inv[::-1]] = np.arange(len(inv))[::-1]
+        return src[first].astype(np.int32), dst[first].astype(np.int32), total

@@ -1,0 +1,94 @@
+"""`flowherd collective`: the fixed command-line contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flowherd.cli import main
+from flowherd.collectives.ops import Collective, busbw_factor
+from flowherd.fabric.spec import load_fabric
+from flowherd.sim.collective import simulate_collective
+
+FABRIC_YAML = """\
+kind: leaf-spine
+servers: 4
+gpus_per_server: 4
+leaves: 2
+spines: 2
+nic_bandwidth: 400Gbps
+nvlink_bandwidth: 900GB/s
+"""
+
+
+@pytest.fixture
+def fabric_file(tmp_path):
+    p = tmp_path / "fab.yaml"
+    p.write_text(FABRIC_YAML)
+    return str(p)
+
+
+def _run(capsys, *args):
+    code = main(["collective", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_has_the_contract_fields_and_matches_the_library(capsys, fabric_file):
+    code, out, _ = _run(capsys, "--op", "allreduce", "--algo", "ring", "--size", "64MiB", "--gpus", "8",
+                        "--fabric", fabric_file, "--json")
+    assert code == 0
+    d = json.loads(out)
+    for key in ("time_s", "algbw_bytes_per_s", "busbw_bytes_per_s", "algorithm", "protocol",
+                "num_gpus", "size_bytes"):
+        assert key in d
+    assert (d["algorithm"], d["protocol"], d["num_gpus"], d["size_bytes"]) == ("ring", "simple", 8,
+                                                                               64 * 2**20)
+    assert d["busbw_bytes_per_s"] == pytest.approx(d["algbw_bytes_per_s"] * busbw_factor("allreduce", 8))
+    fab = load_fabric(fabric_file)
+    lib = simulate_collective(fab, Collective(op="allreduce", gpus=range(8), size_bytes=64 * 2**20),
+                              algorithm="ring")
+    assert d["time_s"] == pytest.approx(lib.time_s)
+
+
+def test_packed_fills_servers_and_spread_goes_round_robin(capsys, fabric_file):
+    # 4 GPUs packed = one server (NVLink, 900 GB/s); spread = one per server (NICs, 50 GB/s)
+    times = {}
+    for placement in ("packed", "spread"):
+        code, out, _ = _run(capsys, "--op", "allreduce", "--algo", "ring", "--size", "64MiB", "--gpus", "4",
+                            "--fabric", fabric_file, "--placement", placement, "--json")
+        assert code == 0
+        times[placement] = json.loads(out)["time_s"]
+    assert times["spread"] > 5 * times["packed"]
+
+
+def test_auto_reports_the_selected_algorithm(capsys, fabric_file):
+    code, out, _ = _run(capsys, "--op", "allreduce", "--algo", "auto", "--size", "4KB", "--gpus", "16",
+                        "--fabric", fabric_file, "--routing", "ecmp", "--fidelity", "collective", "--json")
+    d = json.loads(out)
+    assert code == 0 and (d["algorithm"], d["protocol"]) == ("tree", "ll")
+    assert d["size_bytes"] == 4000 and d["fidelity"] == "collective" and d["router"] == "ecmp"
+
+
+def test_preset_fabric_and_rich_table(capsys):
+    code, out, _ = _run(capsys, "--op", "alltoall", "--algo", "direct", "--size", "1MiB", "--gpus", "8",
+                        "--fabric", "dgx1")
+    assert code == 0
+    assert "busbw" in out and "direct / simple" in out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--op", "allreduce", "--algo", "ring", "--size", "1GiB", "--gpus", "17"], "got 17 (--gpus)"),
+    (["--op", "allreduse", "--algo", "ring", "--size", "1GiB", "--gpus", "4"], "did you mean 'allreduce'"),
+    (["--op", "allreduce", "--algo", "rng", "--size", "1GiB", "--gpus", "4"], "did you mean 'ring'"),
+    (["--op", "allreduce", "--algo", "ring", "--size", "1 gigabyte", "--gpus", "4"], "malformed size"),
+    (["--op", "allreduce", "--algo", "tree", "--size", "1GiB", "--gpus", "4", "--placement", "spred"],
+     "did you mean 'spread'"),
+    (["--op", "alltoall", "--algo", "tree", "--size", "1GiB", "--gpus", "4"], "does not implement op"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, fabric_file, args, message):
+    code, _, err = _run(capsys, *args, "--fabric", fabric_file)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
