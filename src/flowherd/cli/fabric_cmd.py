@@ -1,0 +1,41 @@
+"""``flowherd fabric FABRIC [--json]``: build a preset or a YAML fabric and print its figures."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from flowherd.cli import app
+
+
+@app.command("fabric")
+def fabric_command(
+    fabric: str = typer.Argument(..., help="A preset name (e.g. dgx-superpod-h100-2su) or a YAML file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """Build FABRIC and print its counts, bisection bandwidth and GPU-to-GPU diameter."""
+    from flowherd.fabric.metrics import summary
+    from flowherd.fabric.spec import load_fabric
+
+    fab = load_fabric(fabric)
+    info = summary(fab)
+    if as_json:
+        print(json.dumps(info))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    from flowherd.units import format_rate
+
+    table = Table(title=f"fabric {info['name']} ({info['kind']})", show_header=True)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in info.items():
+        if key in ("name", "kind"):
+            continue
+        if key == "bisection_bytes_per_s":
+            table.add_row("bisection bandwidth", format_rate(value))
+        else:
+            table.add_row(key, f"{value:,}")
+    Console().print(table)

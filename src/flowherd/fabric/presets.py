@@ -1,0 +1,167 @@
+"""Fabrics of real clusters, by name: ``preset("dgx-superpod-h100-2su")``.
+
+Every preset cites its source in /work/shared/data/fabrics/fabric_facts.md (section numbers below)
+or small_topologies.md. Numbers a source does not give are marked "assumed" in the docstring.
+An unknown name raises `UnknownNameError` with the closest known name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from flowherd.fabric.core import Fabric
+from flowherd.fabric.generators.clos import clos3
+from flowherd.fabric.generators.hpn import hpn_dual_plane
+from flowherd.fabric.generators.nvlink import dgx1, dgx2, ndv2
+from flowherd.fabric.generators.rail import rail_optimized
+from flowherd.fabric.lingjun import lingjun_fabric
+from flowherd.registry import Registry
+from flowherd.units import GBps, Gbps
+
+PRESETS: Registry[Callable[[], Fabric]] = Registry("fabric preset")
+
+#: H100 SXM NVLink 4: "900 GBps" per GPU counts both directions (fabric_facts.md §1).
+H100_NVLINK_BYTES_PER_S = 450 * GBps
+#: DGX SuperPOD H100 RA (RA-11333-001) Table 4: spine switches per number of SUs (2 tiers).
+SUPERPOD_H100_SPINES = {1: 4, 2: 8, 3: 16, 4: 16}
+#: DGX SuperPOD B200 RA, 3-tier scale-out: core switches per number of SUs.
+SUPERPOD_3TIER_CORES = {16: 64, 32: 128, 64: 256}
+
+
+def preset(name: str) -> Fabric:
+    """Build the preset fabric `name` (see `preset_names`)."""
+    return PRESETS[name]()
+
+
+def preset_names() -> list[str]:
+    return sorted(PRESETS)
+
+
+def superpod_h100(sus: int) -> Fabric:
+    """NVIDIA DGX SuperPOD with DGX H100, 2-tier rail-optimized NDR fat tree (fabric_facts.md §1).
+
+    Source: DGX SuperPOD H100 Reference Architecture RA-11333-001, Table 4. 32 DGX H100 per SU
+    (the RA's 1-SU row has 31 nodes, one slot taken by UFM; all 32 are kept here), 8 GPUs and
+    8 ConnectX-7 400 Gb/s NICs per node, one rail leaf per GPU index per SU (8 leaves per SU),
+    each leaf 32 node ports and 32 spine cables (1:1), spines as in Table 4 (4, 8, 16, 16);
+    node-leaf cables = GPUs, spine-leaf cables = 256 per SU. NVLink: NVIDIA's "900 GBps" per GPU
+    counts both directions, so each GPU-NVSwitch link has 450 GB/s per direction.
+    """
+    return rail_optimized(servers=32 * sus, gpus_per_server=8, servers_per_su=32,
+                          spines=SUPERPOD_H100_SPINES[sus], leaf_uplinks=32,
+                          nic_bandwidth_bytes_per_s=400 * Gbps,
+                          nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S, gpu_type="h100",
+                          name=f"dgx-superpod-h100-{sus}su")
+
+
+def superpod_3tier(sus: int) -> Fabric:
+    """DGX SuperPOD 3-tier scale-out (leaf, spine, core) of `sus` SUs (fabric_facts.md §1).
+
+    Source: DGX SuperPOD B200 RA ("dgx-superpod-architecture"): 16 SU = 512 nodes / 4,096 GPUs /
+    128 leaf / 128 spine / 64 core; 32 SU: 256 / 256 / 128; 64 SU: 512 / 512 / 256; cables
+    node-leaf = leaf-spine = spine-core = GPU count. Built with DGX H100 nodes (8 GPUs, 8 x 400 Gb/s)
+    as the preset name says (NVLink 450 GB/s per direction): 8 spines per SU, spine ``j`` of each
+    SU dealing its 32 uplinks over core group ``j``.
+    """
+    return rail_optimized(servers=32 * sus, gpus_per_server=8, servers_per_su=32, sus_per_pod=1,
+                          spines_per_pod=8, cores=SUPERPOD_3TIER_CORES[sus], leaf_uplinks=32,
+                          nic_bandwidth_bytes_per_s=400 * Gbps,
+                          nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S, gpu_type="h100",
+                          name=f"dgx-superpod-h100-3tier-{sus}su")
+
+
+def _sized(fn: Callable[[int], Fabric], sus: int) -> Callable[[], Fabric]:
+    def make() -> Fabric:
+        return fn(sus)
+
+    make.__doc__ = fn.__doc__
+    return make
+
+
+for _n in SUPERPOD_H100_SPINES:
+    PRESETS.add(f"dgx-superpod-h100-{_n}su", _sized(superpod_h100, _n))
+for _n in SUPERPOD_3TIER_CORES:
+    PRESETS.add(f"dgx-superpod-h100-3tier-{_n}su", _sized(superpod_3tier, _n))
+
+
+@PRESETS.register("meta-24k")
+def meta_24k() -> Fabric:
+    """Meta's 24K-GPU RoCE cluster of Llama 3 (fabric_facts.md §2; arXiv:2407.21783 §3.3.1).
+
+    8 pods x 192 racks x 2 Grand Teton servers x 8 H100 = 24,576 GPUs, 400 Gb/s per GPU; ToR 1:1
+    ("full bisection" inside a pod), aggregation oversubscribed 1:7. Assumed (not published):
+    16 pod spines (cluster switches) per pod, 64 aggregation (core) switches, 1 us per link.
+    """
+    return clos3(servers=3072, gpus_per_server=8, servers_per_tor=2, tors_per_pod=192, spines_per_pod=16,
+                 cores=64, tor_oversubscription=1.0, spine_oversubscription=7.0,
+                 nic_bandwidth_bytes_per_s=400 * Gbps, nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S,
+                 gpu_type="h100", name="meta-24k")
+
+
+@PRESETS.register("meta-clos-small")
+def meta_clos_small() -> Fabric:
+    """A scaled-down Meta-style 3-tier Clos (fabric_facts.md §2): racks of 16 GPUs (2 x 8),
+    pods of 16 racks (256 GPUs), 4 pods (1,024 GPUs), pods 1:1 inside, aggregation 1:7 as in Meta's
+    24K cluster. Assumed: 4 pod spines per pod, 8 cores.
+    """
+    return clos3(servers=128, gpus_per_server=8, servers_per_tor=2, tors_per_pod=16, spines_per_pod=4,
+                 cores=8, spine_oversubscription=7.0, nic_bandwidth_bytes_per_s=400 * Gbps,
+                 nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S, gpu_type="h100",
+                 name="meta-clos-small")
+
+
+@PRESETS.register("alibaba-hpn-pod")
+def alibaba_hpn_pod() -> Fabric:
+    """One Alibaba HPN Pod (fabric_facts.md §3; Qian et al., SIGCOMM 2024, Table 1, §5-§6).
+
+    15 segments x 128 hosts x 8 H800 = 15,360 GPUs; each NIC 2 x 200 Gb/s to two ToRs (dual-ToR);
+    rail-optimized segments (16 ToRs per segment: 8 rails x 2 planes); ToR 128 x 200G down,
+    60 x 400G up (1.067:1); 60 aggregation switches per plane, plane p reached only from port p.
+    """
+    return hpn_dual_plane(pods=1, segments_per_pod=15, hosts_per_segment=128, aggs_per_plane=60,
+                          name="alibaba-hpn-pod")
+
+
+@PRESETS.register("alibaba-hpn-small")
+def alibaba_hpn_small() -> Fabric:
+    """A scaled-down 2-Pod Alibaba HPN (fabric_facts.md §3) with HPN's ratios: ToR 1.067:1,
+    Aggregation-Core 15:1, dual-ToR, dual-plane. Size parameter: 16 hosts per segment (HPN: 128),
+    2 segments per Pod (15), 4 aggregation switches per plane (60), 2 core switches per plane
+    (assumed); 2 Pods x 2 x 16 x 8 = 512 GPUs.
+    """
+    return hpn_dual_plane(pods=2, segments_per_pod=2, hosts_per_segment=16, aggs_per_plane=4,
+                          cores_per_plane=2, name="alibaba-hpn-small")
+
+
+@PRESETS.register("alibaba-lingjun")
+def alibaba_lingjun() -> Fabric:
+    """Alibaba Lingjun cluster, Aug 2023: the real placement of 847 hosts under 119 ToR groups,
+    3 PSW groups and one DSW group (fabric_facts.md "Companion data"; dataset of Cao et al., Crux,
+    SIGCOMM 2024). Speeds and switch counts per group are assumed: see `lingjun_fabric`.
+    """
+    return lingjun_fabric()
+
+
+@PRESETS.register("dgx1")
+def dgx1_preset() -> Fabric:
+    """DGX-1 (V100) hybrid cube-mesh, one chassis (small_topologies.md §1: MSCCL ``dgx1()``,
+    TE-CCL ``dgx1.py``): 16 NVLink pairs, 50 GB/s double and 25 GB/s single links per direction.
+    """
+    return dgx1(chassis=1)
+
+
+@PRESETS.register("ndv2")
+def ndv2_preset() -> Fabric:
+    """Two Azure NDv2 chassis as TE-CCL models them (small_topologies.md §2, ``ndv2.py``): DGX-1
+    NVLink mesh with alpha 0.7 us, one 12.5 GB/s InfiniBand NIC per chassis with alpha 1.3 us.
+    """
+    return ndv2(chassis=2)
+
+
+@PRESETS.register("dgx2")
+def dgx2_preset() -> Fabric:
+    """DGX-2 (small_topologies.md §3): 16 V100, two baseboards of 6 NVSwitches, 6 NVLinks of
+    25 GB/s per GPU, 1.2 TB/s between the baseboards; TE-CCL alpha 0.35 us per NVSwitch link.
+    """
+    return dgx2(chassis=1)
+
