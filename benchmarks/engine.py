@@ -1,0 +1,233 @@
+"""Engine and fair-share kernel speed on a 16,384-GPU fabric (prints figures; not a test).
+
+    .venv/bin/python benchmarks/engine.py [--repeats 3] [--sizes 1000 10000 100000]
+
+* kernel: `max_min_rates` alone on the routes of F random GPU pairs (ECMP over the spines),
+  and DESIGN.md's synthetic worst case (5 links per flow, three capacities);
+* burst: F flows of random sizes start at once; run until all end (every end is an event);
+* steady: F flows kept in flight (each end starts a new random flow, via on_done), for a fixed
+  number of events: events per second at F concurrent flows.
+
+Routes come from ``flowherd.routing.policies.make_router("ecmp", ...)`` when it exists, else
+from the up-down ECMP below (hash of (src, dst, key) picks the spine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from flowherd.fabric.core import Fabric, LinkKind
+from flowherd.fabric.generators import leaf_spine
+from flowherd.routing.base import Routes
+from flowherd.sim import Engine, max_min_rates
+from flowherd.units import MiB
+
+
+class UpDownEcmp:
+    """Shortest up-down paths of a leaf-spine; ECMP hash of (src, dst, key) picks the spine."""
+
+    name = "bench-ecmp"
+
+    def __init__(self, fabric: Fabric):
+        self.f = fabric
+        adj = fabric.adjacency().tocsr()
+        self.adj = adj
+        src, dst, kind = fabric.link_src, fabric.link_dst, fabric.link_kind
+        g = np.arange(fabric.num_gpus)
+        pcie = np.flatnonzero((kind == LinkKind.PCIE) & (src < fabric.num_gpus))
+        self.nic = np.empty(fabric.num_gpus, np.int64)
+        self.nic[src[pcie]] = dst[pcie]
+        up = np.flatnonzero((kind == LinkKind.NETWORK) & (fabric.node_tier[src] == 1))
+        leaf_of = np.full(fabric.num_nodes, -1, np.int64)
+        leaf_of[src[up]] = dst[up]
+        self.leaf = leaf_of[self.nic[g]]
+        self.nvsw = np.full(fabric.num_gpus, -1, np.int64)
+        nvl = np.flatnonzero((kind == LinkKind.NVLINK) & (src < fabric.num_gpus))
+        self.nvsw[src[nvl]] = dst[nvl]
+        self.spines = np.flatnonzero(fabric.node_tier == 3)
+        self.lat = fabric.link_latency_s
+
+    def _lid(self, u, v):
+        if len(u) == 0:
+            return np.zeros(0, np.int64)
+        return np.asarray(self.adj[u, v]).ravel().astype(np.int64) - 1
+
+    def route(self, src, dst, key) -> Routes:
+        src = np.asarray(src, np.int64)
+        dst = np.asarray(dst, np.int64)
+        n = src.size
+        h = (src * 0x9E3779B1 + dst * 0x85EBCA77 + np.asarray(key, np.int64) * 0xC2B2AE3D) % 2**31
+        spine = self.spines[h % self.spines.size]
+        same_server = self.f.gpu_server[src] == self.f.gpu_server[dst]
+        same_leaf = (self.leaf[src] == self.leaf[dst]) & ~same_server
+        far = ~same_server & ~same_leaf
+        hops = np.where(same_server, 2, np.where(same_leaf, 4, 6))
+        hops[src == dst] = 0
+        ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(hops, out=ptr[1:])
+        link = np.empty(ptr[-1], np.int64)
+        lo = ptr[:-1]
+        s = same_server & (src != dst)
+        link[lo[s]] = self._lid(src[s], self.nvsw[src[s]])
+        link[lo[s] + 1] = self._lid(self.nvsw[dst[s]], dst[s])
+        for m in (same_leaf, far):
+            chain = [src[m], self.nic[src[m]], self.leaf[src[m]]]
+            if m is far:
+                chain += [spine[m], self.leaf[dst[m]]]
+            chain += [self.nic[dst[m]], dst[m]]
+            for i in range(len(chain) - 1):
+                link[lo[m] + i] = self._lid(chain[i], chain[i + 1])
+        flow_of = np.repeat(np.arange(n), hops)
+        lat = np.bincount(flow_of, weights=self.lat[link], minlength=n)
+        return Routes(ptr=ptr, link=link.astype(np.int32), frac=np.ones(link.size), latency_s=lat)
+
+
+def make_fabric():
+    return leaf_spine(servers=2048, gpus_per_server=8, leaves=64, spines=32)
+
+
+def make_router(fabric):
+    try:
+        from flowherd.routing.policies import make_router as mk  # type: ignore[import-not-found]
+
+        return mk("ecmp", fabric, seed=0)
+    except ImportError:
+        return UpDownEcmp(fabric)
+
+
+def random_pairs(rng, num_gpus, n):
+    src = rng.integers(0, num_gpus, n)
+    dst = (src + rng.integers(1, num_gpus, n)) % num_gpus
+    return src, dst
+
+
+def random_sizes(rng, n):
+    return rng.uniform(1 * MiB, 64 * MiB, n).round()
+
+
+def median_time(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def bench_kernel(fabric, router, sizes, repeats):
+    print("kernel alone (median of", repeats, "runs)")
+    cap = fabric.link_capacity_bytes_per_s
+    rng = np.random.default_rng(1)
+    for n in sizes:
+        src, dst = random_pairs(rng, fabric.num_gpus, n)
+        r = router.route(src, dst, np.zeros(n, np.int64))
+        max_min_rates(r.ptr, r.link, r.frac, cap)  # compile / warm
+        t = median_time(lambda r=r: max_min_rates(r.ptr, r.link, r.frac, cap), repeats)
+        ptr = np.arange(0, 5 * n + 1, 5)
+        num_links = max(64, n // 5)
+        link = rng.integers(0, num_links, 5 * n)
+        caps = rng.choice([100e9, 400e9, 900e9], num_links)
+        tw = median_time(lambda p=ptr, lk=link, c=caps: max_min_rates(p, lk, np.ones(lk.size), c),
+                         repeats)
+        print(f"  {n:>7,} flows: fabric ECMP routes {t * 1e3:9.2f} ms   "
+              f"synthetic 5 links/flow over {num_links:,} links {tw * 1e3:9.2f} ms")
+
+
+def bench_burst(fabric, router, n, repeats):
+    rng = np.random.default_rng(2)
+    src, dst = random_pairs(rng, fabric.num_gpus, n)
+    size = random_sizes(rng, n)
+    routes = router.route(src, dst, np.zeros(n, np.int64))
+    stats = {}
+
+    def once():
+        eng = Engine(fabric, router, record_flows=False)
+        eng.add_coflow(src, dst, size, routes=routes)
+        eng.run()
+        stats["events"] = eng.num_events
+        stats["updates"] = eng.num_rate_updates
+        stats["realloc"] = eng.num_flows_reallocated / max(eng.num_rate_updates, 1)
+
+    t = median_time(once, repeats)
+    print(f"  burst  {n:>7,} flows: {t:8.2f} s wall, {stats['events']:,} events, "
+          f"{stats['updates']:,} rate updates ({stats['realloc']:,.0f} flows re-allocated per "
+          f"update), {stats['events'] / t:10,.0f} events/s")
+
+
+def bench_steady(fabric, router, n, num_events, repeats):
+    stats = {}
+
+    def once():
+        rng = np.random.default_rng(3)
+        eng = Engine(fabric, router, record_flows=False)
+
+        # routes of n + a pool of 4096 random pairs, computed up front so that the engine is
+        # what is timed (the router's own speed is its owner's benchmark)
+        pool = n + 4096
+        src, dst = random_pairs(rng, fabric.num_gpus, pool)
+        routes = router.route(src, dst, np.zeros(pool, np.int64))
+        one = [Routes(ptr=routes.ptr[i:i + 2] - routes.ptr[i],
+                      link=routes.link[routes.ptr[i]:routes.ptr[i + 1]],
+                      frac=routes.frac[routes.ptr[i]:routes.ptr[i + 1]],
+                      latency_s=routes.latency_s[i:i + 1]) for i in range(pool)]
+
+        def add(i):
+            eng.add_coflow(src[i:i + 1], dst[i:i + 1], random_sizes(rng, 1), routes=one[i],
+                           on_done=refill)
+
+        def refill(_c, _t):
+            add(n + int(rng.integers(0, 4096)))
+
+        # one coflow per flow, so that each end is its own event with a callback
+        for i in range(n):
+            add(i)
+        eng.run(until_s=0.0)  # start all: not timed as steady state
+        t0 = time.perf_counter()
+        e0 = eng.num_events
+        u0, r0 = eng.num_rate_updates, eng.num_flows_reallocated
+        horizon = 1e-7
+        while eng.num_events - e0 < num_events:
+            before = eng.num_events
+            eng.run(until_s=eng.now_s + horizon)
+            got = eng.num_events - before
+            # keep chunks to a few events, so that the count stops near num_events
+            horizon = horizon * 2 if got < 5 else horizon / 2 if got > 20 else horizon
+        stats["wall"] = time.perf_counter() - t0
+        stats["events"] = eng.num_events - e0
+        stats["active"] = eng.num_active_flows
+        stats["realloc"] = (eng.num_flows_reallocated - r0) / max(eng.num_rate_updates - u0, 1)
+
+    median_time(once, repeats)
+    ev = stats["events"]
+    print(f"  steady {n:>7,} flows in flight: {ev:,} events in {stats['wall']:.2f} s = "
+          f"{ev / stats['wall']:10,.0f} events/s ({stats['active']:,} active at the end; "
+          f"{stats['realloc']:,.0f} flows re-allocated per rate update)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    ap.add_argument("--burst-max", type=int, default=10000, help="largest burst run to the end")
+    ap.add_argument("--steady-events", type=int, default=2000)
+    args = ap.parse_args()
+    t = time.perf_counter()
+    fabric = make_fabric()
+    router = make_router(fabric)
+    print(f"fabric {fabric.name}: {fabric.num_gpus:,} GPUs, {fabric.num_directed_links:,} directed "
+          f"links; router {router.name} (built in {time.perf_counter() - t:.1f} s)")
+    bench_kernel(fabric, router, args.sizes, args.repeats)
+    print("engine (median of", args.repeats, "runs)")
+    for n in args.sizes:
+        if n <= args.burst_max:
+            bench_burst(fabric, router, n, args.repeats)
+        bench_steady(fabric, router, n, min(args.steady_events, max(100, 20_000_000 // n)),
+                     args.repeats)
+
+
+if __name__ == "__main__":
+    main()
