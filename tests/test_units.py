@@ -4,10 +4,10 @@ import pytest
 
 from flowherd.errors import ConfigError
 from flowherd.units import (
-    GiB,
-    Gbps,
-    KiB,
     MB,
+    Gbps,
+    GiB,
+    KiB,
     MiB,
     format_rate,
     format_size,

@@ -62,7 +62,8 @@ def test_trace_replay_maps_philly_jobs_onto_llm_jobs():
 @pytest.mark.parametrize(
     ("path", "value", "pattern"),
     [
-        (("workload", "jobs", 0, "model"), "llama3-8c", r"unknown model 'llama3-8c'; did you mean 'llama3-8b'"),
+        (("workload", "jobs", 0, "model"), "llama3-8c",
+         r"unknown model 'llama3-8c'; did you mean 'llama3-8b'"),
         (("workload", "jobs", 0, "gpu"), "h1000", r"unknown gpu 'h1000'; did you mean 'h100'"),
         (("workload", "jobs", 0, "gpus"), 12, r"must equal gpus=12 .*workload\.jobs\[0\]"),
         (("workload", "jobs", 0, "parallelism"), {"tp": 8, "dp": 16}, r"gpus"),
@@ -92,7 +93,8 @@ def test_a_negative_arrival_rate_is_rejected():
 
 def test_unknown_keys_suggest_the_closest():
     data = _with(("simulation", "horizn"), "1h")
-    with pytest.raises(ConfigError, match=r"unknown field 'horizn' \(simulation\.horizn\); did you mean 'horizon'"):
+    pattern = r"unknown field 'horizn' \(simulation\.horizn\); did you mean 'horizon'"
+    with pytest.raises(ConfigError, match=pattern):
         scenario_from_mapping(data)
 
 

@@ -1,3 +1,6 @@
 """Imports every command module so that each registers itself on `flowherd.cli.app`."""
-from flowherd.cli import collective_cmd  # noqa: F401
-from flowherd.cli import fabric_cmd  # noqa: F401
+from flowherd.cli import (
+    collective_cmd,  # noqa: F401
+    fabric_cmd,  # noqa: F401
+    simulate_cmd,  # noqa: F401
+)

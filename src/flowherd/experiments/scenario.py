@@ -35,11 +35,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowherd.errors import ConfigError, FlowherdError
-from flowherd.fabric.core import Fabric, LinkKind
+from flowherd.fabric.core import Fabric
 from flowherd.fabric.spec import fabric_from_mapping
+from flowherd.sim.cluster import BackgroundSpec
 from flowherd.units import parse_time
 from flowherd.workload import (
-    BackgroundTraffic,
+    FlowSizeCDF,
     InferenceJob,
     MixEntry,
     PoissonArrivals,
@@ -107,6 +108,9 @@ class TraceModel(_Model):
 class BackgroundModel(_Model):
     load: float = Field(0.0, ge=0, le=1)
     distribution: str = "web_search"
+    max_flows_per_s: float = Field(500.0, gt=0)
+    fast_forward: Literal["exact", "sampled"] = "exact"
+    sample_every: str | float = "10s"
 
     @field_validator("load")
     @classmethod
@@ -150,7 +154,7 @@ class Scenario:
     seed: int
     fabric: Fabric
     jobs: tuple[Job, ...]
-    background: BackgroundTraffic | None
+    background: BackgroundSpec | None
     placement: str
     fidelity: str
     horizon_s: float
@@ -227,12 +231,6 @@ def _job(m: JobModel, field: str, default_gpu: str) -> Job:
         raise ConfigError(f"{msg} [in {field}]" if field not in msg else msg) from None
 
 
-def _server_bytes_per_s(fabric: Fabric) -> float:
-    """Scale-out bandwidth of one server: its NICs' uplinks, averaged over servers."""
-    up = (fabric.link_kind == LinkKind.NETWORK) & (fabric.node_tier[fabric.link_src] == 1)
-    return float(fabric.link_capacity_bytes_per_s[up].sum()) / fabric.num_servers
-
-
 def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
     """Validate a scenario mapping and build its core values."""
     if not isinstance(data, Mapping):
@@ -270,7 +268,8 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
         if t.time_scale != 1.0:
             trace_jobs = [dataclasses.replace(j, submit_s=j.submit_s * t.time_scale) for j in trace_jobs]
         streams.append(trace_jobs)
-    all_jobs = merge_arrivals(*streams)
+    # jobs submitted at or after the horizon would only show as never started
+    all_jobs = [j for j in merge_arrivals(*streams) if j.submit_s < horizon_s]
     names = [j.name for j in all_jobs]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -281,10 +280,15 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
             raise ConfigError(f"job {j.name!r} asks for {need} GPUs but the fabric has {fabric.num_gpus} "
                               "(workload.jobs)")
     background = None
-    if m.workload.background.load > 0:
-        background = BackgroundTraffic(load=m.workload.background.load, num_servers=fabric.num_servers,
-                                       server_bytes_per_s=_server_bytes_per_s(fabric), until_s=horizon_s,
-                                       cdf=m.workload.background.distribution)
+    bg = m.workload.background
+    if bg.load > 0:
+        try:
+            FlowSizeCDF.load(bg.distribution)
+        except FlowherdError as err:
+            raise ConfigError(f"{err} [in workload.background.distribution]") from None
+        background = BackgroundSpec(load=bg.load, cdf=bg.distribution, max_flows_per_s=bg.max_flows_per_s,
+                                    fast_forward=bg.fast_forward,
+                                    sample_every_s=_time(bg.sample_every, "workload.background.sample_every"))
     return Scenario(name=m.name, seed=m.seed, fabric=fabric, jobs=tuple(all_jobs), background=background,
                     placement=m.placement.method, fidelity=m.simulation.fidelity, horizon_s=horizon_s,
                     routing=m.simulation.routing, source=dict(data))

@@ -1,0 +1,151 @@
+"""Metrics of a cluster run: per job, per tenant and per run, from the simulator's raw records.
+
+Definitions (all times in seconds):
+
+* ``jct_s`` = finish - submit; ``queue_s`` = start - submit.
+* ``mean_iteration_s`` / ``p99_iteration_s``: over the job's completed iterations (inference:
+  over its request batches, the latency from a batch's close to its end).
+* ``solo_iteration_s``: the same job alone on the idle fabric, on the same GPUs, at
+  ``collective`` fidelity (the runner measures it).
+* ``slowdown`` = jct / (iterations x solo_iteration_s): how much longer the job took, queueing
+  included, than it would have alone on an idle cluster (the definition of Tiresias, NSDI'19,
+  and Themis, NSDI'20). ``iteration_slowdown`` = mean_iteration / solo_iteration: contention
+  alone, without queueing. An inference service runs for a set time, so its ``slowdown`` is its
+  ``iteration_slowdown`` (mean batch latency over the same alone).
+* ``comm_share`` = 1 - compute_only_iteration / mean_iteration: the part of an iteration that
+  communication adds beyond the compute critical path.
+* ``gpu_utilization``: GPU-seconds computing over GPU-seconds held (start to finish, or to the
+  horizon).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from flowherd.sim.cluster import ClusterResult, JobRecord
+
+
+def _num(x: float | None) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _mean(xs: list[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None
+
+
+def _p99(xs: list[float]) -> float | None:
+    return float(np.percentile(xs, 99)) if xs else None
+
+
+def job_metrics(rec: JobRecord, *, solo_iteration_s: float | None, horizon_s: float) -> dict[str, Any]:
+    """The metrics of one job (module docstring), JSON-ready (None where undefined)."""
+    it = np.asarray(rec.iteration_s, dtype=np.float64)
+    finished = rec.finish_s is not None
+    jct = rec.finish_s - rec.submit_s if finished else None
+    queue = rec.start_s - rec.submit_s if rec.start_s is not None else None
+    mean_it = float(it.mean()) if it.size else None
+    p99_it = float(np.percentile(it, 99)) if it.size else None
+    slowdown = iteration_slowdown = None
+    if solo_iteration_s and solo_iteration_s > 0:
+        if mean_it is not None:
+            iteration_slowdown = mean_it / solo_iteration_s
+        if rec.kind == "inference":
+            # a service runs for its set duration: its slowdown is that of its request batches
+            slowdown = iteration_slowdown
+        elif jct is not None and rec.iterations_planned:
+            slowdown = jct / (rec.iterations_planned * solo_iteration_s)
+    comm_share = None
+    if mean_it and mean_it > 0:
+        comm_share = max(0.0, 1.0 - rec.compute_only_iteration_s / mean_it)
+    gpu_util = None
+    if rec.start_s is not None and rec.gpus:
+        held = ((rec.finish_s if finished else horizon_s) - rec.start_s) * len(rec.gpus)
+        gpu_util = rec.gpu_busy_s / held if held > 0 else None
+    return {
+        "name": rec.name,
+        "tenant": rec.tenant,
+        "kind": rec.kind,
+        "num_gpus": len(rec.gpus),
+        "submit_s": rec.submit_s,
+        "start_s": _num(rec.start_s),
+        "finish_s": _num(rec.finish_s),
+        "finished": finished,
+        "jct_s": _num(jct),
+        "queue_s": _num(queue),
+        "iterations": int(it.size),
+        "iterations_planned": rec.iterations_planned,
+        "mean_iteration_s": _num(mean_it),
+        "p99_iteration_s": _num(p99_it),
+        "solo_iteration_s": _num(solo_iteration_s),
+        "slowdown": _num(slowdown),
+        "iteration_slowdown": _num(iteration_slowdown),
+        "comm_share": _num(comm_share),
+        "gpu_utilization": _num(gpu_util),
+        "fast_forwarded_iterations": rec.fast_forwarded_iterations,
+    }
+
+
+def tenant_metrics(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-tenant aggregates of job metrics."""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for j in jobs:
+        by[j["tenant"]].append(j)
+    out = []
+    for tenant in sorted(by):
+        js = by[tenant]
+        done = [j for j in js if j["finished"]]
+        out.append({
+            "tenant": tenant,
+            "jobs": len(js),
+            "finished": len(done),
+            "mean_jct_s": _mean([j["jct_s"] for j in done]),
+            "mean_queue_s": _mean([j["queue_s"] for j in js if j["queue_s"] is not None]),
+            "mean_slowdown": _mean([j["slowdown"] for j in done if j["slowdown"] is not None]),
+            "gpu_hours": sum((j["num_gpus"] * ((j["finish_s"] or 0.0) - (j["start_s"] or 0.0)))
+                             for j in js if j["start_s"] is not None and j["finish_s"] is not None) / 3600,
+        })
+    return out
+
+
+def run_metrics(result: ClusterResult, jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run-level metrics: JCT statistics, makespan, link utilization, background FCTs."""
+    done = [j for j in jobs if j["finished"]]
+    jcts = [j["jct_s"] for j in done]
+    makespan = None
+    if done:
+        makespan = max(j["finish_s"] for j in done) - min(j["submit_s"] for j in jobs)
+    util = {}
+    for k, tier in enumerate(result.util_tiers):
+        series = result.util_by_tier[k]
+        util[tier] = {"mean": float(series.mean()) if series.size else 0.0,
+                      "peak": float(series.max()) if series.size else 0.0}
+    fin = result.background_finish_s
+    ok = np.isfinite(fin)
+    fct = fin[ok] - result.background_start_s[ok]
+    background = {
+        "flows": len(fin),
+        "finished": int(ok.sum()),
+        "aggregation": result.background_aggregation,
+        "mean_fct_s": float(fct.mean()) if fct.size else None,
+        "p99_fct_s": float(np.percentile(fct, 99)) if fct.size else None,
+    }
+    return {
+        "jobs_total": len(jobs),
+        "jobs_finished": len(done),
+        "mean_jct_s": _mean(jcts),
+        "p99_jct_s": _p99(jcts),
+        "mean_queue_s": _mean([j["queue_s"] for j in jobs if j["queue_s"] is not None]),
+        "mean_slowdown": _mean([j["slowdown"] for j in done if j["slowdown"] is not None]),
+        "mean_iteration_slowdown": _mean([j["iteration_slowdown"] for j in jobs
+                                          if j["iteration_slowdown"] is not None]),
+        "makespan_s": makespan,
+        "link_utilization": util,
+        "background": background,
+    }

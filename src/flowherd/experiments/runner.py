@@ -1,0 +1,107 @@
+"""Run one scenario in-process and turn the simulator's records into metrics.
+
+`run_scenario` simulates the scenario, then measures each started job alone on the idle fabric,
+on the same GPUs, at ``collective`` fidelity (for the slowdowns), unless the simulator already
+measured it (``phase`` fidelity does). Alone runs are cached by job shape and GPUs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flowherd.experiments.metrics import job_metrics, run_metrics, tenant_metrics
+from flowherd.experiments.scenario import Scenario
+from flowherd.sim.cluster import ClusterResult, JobRecord, JobRequest, simulate_cluster
+from flowherd.workload import InferenceJob, TrainingJob
+
+# Iterations an alone run simulates to measure a training job's steady iteration time.
+_SOLO_ITERATIONS = 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class RunResult:
+    """A finished run: the raw records and the metrics."""
+
+    scenario: Scenario
+    cluster: ClusterResult
+    jobs: tuple[dict[str, Any], ...]
+    tenants: tuple[dict[str, Any], ...]
+    summary: dict[str, Any]
+    wall_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of `flowherd simulate --json`."""
+        return {
+            "scenario": self.scenario.name,
+            "seed": self.scenario.seed,
+            "fidelity": self.scenario.fidelity,
+            "placement": self.scenario.placement,
+            "routing": self.scenario.routing,
+            "horizon_s": self.scenario.horizon_s,
+            "num_gpus": self.scenario.fabric.num_gpus,
+            **self.summary,
+            "jobs": list(self.jobs),
+            "tenants": list(self.tenants),
+            "num_events": self.cluster.num_events,
+            "wall_s": self.wall_s,
+        }
+
+
+def _solo_key(spec: TrainingJob | InferenceJob, gpus: tuple[int, ...]) -> tuple[Any, ...]:
+    neutral = dataclasses.replace(spec, name="solo", tenant="solo", submit_s=0.0)
+    if isinstance(spec, TrainingJob):
+        neutral = dataclasses.replace(neutral, iterations=1)
+    return (repr(neutral), gpus)
+
+
+def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob, rec: JobRecord) -> float | None:
+    if isinstance(spec, TrainingJob):
+        short = dataclasses.replace(spec, name="solo", submit_s=0.0,
+                                    iterations=min(spec.iterations, _SOLO_ITERATIONS))
+    else:
+        short = dataclasses.replace(spec, name="solo", submit_s=0.0)
+    horizon = max(scenario.horizon_s, 1.0) * 10
+    req = JobRequest(name="solo", tenant="solo", spec=short, submit_s=0.0)
+    res = simulate_cluster(scenario.fabric, [req], placer="first-fit", fidelity="collective",
+                           horizon_s=horizon, router=scenario.routing, seed=scenario.seed,
+                           placements={"solo": rec.gpus})
+    it = res.jobs[0].iteration_s
+    if not len(it):
+        return None
+    # the last iteration is the steady one (the first may include pipeline warm-up effects)
+    return float(it[-1]) if isinstance(spec, TrainingJob) else float(it.mean())
+
+
+def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None = None,
+                 solo: bool = True) -> RunResult:
+    """Simulate `scenario` and compute its metrics (module docstring).
+
+    Args:
+        scenario: A validated scenario.
+        progress: Called with the simulated time, seconds, as the run advances.
+        solo: Measure each job alone for its slowdown (off: slowdowns are None).
+    """
+    wall0 = time.perf_counter()
+    requests = [JobRequest(name=j.name, tenant=j.tenant, spec=j, submit_s=j.submit_s) for j in scenario.jobs]
+    cluster = simulate_cluster(scenario.fabric, requests, placer=scenario.placement,
+                               fidelity=scenario.fidelity, horizon_s=scenario.horizon_s,
+                               router=scenario.routing, background=scenario.background,
+                               seed=scenario.seed, progress=progress)
+    cache: dict[tuple[Any, ...], float | None] = {}
+    jobs = []
+    for spec, rec in zip(scenario.jobs, cluster.jobs, strict=True):
+        solo_s = rec.solo_iteration_s
+        if solo_s is None and solo and rec.start_s is not None and rec.gpus:
+            key = _solo_key(spec, rec.gpus)
+            if key not in cache:
+                cache[key] = _alone(scenario, spec, rec)
+            solo_s = cache[key]
+        jobs.append(job_metrics(rec, solo_iteration_s=solo_s, horizon_s=scenario.horizon_s))
+    summary = run_metrics(cluster, jobs)
+    return RunResult(scenario=scenario, cluster=cluster, jobs=tuple(jobs),
+                     tenants=tuple(tenant_metrics(jobs)), summary=summary,
+                     wall_s=time.perf_counter() - wall0)
