@@ -8,8 +8,10 @@
 * steady: F flows kept in flight (each end starts a new random flow, via on_done), for a fixed
   number of events: events per second at F concurrent flows.
 
-Routes come from ``flowherd.routing.policies.make_router("ecmp", ...)`` when it exists, else
-from the up-down ECMP below (hash of (src, dst, key) picks the spine).
+Routes come from ``flowherd.routing.policies.make_router("ecmp", ...)``, computed before the
+timed part. The fabric is the 16,384-GPU rail-optimized 3-tier fat tree of
+``benchmarks/fabric_build.py`` (``--fabric leaf-spine`` for a 2,048 x 8 leaf-spine); the run ends
+with that script's build time and peak memory of a 131,072-GPU fabric.
 """
 
 from __future__ import annotations
@@ -20,83 +22,20 @@ import time
 
 import numpy as np
 
-from flowherd.fabric.core import Fabric, LinkKind
+from fabric_build import build_large_fabric
+from fabric_build import main as fabric_build_main
+from flowherd.fabric.core import Fabric
 from flowherd.fabric.generators import leaf_spine
 from flowherd.routing.base import Routes
+from flowherd.routing.policies import make_router
 from flowherd.sim import Engine, max_min_rates
 from flowherd.units import MiB
 
 
-class UpDownEcmp:
-    """Shortest up-down paths of a leaf-spine; ECMP hash of (src, dst, key) picks the spine."""
-
-    name = "bench-ecmp"
-
-    def __init__(self, fabric: Fabric):
-        self.f = fabric
-        adj = fabric.adjacency().tocsr()
-        self.adj = adj
-        src, dst, kind = fabric.link_src, fabric.link_dst, fabric.link_kind
-        g = np.arange(fabric.num_gpus)
-        pcie = np.flatnonzero((kind == LinkKind.PCIE) & (src < fabric.num_gpus))
-        self.nic = np.empty(fabric.num_gpus, np.int64)
-        self.nic[src[pcie]] = dst[pcie]
-        up = np.flatnonzero((kind == LinkKind.NETWORK) & (fabric.node_tier[src] == 1))
-        leaf_of = np.full(fabric.num_nodes, -1, np.int64)
-        leaf_of[src[up]] = dst[up]
-        self.leaf = leaf_of[self.nic[g]]
-        self.nvsw = np.full(fabric.num_gpus, -1, np.int64)
-        nvl = np.flatnonzero((kind == LinkKind.NVLINK) & (src < fabric.num_gpus))
-        self.nvsw[src[nvl]] = dst[nvl]
-        self.spines = np.flatnonzero(fabric.node_tier == 3)
-        self.lat = fabric.link_latency_s
-
-    def _lid(self, u, v):
-        if len(u) == 0:
-            return np.zeros(0, np.int64)
-        return np.asarray(self.adj[u, v]).ravel().astype(np.int64) - 1
-
-    def route(self, src, dst, key) -> Routes:
-        src = np.asarray(src, np.int64)
-        dst = np.asarray(dst, np.int64)
-        n = src.size
-        h = (src * 0x9E3779B1 + dst * 0x85EBCA77 + np.asarray(key, np.int64) * 0xC2B2AE3D) % 2**31
-        spine = self.spines[h % self.spines.size]
-        same_server = self.f.gpu_server[src] == self.f.gpu_server[dst]
-        same_leaf = (self.leaf[src] == self.leaf[dst]) & ~same_server
-        far = ~same_server & ~same_leaf
-        hops = np.where(same_server, 2, np.where(same_leaf, 4, 6))
-        hops[src == dst] = 0
-        ptr = np.zeros(n + 1, np.int64)
-        np.cumsum(hops, out=ptr[1:])
-        link = np.empty(ptr[-1], np.int64)
-        lo = ptr[:-1]
-        s = same_server & (src != dst)
-        link[lo[s]] = self._lid(src[s], self.nvsw[src[s]])
-        link[lo[s] + 1] = self._lid(self.nvsw[dst[s]], dst[s])
-        for m in (same_leaf, far):
-            chain = [src[m], self.nic[src[m]], self.leaf[src[m]]]
-            if m is far:
-                chain += [spine[m], self.leaf[dst[m]]]
-            chain += [self.nic[dst[m]], dst[m]]
-            for i in range(len(chain) - 1):
-                link[lo[m] + i] = self._lid(chain[i], chain[i + 1])
-        flow_of = np.repeat(np.arange(n), hops)
-        lat = np.bincount(flow_of, weights=self.lat[link], minlength=n)
-        return Routes(ptr=ptr, link=link.astype(np.int32), frac=np.ones(link.size), latency_s=lat)
-
-
-def make_fabric():
+def make_fabric(kind: str) -> Fabric:
+    if kind == "rail":
+        return build_large_fabric(16384)
     return leaf_spine(servers=2048, gpus_per_server=8, leaves=64, spines=32)
-
-
-def make_router(fabric):
-    try:
-        from flowherd.routing.policies import make_router as mk  # type: ignore[import-not-found]
-
-        return mk("ecmp", fabric, seed=0)
-    except ImportError:
-        return UpDownEcmp(fabric)
 
 
 def random_pairs(rng, num_gpus, n):
@@ -214,10 +153,11 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     ap.add_argument("--burst-max", type=int, default=10000, help="largest burst run to the end")
     ap.add_argument("--steady-events", type=int, default=2000)
+    ap.add_argument("--fabric", choices=["rail", "leaf-spine"], default="rail")
     args = ap.parse_args()
     t = time.perf_counter()
-    fabric = make_fabric()
-    router = make_router(fabric)
+    fabric = make_fabric(args.fabric)
+    router = make_router("ecmp", fabric, seed=0)
     print(f"fabric {fabric.name}: {fabric.num_gpus:,} GPUs, {fabric.num_directed_links:,} directed "
           f"links; router {router.name} (built in {time.perf_counter() - t:.1f} s)")
     bench_kernel(fabric, router, args.sizes, args.repeats)
@@ -227,6 +167,8 @@ def main():
             bench_burst(fabric, router, n, args.repeats)
         bench_steady(fabric, router, n, min(args.steady_events, max(100, 20_000_000 // n)),
                      args.repeats)
+    print("fabric build (benchmarks/fabric_build.py)")
+    fabric_build_main([131072])
 
 
 if __name__ == "__main__":
