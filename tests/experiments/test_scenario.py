@@ -54,9 +54,17 @@ def test_poisson_arrivals_are_seeded_and_named_uniquely():
 
 
 def test_trace_replay_maps_philly_jobs_onto_llm_jobs():
-    s = scenario_from_mapping(_with(("workload", "traces"), [{"path": "philly", "max_jobs": 30}]))
+    trace = {"path": "philly", "max_jobs": 30, "time_scale": 1e-3, "max_iterations": 50}
+    s = scenario_from_mapping(_with(("workload", "traces"), [trace]))
     assert len(s.jobs) == 31
-    assert all(j.gpus <= 64 for j in s.jobs)
+    assert all(j.gpus <= 64 and j.iterations <= 50 for j in s.jobs)
+
+
+def test_jobs_submitted_after_the_horizon_are_left_out():
+    # the first 30 Philly jobs span days; unscaled, only those of the first 4 h remain
+    s = scenario_from_mapping(_with(("workload", "traces"), [{"path": "philly", "max_jobs": 30}]))
+    assert 1 < len(s.jobs) < 31
+    assert all(j.submit_s < s.horizon_s for j in s.jobs)
 
 
 @pytest.mark.parametrize(
