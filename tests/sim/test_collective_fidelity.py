@@ -237,3 +237,33 @@ def test_zero_bytes_cost_only_the_latency_term(fidelity):
     res = simulate_collective(fab, Collective(op="allreduce", gpus=range(n), size_bytes=0),
                               algorithm="ring", fidelity=fidelity)
     assert res.time_s == pytest.approx(2 * (n - 1) * 9.6 * us + 8.4 * us)
+
+
+@pytest.mark.parametrize("fidelity", ["step", "collective"])
+def test_two_equal_collectives_sharing_one_bottleneck_each_take_twice_as_long(fidelity):
+    """Issue 2: two equal ring AllReduces whose only cross-leaf flows share the leaf uplinks.
+
+    Leaf uplink = 4 NICs x B / 4 = B: alone, each cross-leaf flow gets B (as on its NIC), so the
+    bandwidth term is 2(n-1)/n * S/B; together, two flows share every uplink, B/2 each, so the
+    bandwidth term doubles (the fabric has no link latency; the protocol's per-step latency, the
+    same alone and together, stays).
+    """
+    fab = leaf_spine(servers=8, gpus_per_server=1, leaves=2, spines=1, oversubscription=4.0,
+                     nic_bandwidth_bytes_per_s=50 * GBps, nvlink_bandwidth_bytes_per_s=None,
+                     link_latency_s=0.0)
+    size = 64 * MiB
+    a = Collective(op="allreduce", gpus=(0, 1, 4, 5), size_bytes=size)
+    b = Collective(op="allreduce", gpus=(2, 3, 6, 7), size_bytes=size)
+
+    def run(colls):
+        eng = Engine(fab, make_router("shortest", fab))
+        ends = [add_schedule(eng, build_schedule(c, "ring"), fidelity=fidelity) for c in colls]
+        eng.run()
+        return [eng.coflow_finish_s(e) for e in ends]
+
+    bandwidth_s = 2 * 3 / 4 * size / (50 * GBps)
+    (alone,) = run([a])
+    latency_s = alone - bandwidth_s
+    assert 0 <= latency_s < 0.05 * alone
+    both = run([a, b])
+    assert both == pytest.approx([2 * bandwidth_s + latency_s] * 2, rel=1e-9)
