@@ -1,0 +1,27 @@
+"""`flowherd report`: PNG figures and one self-contained HTML page from a result store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from flowherd.cli import app
+
+
+@app.command("report")
+def report(
+    results: Path = typer.Argument(..., help="results.duckdb, or the sweep directory holding it"),
+    out: Path = typer.Option(None, "--out", help="directory for the figures and report.html "
+                             "(default: report/ beside the results)"),
+    run: str = typer.Option(None, "--run",
+                            help="run id to draw in the per-run figures (default: one per method)"),
+) -> None:
+    """Draw a result store: JCT CDF, slowdown against load, fairness, utilization, Gantt, fabric."""
+    from flowherd.report import write_report
+
+    files = write_report(results, out, run_id=run)
+    typer.echo(f"{len(files.figures)} figures and {files.html} from {files.runs} runs "
+               f"({files.failed} failed)")
+    for path in files.figures:
+        typer.echo(f"  {path}")

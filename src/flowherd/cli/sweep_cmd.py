@@ -1,0 +1,55 @@
+"""`flowherd sweep`: run every point and seed of a sweep file on Ray, into one DuckDB file."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from flowherd.cli import app
+
+
+@app.command("sweep")
+def sweep(
+    sweep_file: Path = typer.Argument(..., help="a sweep YAML file (base, axes, seeds; see scenarios/)"),
+    out: Path = typer.Option(None, "--out", help="directory for results.duckdb (default: runs/<sweep name>)"),
+    address: str = typer.Option(None, "--address",
+                                help="an existing Ray cluster (default: a local instance)"),
+    resume: bool = typer.Option(False, "--resume", help="skip the runs already stored in --out"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="with --resume, run failed runs again"),
+    num_cpus: int = typer.Option(None, "--num-cpus", min=1,
+                                 help="CPUs of the local Ray instance (default: all)"),
+    batch: int = typer.Option(None, "--batch", min=1,
+                              help="runs per Ray task (default: chosen from the size)"),
+    inline: bool = typer.Option(False, "--inline", help="run in this process, without Ray (debugging)"),
+) -> None:
+    """Run a sweep: every point x seed on a local Ray instance (or --address), stored run by run."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from flowherd.experiments.sweep import load_sweep, run_sweep
+
+    spec = load_sweep(sweep_file)
+    out_dir = out if out is not None else Path("runs") / spec.name
+    err = Console(stderr=True)
+    err.print(f"sweep {spec.name!r}: {len(spec.points)} points x {len(spec.seeds)} seeds = "
+              f"{len(spec.runs)} runs -> {out_dir}")
+    t0 = time.perf_counter()
+    with Progress(TextColumn("[bold]sweep[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("[red]{task.fields[failed]} failed[/]"), TimeRemainingColumn(),
+                  TextColumn("{task.fields[last]}"), console=err, disable=not err.is_terminal) as bar:
+        task = bar.add_task(spec.name, total=len(spec.runs), failed=0, last="starting Ray ...")
+
+        def tick(state: dict) -> None:
+            last = f"{state['run_id']} {state['status']}" if state["run_id"] else ""
+            bar.update(task, completed=state["done"], failed=state["failed"], last=last)
+            if not err.is_terminal and state["run_id"]:
+                # one line per stored run where no bar is drawn (logs, CI, the resume test)
+                err.print(f"[{state['done']}/{state['total']}] {last}", highlight=False)
+
+        outcome = run_sweep(spec, out_dir, address=address, num_cpus=num_cpus, resume=resume,
+                            retry_failed=retry_failed, batch=batch, backend="inline" if inline else "ray",
+                            progress=tick)
+    typer.echo(f"{outcome.ok} ok, {outcome.failed} failed, {outcome.skipped} already stored, of "
+               f"{outcome.total} runs in {time.perf_counter() - t0:.1f} s; results in {outcome.store_path}")

@@ -1,0 +1,517 @@
+"""Sweeps: many scenarios and seeds, run on Ray, each run stored in the result store as it ends.
+
+A sweep file (YAML)::
+
+    name: oversub-vs-load
+    base: default                  # an embedded scenario, a YAML path (relative to this file) or a mapping
+    axes:                          # dotted scenario field paths; list items as ``jobs[0]``
+      fabric.oversubscription: [1, 2, 4]
+      workload.background.load: [0.0, 0.2]
+      placement.method: [first-fit, packed]
+    seeds: 3                       # or an explicit list: [1, 2, 3]
+    # points: [{placement.method: packed, fabric.oversubscription: 2}, ...]   # instead of the product
+    batch: 0                       # runs per Ray task; 0 picks it from the number of runs and CPUs
+
+Each point is the base scenario with the point's values set, and is identified by the sha256 of
+its canonical JSON (keys sorted, seed left out). A run is one point under one seed; its id is
+``<point hash[:16]>-s<seed>`` and it is the unit of storage: the driver process writes each run in
+one transaction as soon as its task returns, so a sweep killed at any time and restarted with
+``resume=True`` repeats no stored run and loses none.
+
+Ray is imported only by `run_sweep` (the ``sweep`` extra).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import itertools
+import json
+import logging
+import math
+import re
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from flowherd.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "Point",
+    "Run",
+    "Sweep",
+    "SweepOutcome",
+    "canonical_hash",
+    "execute_run",
+    "load_sweep",
+    "run_sweep",
+    "run_record",
+    "set_field",
+    "store_run_result",
+    "sweep_from_mapping",
+]
+
+_MAX_BATCH = 8
+
+
+class _SweepModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "sweep"
+    base: str | dict[str, Any]
+    axes: dict[str, list[Any]] = Field(default_factory=dict)
+    seeds: int | list[int] = 1
+    points: list[dict[str, Any]] | None = None
+    batch: int = Field(0, ge=0)
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: int | list[int]) -> int | list[int]:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("seeds must be a positive count or a list of integers")
+        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
+            raise ValueError("seeds must be a non-empty list of distinct integers")
+        return v
+
+    @field_validator("axes")
+    @classmethod
+    def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in v.items():
+            if not values:
+                raise ValueError(f"axis {key!r} has no values")
+        return v
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Point:
+    """One scenario of a sweep.
+
+    Attributes:
+        params: The axis values of this point, by dotted field path.
+        scenario: The full scenario mapping (the base with `params` set; its seed is the run's).
+        hash: sha256 hex digest of the canonical JSON of `scenario` without its seed.
+    """
+
+    params: Mapping[str, Any]
+    scenario: Mapping[str, Any]
+    hash: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """One point under one seed: the unit that is executed and stored."""
+
+    point: Point
+    seed: int
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.point.hash[:16]}-s{self.seed}"
+
+    def scenario(self) -> dict[str, Any]:
+        """The scenario mapping with this run's seed."""
+        return {**copy.deepcopy(dict(self.point.scenario)), "seed": self.seed}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sweep:
+    """A validated sweep: its points and seeds (module docstring)."""
+
+    name: str
+    points: tuple[Point, ...]
+    seeds: tuple[int, ...]
+    batch: int
+
+    @property
+    def runs(self) -> tuple[Run, ...]:
+        """Every run, point-major (all seeds of the first point first)."""
+        return tuple(Run(point=p, seed=s) for p in self.points for s in self.seeds)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepOutcome:
+    """What `run_sweep` did.
+
+    Attributes:
+        total: Runs in the sweep.
+        skipped: Runs already in the store (resume).
+        ok, failed: Runs executed now, by status.
+        wall_s: Wall-clock time of the call, seconds.
+        store_path: The DuckDB file.
+    """
+
+    total: int
+    skipped: int
+    ok: int
+    failed: int
+    wall_s: float
+    store_path: Path
+
+
+# ---- building points ------------------------------------------------------------------------------
+_PART = re.compile(r"^([A-Za-z_][\w-]*)((?:\[\d+\])*)$")
+
+
+def _parse_path(path: str, field: str) -> list[str | int]:
+    parts: list[str | int] = []
+    for piece in path.split("."):
+        m = _PART.match(piece)
+        if not m:
+            raise ConfigError(f"axis {path!r} is not a dotted field path like 'fabric.oversubscription' or "
+                              f"'workload.jobs[0].iterations' ({field})")
+        parts.append(m.group(1))
+        parts.extend(int(i) for i in re.findall(r"\[(\d+)\]", m.group(2)))
+    return parts
+
+
+def _check_schema(parts: list[str | int], path: str, field: str) -> None:
+    """Check the path's named fields against the scenario schema, where the schema knows them."""
+    from pydantic import BaseModel as _BM
+
+    from flowherd.experiments.scenario import ScenarioModel
+
+    model: type[_BM] | None = ScenarioModel
+    for part in parts:
+        if model is None:
+            return  # free-form below here (e.g. fabric: dict), checked when the scenario is built
+        if isinstance(part, int):
+            continue
+        fields = model.model_fields
+        if part not in fields:
+            close = difflib.get_close_matches(part, list(fields), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"axis {path!r}: unknown scenario field {part!r}{hint}; expected one of "
+                              f"{', '.join(fields)} ({field})")
+        ann = fields[part].annotation
+        cands = [ann, *getattr(ann, "__args__", ())]
+        for c in list(cands):
+            cands.extend(getattr(c, "__args__", ()))
+        model = next((c for c in cands if isinstance(c, type) and issubclass(c, _BM)), None)
+
+
+def set_field(mapping: Mapping[str, Any], path: str, value: Any, *, field: str = "axes") -> dict[str, Any]:
+    """A deep copy of `mapping` with the dotted `path` set to `value` (missing mappings are created).
+
+    >>> set_field({"fabric": {"servers": 4}}, "fabric.oversubscription", 2)
+    {'fabric': {'servers': 4, 'oversubscription': 2}}
+    >>> set_field({"workload": {"jobs": [{"iterations": 3}]}}, "workload.jobs[0].iterations", 9)
+    {'workload': {'jobs': [{'iterations': 9}]}}
+    """
+    parts = _parse_path(path, field)
+    out = copy.deepcopy(dict(mapping))
+    node: Any = out
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        where = path if last else ".".join(str(p) for p in parts[: i + 1])
+        if isinstance(part, int):
+            if not isinstance(node, list) or part >= len(node):
+                size = len(node) if isinstance(node, list) else "no"
+                raise ConfigError(f"axis {path!r}: index {part} is out of range (the base has {size} "
+                                  f"items) ({field})")
+        elif not isinstance(node, dict):
+            raise ConfigError(f"axis {path!r}: {where!r} is not a mapping in the base scenario, got "
+                              f"{type(node).__name__} ({field})")
+        if last:
+            node[part] = value
+        else:
+            nxt = parts[i + 1]
+            if isinstance(part, str) and part not in node:
+                node[part] = [] if isinstance(nxt, int) else {}
+            node = node[part]
+    return out
+
+
+def canonical_hash(scenario: Mapping[str, Any]) -> str:
+    """sha256 hex digest of the canonical JSON of a scenario mapping, its ``seed`` left out."""
+    body = {k: v for k, v in scenario.items() if k != "seed"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _base_mapping(base: str | dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
+    from flowherd.experiments.scenario import EMBEDDED, read_scenario_mapping
+
+    if isinstance(base, dict):
+        return copy.deepcopy(base)
+    if base in EMBEDDED:
+        return read_scenario_mapping(base)
+    path = Path(base)
+    if not path.is_absolute() and base_dir is not None and (base_dir / path).is_file():
+        path = base_dir / path
+    try:
+        return read_scenario_mapping(path)
+    except ConfigError as err:
+        raise ConfigError(f"{err} [in base]") from None
+
+
+def _from_validation(err: ValidationError) -> ConfigError:
+    e = err.errors()[0]
+    where = ".".join(str(p) for p in e["loc"]) or "sweep"
+    if e["type"] == "extra_forbidden":
+        key = str(e["loc"][-1])
+        known = list(_SweepModel.model_fields)
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return ConfigError(f"unknown sweep field {key!r} ({where}){hint}; expected one of: "
+                           f"{', '.join(known)}")
+    if e["type"] == "missing":
+        return ConfigError(f"missing required sweep field ({where})")
+    return ConfigError(f"invalid value {e.get('input')!r} ({where}): {e['msg']}")
+
+
+def sweep_from_mapping(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Sweep:
+    """Validate a sweep mapping and expand its points (module docstring).
+
+    Args:
+        data: The sweep mapping.
+        base_dir: Directory that a relative ``base`` path is resolved against (the sweep file's).
+
+    Raises:
+        ConfigError: A bad field, an axis path that is not a scenario field, an empty axis, both
+            ``axes`` and ``points`` empty, duplicate points.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a sweep must be a mapping, got {type(data).__name__} (sweep)")
+    try:
+        m = _SweepModel.model_validate(dict(data))
+    except ValidationError as err:
+        raise _from_validation(err) from None
+    base = _base_mapping(m.base, base_dir)
+    if m.points is not None:
+        if not m.points:
+            raise ConfigError("points must list at least one point, got [] (points)")
+        assignments = [dict(p) for p in m.points]
+        if m.axes:
+            raise ConfigError("give either axes (cross product) or points (explicit list), not both (axes)")
+        where = [f"points[{i}]" for i in range(len(assignments))]
+    else:
+        keys = list(m.axes)
+        assignments = [dict(zip(keys, combo, strict=True))
+                       for combo in itertools.product(*(m.axes[k] for k in keys))]
+        where = [f"axes.{k}" for k in keys] if keys else ["axes"]
+    checked: set[str] = set()
+    points: list[Point] = []
+    seen: dict[str, int] = {}
+    for i, params in enumerate(assignments):
+        scen = base
+        for path, value in params.items():
+            field = where[i] if m.points is not None else f"axes.{path}"
+            if path not in checked:
+                _check_schema(_parse_path(path, field), path, field)
+                checked.add(path)
+            scen = set_field(scen, path, value, field=field)
+        h = canonical_hash(scen)
+        if h in seen:
+            raise ConfigError(f"points {seen[h]} and {i} give the same scenario ({params}); remove one "
+                              f"({'points' if m.points is not None else 'axes'})")
+        seen[h] = i
+        points.append(Point(params=params, scenario=scen, hash=h))
+    seeds = tuple(range(m.seeds)) if isinstance(m.seeds, int) else tuple(m.seeds)
+    return Sweep(name=m.name, points=tuple(points), seeds=seeds, batch=m.batch)
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read and validate a sweep YAML file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"no sweep file {str(path)!r} (expected a YAML file with base, axes, seeds)")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"sweep {str(path)!r} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"sweep {str(path)!r} must be a YAML mapping, got {type(data).__name__}")
+    return sweep_from_mapping(data, base_dir=p.parent)
+
+
+# ---- executing runs ---------------------------------------------------------------------------------
+def execute_run(scenario: Mapping[str, Any], *, solo: bool = True) -> dict[str, Any]:
+    """Build and simulate one scenario; never raises for a bad scenario or a failed simulation.
+
+    Returns:
+        A plain, picklable record: ``status`` ("ok" or "failed"), ``error`` (None or the error
+        text), ``wall_s``, and for a finished run ``result`` (`RunResult.to_dict`), ``records``
+        (per job: gpus, iteration ends and durations, compute-only iteration) and ``utilization``
+        (tiers, capacity, time bins, series).
+    """
+    from flowherd.experiments.runner import run_scenario
+    from flowherd.experiments.scenario import scenario_from_mapping
+
+    wall0 = time.perf_counter()
+    try:
+        scen = scenario_from_mapping(scenario)
+        run = run_scenario(scen, solo=solo)
+    except Exception as err:  # a failing point is recorded and the sweep goes on
+        text = f"{type(err).__name__}: {err}"
+        if not isinstance(err, ConfigError):
+            text += "\n" + "".join(traceback.format_exception(err)[-6:])
+        return {"status": "failed", "error": text, "wall_s": time.perf_counter() - wall0}
+    return run_record(run, wall_s=time.perf_counter() - wall0)
+
+
+def run_record(run: Any, *, wall_s: float | None = None) -> dict[str, Any]:
+    """The store record (see `execute_run`) of a finished `flowherd.experiments.runner.RunResult`."""
+    import numpy as np
+
+    c = run.cluster
+    records = [{"name": r.name, "gpus": [int(g) for g in r.gpus],
+                "iteration_end_s": np.asarray(r.iteration_end_s, dtype=float).tolist(),
+                "iteration_s": np.asarray(r.iteration_s, dtype=float).tolist(),
+                "compute_only_iteration_s": float(r.compute_only_iteration_s)} for r in c.jobs]
+    util = {"tiers": list(c.util_tiers),
+            "capacity_bytes_per_s": np.asarray(c.util_tier_capacity_bytes_per_s, dtype=float).tolist(),
+            "bin_edges_s": np.asarray(c.util_bin_edges_s, dtype=float).tolist(),
+            "series": np.asarray(c.util_by_tier, dtype=float).tolist()}
+    return {"status": "ok", "error": None, "wall_s": run.wall_s if wall_s is None else wall_s,
+            "result": run.to_dict(), "records": records, "utilization": util}
+
+
+def store_run_result(store_path: str | Path, scenario: Mapping[str, Any], run: Any, *,
+                     sweep: str = "simulate") -> str:
+    """Store one in-process run (e.g. of `flowherd simulate --out DIR`) so that it can be reported.
+
+    Args:
+        store_path: The DuckDB file or its directory.
+        scenario: The scenario mapping that was run (its ``seed`` is the run's).
+        run: Its `flowherd.experiments.runner.RunResult`.
+        sweep: The name the run is stored under.
+
+    Returns:
+        The run id.
+    """
+    from flowherd.experiments.store import ResultStore
+
+    body = dict(scenario)
+    r = Run(point=Point(params={}, scenario=body, hash=canonical_hash(body)), seed=int(run.scenario.seed))
+    with ResultStore(store_path) as store:
+        store.write_run(sweep=sweep, run=r, record=run_record(run))
+    return r.run_id
+
+
+def _execute_batch(items: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(run_id, execute_run(scen)) for run_id, scen in items]
+
+
+def _batch_size(requested: int, n_runs: int, workers: int) -> int:
+    if requested > 0:
+        return requested
+    # about four tasks per worker keeps both cores busy to the end while the per-task overhead
+    # (a few ms of scheduling and pickling) stays small against runs of a second or more
+    return max(1, min(_MAX_BATCH, n_runs // max(1, 4 * workers)))
+
+
+def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = None,
+              num_cpus: int | None = None, resume: bool = False, retry_failed: bool = False,
+              batch: int | None = None, backend: str = "ray",
+              progress: Callable[[dict[str, Any]], None] | None = None) -> SweepOutcome:
+    """Run every run of `sweep` and store each in the DuckDB file `store_path` as it finishes.
+
+    Args:
+        sweep: The sweep.
+        store_path: The DuckDB file (created if absent).
+        address: A Ray cluster address to connect to; None starts a local Ray instance (dashboard
+            off, bound to 127.0.0.1) that this call stops again.
+        num_cpus: CPUs of the local Ray instance (default: all); ignored with `address`.
+        resume: Skip the runs already stored. Without it, a store that already holds runs of
+            this sweep is an error (it would mix two executions).
+        retry_failed: With `resume`, run the stored failed runs again.
+        batch: Runs per Ray task (default: the sweep's ``batch``, or chosen from the run count).
+        backend: "ray", or "inline" (this process, one run after the other; for debugging).
+        progress: Called after each stored run with ``{"done", "failed", "total", "run_id",
+            "status"}`` (``done`` counts skipped runs too).
+
+    Raises:
+        ConfigError: A store holding runs of this sweep without `resume`, a bad backend.
+    """
+    from flowherd.experiments.store import ResultStore
+
+    if backend not in ("ray", "inline"):
+        raise ConfigError(f"backend must be 'ray' or 'inline', got {backend!r} (backend)")
+    wall0 = time.perf_counter()
+    runs = sweep.runs
+    store = ResultStore(store_path)
+    path = store.path
+    try:
+        stored = store.run_status()
+        mine = {r.run_id for r in runs}
+        present = {k: v for k, v in stored.items() if k in mine}
+        if present and not resume:
+            raise ConfigError(f"{store.path} already holds {len(present)} runs of sweep {sweep.name!r}; "
+                              "pass --resume to continue it or choose another --out (resume)")
+        if retry_failed:
+            present = {k: v for k, v in present.items() if v == "ok"}
+        todo = [r for r in runs if r.run_id not in present]
+        state = {"done": len(runs) - len(todo), "failed": sum(v != "ok" for v in present.values()),
+                 "total": len(runs), "run_id": None, "status": None}
+        counts = {"ok": 0, "failed": 0}
+        by_id = {r.run_id: r for r in todo}
+
+        def record(run_id: str, rec: dict[str, Any]) -> None:
+            store.write_run(sweep=sweep.name, run=by_id[run_id], record=rec)
+            counts["ok" if rec["status"] == "ok" else "failed"] += 1
+            state["done"] += 1
+            state["failed"] += rec["status"] != "ok"
+            state["run_id"], state["status"] = run_id, rec["status"]
+            if progress is not None:
+                progress(dict(state))
+
+        if progress is not None:
+            progress(dict(state))
+        if todo and backend == "inline":
+            for r in todo:
+                record(r.run_id, execute_run(r.scenario()))
+        elif todo:
+            _run_on_ray(todo, record, address=address, num_cpus=num_cpus,
+                        batch=batch if batch is not None else sweep.batch)
+    finally:
+        store.close()
+    return SweepOutcome(total=len(runs), skipped=len(runs) - len(todo), ok=counts["ok"],
+                        failed=counts["failed"], wall_s=time.perf_counter() - wall0,
+                        store_path=path)
+
+
+def _run_on_ray(todo: Sequence[Run], record: Callable[[str, dict[str, Any]], None], *,
+                address: str | None, num_cpus: int | None, batch: int) -> None:
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        if address is None:
+            # "local" always starts a fresh instance (never joins one found through RAY_ADDRESS)
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                     _node_ip_address="127.0.0.1", log_to_driver=False, logging_level=logging.WARNING)
+        else:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        started = True
+    try:
+        workers = max(1, int(ray.available_resources().get("CPU", 1)))
+        size = _batch_size(batch, len(todo), workers)
+        task = ray.remote(num_cpus=1, max_retries=0)(_execute_batch)
+        pending = {}
+        for i in range(0, len(todo), size):
+            chunk = [(r.run_id, r.scenario()) for r in todo[i:i + size]]
+            pending[task.remote(chunk)] = [rid for rid, _ in chunk]
+        log.info("sweep: %d runs in %d Ray tasks on %d CPUs", len(todo), len(pending), workers)
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            ref = done[0]
+            ids = pending.pop(ref)
+            try:
+                results = ray.get(ref)
+            except Exception as err:  # a worker died (e.g. out of memory): record, go on
+                results = [(rid, {"status": "failed", "error": f"Ray task failed: {err}"[:4000],
+                                  "wall_s": math.nan}) for rid in ids]
+            for run_id, rec in results:
+                record(run_id, rec)
+    finally:
+        if started:
+            ray.shutdown()

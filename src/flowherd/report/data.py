@@ -1,0 +1,354 @@
+"""What a report shows, read from a result store into plain series (no plotting library here).
+
+The figures (`flowherd.report.figures`, matplotlib) and the HTML page (`flowherd.report.html`,
+plotly) draw the same series, so the PNGs and the page agree. Nothing here computes a metric:
+the values are the store's; grouping runs by method and averaging a metric over seeds is all the
+arithmetic done.
+
+A *method* is what a user compares: the placement method, the routing and the online controller,
+named as users know them ("first-fit", "packed", "ECMP"). When other axes vary too (say the
+oversubscription), their values join the label ("packed, 2:1 oversubscribed"); the background load
+is the x axis of the slowdown figure and never part of a label.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowherd.errors import ConfigError
+
+PLACEMENT_LABELS = {"first-fit": "first-fit", "packed": "packed", "heuristic": "flowherd planner",
+                    "milp": "flowherd MILP", "random": "random"}
+ROUTING_LABELS = {"ecmp": "ECMP", "spray": "packet spraying", "shortest": "shortest path",
+                  "explicit": "LP-split routing", "ksp": "k-shortest paths"}
+CONTROLLER_LABELS = {"none": "no control", "cassini": "CASSINI", "crux": "Crux",
+                     "threshold": "flowherd threshold", "rl": "flowherd RL"}
+TIER_LABELS = {"nvlink": "NVLink", "pcie": "PCIe", "host-leaf": "host-leaf", "leaf-spine": "leaf-spine",
+               "spine-core": "spine-core", "core-up": "core-up"}
+LOAD_PATH = "workload.background.load"
+_METHOD_PATHS = {"placement.method", "simulation.routing", "controller.name"}
+MAX_REPRESENTATIVE = 4
+
+
+def _axis_label(path: str, value: Any) -> str:
+    last = path.rsplit(".", 1)[-1]
+    if last == "oversubscription":
+        if isinstance(value, int | float):
+            return f"{value:g}:1 oversubscribed"
+        return f"oversubscription {value}"
+    return f"{last.replace('_', ' ')} {value}"
+
+
+def method_label(run: dict[str, Any], vary: set[str], other_axes: list[str]) -> str:
+    """The user-facing name of a run's method (module docstring)."""
+    parts: list[str] = []
+    place = PLACEMENT_LABELS.get(run["placement"], run["placement"])
+    route = ROUTING_LABELS.get(run["routing"], run["routing"])
+    ctrl = run.get("controller")
+    if not vary:
+        parts = [place, route] + ([CONTROLLER_LABELS.get(ctrl, ctrl)] if ctrl else [])
+    else:
+        if "placement" in vary:
+            parts.append(place)
+        if "routing" in vary:
+            parts.append(route)
+        if "controller" in vary:
+            parts.append(CONTROLLER_LABELS.get(ctrl, ctrl) if ctrl else "no control")
+    axes = [_axis_label(p, run["params"][p]) for p in other_axes if p in run["params"]]
+    label = " + ".join(parts)
+    if axes:
+        label += (", " if label else "") + ", ".join(axes)
+    return label or "all runs"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """One run drawn in detail (heatmap, Gantt, fabric).
+
+    Attributes:
+        run: Its ``runs`` row.
+        method: Its method label.
+        jobs: Its ``jobs`` rows, in submission order.
+        links: Its ``links`` rows (tier series).
+        scenario: Its scenario mapping.
+    """
+
+    run: dict[str, Any]
+    method: str
+    jobs: list[dict[str, Any]]
+    links: list[dict[str, Any]]
+    scenario: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReportData:
+    """Everything a report draws (module docstring).
+
+    Attributes:
+        source: The result store file.
+        runs: Every stored run (``runs`` rows with ``params`` decoded and a ``method`` label).
+        methods: Method labels in first-seen order.
+        jobs: ``jobs`` rows of the finished (ok) runs.
+        tenants: ``tenants`` rows of the ok runs, each with the run's ``method``.
+        detail: One representative run per method (at most `MAX_REPRESENTATIVE`): the ok run at the
+            highest background load, lowest seed.
+    """
+
+    source: Path
+    runs: list[dict[str, Any]]
+    methods: list[str]
+    jobs: list[dict[str, Any]]
+    tenants: list[dict[str, Any]]
+    detail: list[RunView] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.runs if r["status"] != "ok"]
+
+
+def load_report_data(results: str | Path, *, run_id: str | None = None) -> ReportData:
+    """Read a result store (the DuckDB file or a sweep directory).
+
+    Args:
+        results: The store.
+        run_id: Draw this run in detail instead of one per method.
+
+    Raises:
+        ConfigError: No store there, no run in it, or an unknown `run_id`.
+    """
+    from flowherd.experiments.store import ResultStore
+
+    with ResultStore(results, read_only=True) as store:
+        runs = store.runs()
+        if not runs:
+            raise ConfigError(f"the result store {str(store.path)!r} holds no runs (results)")
+        ok = [r for r in runs if r["status"] == "ok"]
+        vary = {k for k in ("placement", "routing", "controller") if len({r[k] for r in ok}) > 1}
+        other = sorted({p for r in ok for p in r["params"]
+                        if p != LOAD_PATH and p not in _METHOD_PATHS
+                        and len({json.dumps(x["params"].get(p), default=str) for x in ok}) > 1})
+        methods: list[str] = []
+        for r in runs:
+            r["method"] = method_label(r, vary, other)
+            if r["status"] == "ok" and r["method"] not in methods:
+                methods.append(r["method"])
+        by_id = {r["run_id"]: r for r in runs}
+        jobs = store.jobs([r["run_id"] for r in ok]) if ok else []
+        for j in jobs:
+            j["method"] = by_id[j["run_id"]]["method"]
+        tenants = [t for t in store.tenants()
+                   if t["run_id"] in by_id and by_id[t["run_id"]]["status"] == "ok"]
+        for t in tenants:
+            t["method"] = by_id[t["run_id"]]["method"]
+        if run_id is not None:
+            if run_id not in by_id or by_id[run_id]["status"] != "ok":
+                known = [r["run_id"] for r in ok][:5]
+                raise ConfigError(f"no finished run {run_id!r} in the store; expected one of {known} "
+                                  "... (run)")
+            chosen = [by_id[run_id]]
+        else:
+            chosen = []
+            for m in methods[:MAX_REPRESENTATIVE]:
+                cands = [r for r in ok if r["method"] == m]
+                chosen.append(min(cands, key=lambda r: (-(r["background_load"] or 0.0), r["seed"])))
+        detail = []
+        jobs_by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for j in jobs:
+            jobs_by_run[j["run_id"]].append(j)
+        for r in chosen:
+            detail.append(RunView(run=r, method=r["method"], jobs=jobs_by_run[r["run_id"]],
+                                  links=store.links(r["run_id"]), scenario=json.loads(r["scenario_json"])))
+        return ReportData(source=store.path, runs=runs, methods=methods, jobs=jobs, tenants=tenants,
+                          detail=detail)
+
+
+# ---- series ---------------------------------------------------------------------------------------------
+def jct_cdf(data: ReportData) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
+    """Per method: sorted JCTs of the finished jobs (all runs), seconds, the fraction of all the
+    method's jobs finished by then (jobs unfinished at the horizon keep the curve below 1), and
+    the number of jobs."""
+    out = {}
+    for m in data.methods:
+        mine = [j for j in data.jobs if j["method"] == m]
+        x = np.sort([j["jct_s"] for j in mine if j["finished"] and j["jct_s"] is not None])
+        if x.size:
+            out[m] = (x, np.arange(1, x.size + 1) / len(mine), len(mine))
+    return out
+
+
+def slowdown_vs_load(data: ReportData) -> dict[str, dict[str, np.ndarray]]:
+    """Per method: background load, and mean/min/max over seeds of the run's mean slowdown."""
+    out = {}
+    for m in data.methods:
+        by_load: dict[float, list[float]] = defaultdict(list)
+        for r in data.runs:
+            if r["method"] == m and r["status"] == "ok" and r["mean_slowdown"] is not None:
+                by_load[float(r["background_load"] or 0.0)].append(float(r["mean_slowdown"]))
+        if by_load:
+            loads = sorted(by_load)
+            out[m] = {"load": np.array(loads),
+                      "mean": np.array([np.mean(by_load[x]) for x in loads]),
+                      "min": np.array([np.min(by_load[x]) for x in loads]),
+                      "max": np.array([np.max(by_load[x]) for x in loads]),
+                      "n": np.array([len(by_load[x]) for x in loads])}
+    return out
+
+
+def tenant_slowdowns(data: ReportData) -> tuple[list[str], dict[str, np.ndarray]]:
+    """Tenants, and per method the mean over runs of each tenant's mean slowdown (nan if none)."""
+    tenants = sorted({t["tenant"] for t in data.tenants})
+    out = {}
+    for m in data.methods:
+        vals = []
+        for tn in tenants:
+            xs = [t["mean_slowdown"] for t in data.tenants if t["method"] == m and t["tenant"] == tn
+                  and t["mean_slowdown"] is not None]
+            vals.append(float(np.mean(xs)) if xs else math.nan)
+        out[m] = np.array(vals)
+    return tenants, out
+
+
+def jain_index(x: np.ndarray) -> float:
+    """Jain's fairness index (Jain, Chiu, Hawe 1984) of the finite values of `x`: 1 is equal."""
+    x = x[np.isfinite(x)]
+    if not x.size or not np.any(x):
+        return math.nan
+    return float(x.sum() ** 2 / (x.size * (x**2).sum()))
+
+
+def utilization(view: RunView) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Tier labels, the bin edges (seconds) and the utilization (tiers x bins, 0..1) of a run."""
+    tiers = [TIER_LABELS.get(li["tier"], li["tier"]) for li in view.links]
+    if not view.links:
+        return [], np.zeros(1), np.zeros((0, 0))
+    edges = np.asarray(view.links[0]["bin_edges_s"], dtype=float)
+    return tiers, edges, np.array([li["utilization"] for li in view.links], dtype=float)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GanttRow:
+    """One job in the Gantt chart; times in seconds.
+
+    Attributes:
+        name, tenant, kind: Labels.
+        submit_s, start_s, end_s: Submission, start (None if never started) and end (finish, or
+            the horizon if unfinished).
+        finished: Whether it finished before the horizon.
+        compute: ``(start, width)`` of each iteration's compute part (training), seconds.
+        comm: ``(start, width)`` of each iteration's communication part: what the iteration took
+            beyond its compute critical path (training), or each request batch (inference).
+    """
+
+    name: str
+    tenant: str
+    kind: str
+    submit_s: float
+    start_s: float | None
+    end_s: float
+    finished: bool
+    compute: list[tuple[float, float]]
+    comm: list[tuple[float, float]]
+
+
+def gantt(view: RunView) -> list[GanttRow]:
+    """The Gantt rows of a run, in submission order."""
+    horizon = float(view.run["horizon_s"] or 0.0)
+    rows = []
+    for j in view.jobs:
+        start = j["start_s"]
+        end = j["finish_s"] if j["finish_s"] is not None else horizon
+        compute: list[tuple[float, float]] = []
+        comm: list[tuple[float, float]] = []
+        ends = list(j["iteration_end_s"] or [])
+        if start is not None and j["kind"] == "training":
+            prev = start
+            c = float(j["compute_only_iteration_s"] or 0.0)
+            for e in ends:
+                span = e - prev
+                cw = min(c, span)
+                compute.append((prev, cw))
+                if span - cw > 0:
+                    comm.append((prev + cw, span - cw))
+                prev = e
+        elif start is not None:
+            comm = [(e - lat, lat) for e, lat in zip(ends, j["iteration_s"] or [], strict=False)]
+        rows.append(GanttRow(name=j["name"], tenant=j["tenant"], kind=j["kind"], submit_s=j["submit_s"],
+                             start_s=start, end_s=end, finished=bool(j["finished"]), compute=compute,
+                             comm=comm))
+    return rows
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FabricLayout:
+    """The fabric as a layered drawing: GPUs at the bottom, then NICs, leaves, spines, cores.
+
+    Attributes:
+        title: The fabric's name.
+        node_x, node_y: Position of every node (nan for nodes not drawn: NVSwitches).
+        node_tier: Tier of every node.
+        edges: ``int[E, 2]``: one row per drawn cable (PCIe and network links, both directions as one).
+        server_box: ``(x0, x1)`` of each server's GPUs (its NVLink domain).
+        occupants: Per GPU, the jobs that ran on it, in start order.
+    """
+
+    title: str
+    num_gpus: int
+    node_x: np.ndarray
+    node_y: np.ndarray
+    node_tier: np.ndarray
+    edges: np.ndarray
+    server_box: list[tuple[float, float]]
+    occupants: list[list[str]]
+
+
+def fabric_layout(view: RunView) -> FabricLayout:
+    """Rebuild the run's fabric from its stored scenario and lay it out (`FabricLayout`)."""
+    from flowherd.fabric.core import LinkKind, NodeKind
+    from flowherd.fabric.spec import fabric_from_mapping
+
+    fab = fabric_from_mapping(view.scenario["fabric"], field="fabric")
+    n, g = fab.num_nodes, fab.num_gpus
+    tier = np.asarray(fab.node_tier, dtype=int)
+    kind = np.asarray(fab.node_kind, dtype=int)
+    server = np.asarray(fab.gpu_server, dtype=int)
+    x = np.full(n, np.nan)
+    y = np.full(n, np.nan)
+    gap = 1.0
+    x[:g] = np.arange(g) + server * gap
+    y[:g] = 0.0
+    src = np.asarray(fab.link_src)
+    dst = np.asarray(fab.link_dst)
+    lk = np.asarray(fab.link_kind)
+    keep = (lk != LinkKind.NVLINK) & (src < dst)
+    edges = np.stack([src[keep], dst[keep]], axis=1) if keep.any() else np.zeros((0, 2), dtype=int)
+    # NICs sit above the GPUs they serve; switch tiers are spread evenly over the GPU row
+    nic = np.flatnonzero(kind == NodeKind.NIC)
+    for v in nic:
+        nb = np.concatenate([dst[src == v], src[dst == v]])
+        nb = nb[nb < g]
+        x[v] = x[nb].mean() if nb.size else np.nan
+        y[v] = 1.0
+    lo, hi = float(x[:g].min()), float(x[:g].max())
+    for t in sorted(set(tier[kind == NodeKind.SWITCH].tolist())):
+        ids = np.flatnonzero((kind == NodeKind.SWITCH) & (tier == t))
+        span = hi - lo
+        x[ids] = lo + span * (np.arange(ids.size) + 0.5) / ids.size
+        y[ids] = float(t)
+    nan_nic = nic[np.isnan(x[nic])]
+    if nan_nic.size:
+        x[nan_nic] = lo + (hi - lo) * (np.arange(nan_nic.size) + 0.5) / nan_nic.size
+    boxes = [(float(x[:g][server == s].min()), float(x[:g][server == s].max()))
+             for s in range(server.max() + 1)]
+    occ: list[list[str]] = [[] for _ in range(g)]
+    for j in sorted(view.jobs, key=lambda j: (j["start_s"] if j["start_s"] is not None else math.inf)):
+        for gpu in j["gpus"] or []:
+            occ[int(gpu)].append(j["name"])
+    return FabricLayout(title=fab.name, num_gpus=g, node_x=x, node_y=y, node_tier=tier, edges=edges,
+                        server_box=boxes, occupants=occ)
