@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,7 +15,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/flowherd demo
 
-test: $(STAMP)
+# Debian's Chromium, for the test that renders the HTML report headless.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing: sudo apt-get install chromium (the HTML report test needs it)"; fi; }
+
+test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q
 
