@@ -58,7 +58,10 @@ def collective(
 ) -> None:
     """Simulate one collective on an idle fabric; print time, algbw and busbw (nccl-tests)."""
     from flowherd.fabric.spec import load_fabric
+    from flowherd.planning.teccl import register_collective_algorithms
     from flowherd.sim.collective import FIDELITIES, simulate_collective
+
+    register_collective_algorithms()  # the planning layer's "mcf" and "bvn"
 
     the_op = OPS[op.lower()]
     # unknown names fail here, with the closest match, before the fabric is loaded
