@@ -1,0 +1,108 @@
+"""Wall time of one simulated hour of a multi-tenant cluster (prints figures; not a test).
+
+    .venv/bin/python benchmarks/cluster.py [--scale a b] [--horizon 3600] [--fidelity phase]
+
+* (a) 1,024 GPUs (leaf-spine, 128 servers of 8 H100, 16 leaves, 8 spines) and 50 jobs;
+* (b) 16,384 GPUs (2,048 servers, 128 leaves, 64 spines) and 500 jobs;
+
+both with background traffic at 20% load (web search sizes, aggregated to at most
+``--bg-flows-per-s`` flows per second, default 50, see `flowherd.sim.cluster`), `phase` fidelity
+with the "sampled" background rule (``--bg-mode``; "exact" makes network jobs run at `collective`
+fidelity whenever background crosses their links) and the packed placer (``--placer``;
+first-fit fragments jobs over servers, so TP groups cross the network).
+
+The job mix (seeded): sizes 1, 2, 4, 8, 16, 32, 64 GPUs with probabilities .25, .1, .1, .3, .12,
+.08, .05 (Philly-like: most jobs fit one server); Llama-3 8B (TP = min(8, GPUs), data parallel
+over servers) up to 16 GPUs, Llama-3 70B (TP 8, PP 2) from 32; submissions uniform over the
+first half of the horizon; iterations such that the job alone would run 5 to 30 minutes
+(`TrainingJob.estimate_iteration_s`), capped by ``--max-iterations``. Half of the 1-8 GPU
+jobs belong to tenant "t1", the rest spread over "t2".."t4".
+
+If a horizon shorter than an hour is given, the hour's wall time is extrapolated linearly and
+the line says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from flowherd.fabric.generators import leaf_spine
+from flowherd.sim.cluster import BackgroundSpec, JobRequest, simulate_cluster
+from flowherd.workload import TrainingJob
+
+SIZES = np.array([1, 2, 4, 8, 16, 32, 64])
+PROBS = np.array([0.25, 0.1, 0.1, 0.3, 0.12, 0.08, 0.05])
+SCALES = {"a": (128, 16, 8, 50), "b": (2048, 128, 64, 500)}  # servers, leaves, spines, jobs
+
+
+def job_mix(num_jobs: int, horizon_s: float, seed: int, max_iterations: int | None) -> list[JobRequest]:
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice(SIZES, size=num_jobs, p=PROBS)
+    submits = np.sort(rng.uniform(0, horizon_s / 2, size=num_jobs))
+    est: dict[int, float] = {}
+    jobs = []
+    for i, (n, sub) in enumerate(zip(sizes.tolist(), submits.tolist(), strict=True)):
+        if n <= 16:
+            kw = dict(model="llama3-8b", gpus=n, tp=min(8, n))
+        else:
+            kw = dict(model="llama3-70b", gpus=n, tp=8, pp=2)
+        if n not in est:
+            est[n] = TrainingJob(**kw).estimate_iteration_s()
+        run_s = rng.uniform(300, 1800)
+        iters = max(1, round(run_s / est[n]))
+        if max_iterations:
+            iters = min(iters, max_iterations)
+        tenant = "t1" if n <= 8 and rng.random() < 0.5 else f"t{2 + int(rng.integers(0, 3))}"
+        spec = TrainingJob(**kw, iterations=iters, name=f"j{i}", tenant=tenant, submit_s=sub)
+        jobs.append(JobRequest(name=f"j{i}", tenant=tenant, spec=spec, submit_s=sub))
+    return jobs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", nargs="+", default=["a", "b"], choices=sorted(SCALES))
+    ap.add_argument("--horizon", type=float, default=3600.0, help="simulated seconds")
+    ap.add_argument("--horizon-b", type=float, default=None, help="horizon of (b) if different")
+    ap.add_argument("--fidelity", default="phase")
+    ap.add_argument("--load", type=float, default=0.2)
+    ap.add_argument("--bg-flows-per-s", type=float, default=50.0)
+    ap.add_argument("--placer", default="packed")
+    ap.add_argument("--bg-mode", default="sampled", choices=["exact", "sampled"])
+    ap.add_argument("--max-iterations", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    for scale in args.scale:
+        servers, leaves, spines, num_jobs = SCALES[scale]
+        horizon = args.horizon_b if (scale == "b" and args.horizon_b) else args.horizon
+        t0 = time.perf_counter()
+        cpu0 = time.process_time()
+        fab = leaf_spine(servers=servers, gpus_per_server=8, leaves=leaves, spines=spines)
+        jobs = job_mix(num_jobs, 3600.0, args.seed, args.max_iterations)
+        jobs = [j for j in jobs if j.submit_s < horizon]
+        build_s = time.perf_counter() - t0
+        bg = (BackgroundSpec(load=args.load, max_flows_per_s=args.bg_flows_per_s, fast_forward=args.bg_mode)
+              if args.load else None)
+        res = simulate_cluster(fab, jobs, fidelity=args.fidelity, horizon_s=horizon, background=bg,
+                               placer=args.placer, seed=args.seed)
+        cpu_s = time.process_time() - cpu0
+        done = sum(j.finish_s is not None for j in res.jobs)
+        started = sum(j.start_s is not None for j in res.jobs)
+        ff = sum(j.fast_forwarded_iterations for j in res.jobs)
+        iters = sum(len(j.iteration_end_s) for j in res.jobs)
+        bg_done = int(np.sum(~np.isnan(res.background_finish_s)))
+        hour = res.wall_s * 3600.0 / horizon
+        note = "" if horizon >= 3600 else f" (extrapolated from {horizon:g} s simulated: x{3600 / horizon:g})"
+        print(f"({scale}) {fab.num_gpus} GPUs, {len(jobs)} jobs, background {args.load:.0%} "
+              f"(k={res.background_aggregation}, {len(res.background_start_s)} flows, {bg_done} done), "
+              f"fidelity {args.fidelity} ({args.bg_mode}), horizon {horizon:g} s")
+        print(f"    wall {res.wall_s:.1f} s (+{build_s:.1f} s fabric/jobs; CPU {cpu_s:.1f} s in all) -> one "
+              f"simulated hour: {hour:.1f} s{note}")
+        print(f"    jobs started {started}, finished {done}; iterations {iters} ({ff} fast-forwarded); "
+              f"events {res.num_events}, coflows {res.num_coflows}")
+
+
+if __name__ == "__main__":
+    main()
