@@ -29,20 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     _register()
     try:
-        app(args=argv, standalone_mode=False)
+        # standalone mode: usage errors print themselves (click's usage line) and exit with 2
+        app(args=argv, standalone_mode=True)
     except FlowherdError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except typer.Exit as exc:  # raised by --help and friends
-        return exc.exit_code
-    except Exception as err:  # click usage errors print themselves
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            return err.exit_code
-        if isinstance(err, click.exceptions.Abort):
-            print("aborted", file=sys.stderr)
-            return 1
-        raise
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
     return 0
