@@ -57,7 +57,8 @@ def _fmt(x: float | None, unit: str = "s") -> str:
     return format_time(x) if unit == "s" else f"{x:.3g}"
 
 
-def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed: int | None) -> None:
+def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed: int | None,
+                   plan: Path | None = None) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -65,6 +66,11 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
     from flowherd.experiments.scenario import load_scenario, read_scenario_mapping
 
     scenario = load_scenario(scenario_name, seed=seed)
+    planned = None
+    if plan is not None:
+        from flowherd.planning.plan import Plan
+
+        planned = Plan.from_json(plan)
     err = Console(stderr=True)
     with Progress(TextColumn("[bold]simulating[/] {task.description}"), BarColumn(),
                   TextColumn("{task.percentage:>3.0f}% of the horizon"), TimeElapsedColumn(),
@@ -73,7 +79,7 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
         def tick(t: float) -> None:
             bar.update(task, completed=min(t, scenario.horizon_s))
 
-        run = run_scenario(scenario, progress=tick)
+        run = run_scenario(scenario, progress=tick, plan=planned)
     result = _clean(run.to_dict())
     if out is not None:
         source = read_scenario_mapping(scenario_name)
@@ -109,9 +115,10 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     out: Path = typer.Option(None, "--out", help="directory for result.json, jobs.csv, scenario.yaml"),
     seed: int = typer.Option(None, "--seed", help="override the scenario's seed"),
+    plan: Path = typer.Option(None, "--plan", help="a plan JSON (flowherd plan --out) pinning the jobs"),
 ) -> None:
     """Simulate a scenario: jobs arrive, get placed, run on the shared fabric; print per-job metrics."""
-    run_and_report(scenario, as_json=as_json, out=out, seed=seed)
+    run_and_report(scenario, as_json=as_json, out=out, seed=seed, plan=plan)
 
 
 @app.command("demo")

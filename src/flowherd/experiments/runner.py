@@ -16,6 +16,7 @@ from typing import Any
 from flowherd.experiments.metrics import job_metrics, run_metrics, tenant_metrics
 from flowherd.experiments.scenario import Scenario
 from flowherd.sim.cluster import ClusterResult, JobRecord, JobRequest, simulate_cluster
+from flowherd.sim.placement import PLACERS
 from flowherd.workload import InferenceJob, TrainingJob
 
 # Iterations an alone run simulates to measure a training job's steady iteration time.
@@ -77,20 +78,40 @@ def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob, rec: JobRecord)
 
 
 def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None = None,
-                 solo: bool = True) -> RunResult:
+                 solo: bool = True, plan: Any = None) -> RunResult:
     """Simulate `scenario` and compute its metrics (module docstring).
 
     Args:
         scenario: A validated scenario.
         progress: Called with the simulated time, seconds, as the run advances.
         solo: Measure each job alone for its slowdown (off: slowdowns are None).
+        plan: A `flowherd.planning.plan.Plan` whose GPUs pin the jobs it names (and whose
+            routes, if any, route their flows: `ExplicitRouter`). Without one, a
+            placement method that only the planner knows (``milp``, ``heuristic``, ``topology``,
+            ``hetero``, ``random``) plans the scenario first.
     """
     wall0 = time.perf_counter()
     requests = [JobRequest(name=j.name, tenant=j.tenant, spec=j, submit_s=j.submit_s) for j in scenario.jobs]
-    cluster = simulate_cluster(scenario.fabric, requests, placer=scenario.placement,
+    placer, placements = scenario.placement, None
+    if plan is None and placer not in PLACERS:
+        from flowherd.planning.placers import PLANNERS
+        from flowherd.planning.plan import make_plan
+
+        if placer in PLANNERS:
+            plan = make_plan(scenario.fabric, scenario.jobs, method=placer, seed=scenario.seed)
+    router: Any = scenario.routing
+    if plan is not None:
+        placements, placer = plan.placements(), "first-fit"
+        if plan.routes:  # the plan's routes, the scenario's routing for every other flow
+            from flowherd.planning.plan import routes_to_splits
+            from flowherd.routing.policies import ExplicitRouter
+
+            router = ExplicitRouter(scenario.fabric, routes_to_splits(plan.routes),
+                                    fallback=scenario.routing, seed=scenario.seed)
+    cluster = simulate_cluster(scenario.fabric, requests, placer=placer,
                                fidelity=scenario.fidelity, horizon_s=scenario.horizon_s,
-                               router=scenario.routing, background=scenario.background,
-                               seed=scenario.seed, progress=progress)
+                               router=router, background=scenario.background,
+                               seed=scenario.seed, progress=progress, placements=placements)
     cache: dict[tuple[Any, ...], float | None] = {}
     jobs = []
     for spec, rec in zip(scenario.jobs, cluster.jobs, strict=True):

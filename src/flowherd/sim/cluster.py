@@ -74,6 +74,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -719,7 +720,7 @@ class _Cluster:
 
 
 def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str | Placer = "first-fit",
-                     fidelity: str = "collective", horizon_s: float, router: str = "ecmp",
+                     fidelity: str = "collective", horizon_s: float, router: str | Any = "ecmp",
                      background: BackgroundSpec | None = None, seed: int = 0,
                      progress: Callable[[float], None] | None = None,
                      placements: Mapping[str, Sequence[int]] | None = None,
@@ -732,7 +733,8 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         placer: A `flowherd.sim.placement.PLACERS` name or a `Placer`.
         fidelity: "step", "collective" or "phase".
         horizon_s: End of the simulation, seconds (jobs unfinished then get ``finish_s`` None).
-        router: A routing policy name (`flowherd.routing.policies.ROUTERS`).
+        router: A routing policy name (`flowherd.routing.policies.ROUTERS`), or a Router object
+            (e.g. an `ExplicitRouter` with a plan's routes).
         background: Background traffic, or None.
         seed: Seeds the router's hashing, the background flows and the inference requests.
         progress: Called with the simulated time after each utilization bin.
@@ -778,7 +780,8 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                               f"0..{fabric.num_gpus - 1}, got {g.tolist()[:16]} (placements.{name})")
         pins[name] = g
     plc = make_placer(placer)
-    rtr = make_router(router, fabric, seed=int(seed))
+    # a Router object (e.g. the planner's ExplicitRouter) is used as given
+    rtr = make_router(router, fabric, seed=int(seed)) if isinstance(router, str) else router
     seq = np.random.SeedSequence(int(seed))
     bg_rng = np.random.default_rng(seq.spawn(1)[0])
     bg = _make_background(background, fabric, rtr, float(horizon_s), bg_rng) if background else None
@@ -829,7 +832,8 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
     records = tuple(r.record(float(horizon_s)) for r in sim.runs)
     return ClusterResult(
         jobs=records, horizon_s=float(horizon_s), fidelity=fid,
-        placer=getattr(plc, "name", type(plc).__name__), router=router, seed=int(seed),
+        placer=getattr(plc, "name", type(plc).__name__),
+        router=router if isinstance(router, str) else getattr(router, "name", "custom"), seed=int(seed),
         link_bytes=sim.link_bytes_now(float(horizon_s)), util_tiers=tiers,
         util_tier_capacity_bytes_per_s=cap, util_bin_edges_s=edges, util_by_tier=util,
         background_aggregation=bg.k if bg else 1,

@@ -1,0 +1,55 @@
+"""`flowherd plan`: place a scenario's jobs with a planner method and print or write the plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from flowherd.cli import app
+
+
+@app.command("plan")
+def plan(
+    scenario: str = typer.Argument(..., help="a scenario YAML file or an embedded scenario name (default)"),
+    method: str = typer.Option("heuristic", "--method",
+                               help="random, packed, topology, hetero, milp or heuristic"),
+    time_limit: float = typer.Option(None, "--time-limit", help="solver time limit, seconds"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    out: Path = typer.Option(None, "--out", help="write the plan to this JSON file"),
+    seed: int = typer.Option(None, "--seed", help="override the scenario's seed"),
+    routes: bool = typer.Option(False, "--routes", help="also route the traffic (multi-commodity-flow LP)"),
+) -> None:
+    """Plan where (and when) each job of a scenario runs; `flowherd simulate --plan` executes it."""
+    from flowherd.experiments.scenario import load_scenario
+    from flowherd.planning.placers import PLANNERS
+    from flowherd.planning.plan import make_plan
+
+    PLANNERS[method]  # an unknown method fails before the scenario is read
+    sc = load_scenario(scenario, seed=seed)
+    p = make_plan(sc.fabric, sc.jobs, method=method, time_limit_s=time_limit, seed=sc.seed,
+                  routes=routes)
+    if out is not None:
+        p.to_json(out)
+    if as_json:
+        typer.echo(json.dumps(json.loads(p.to_json())))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    from flowherd.units import format_time
+
+    table = Table(title=f"{sc.name}: plan by {p.method} ({p.status}) for {len(p.jobs)} jobs on "
+                        f"{sc.fabric.num_gpus} GPUs")
+    for col in ("job", "GPUs", "first GPU", "start", "iteration", "predicted JCT"):
+        table.add_column(col, justify="left" if col == "job" else "right")
+    for j in p.jobs:
+        table.add_row(j.name, str(len(j.gpus)), str(j.gpus[0]), format_time(j.start_s),
+                      format_time(j.predicted_iteration_s), format_time(j.predicted_jct_s))
+    con = Console()
+    con.print(table)
+    con.print(f"predicted mean JCT {format_time(p.objective)}, lower bound {format_time(p.lower_bound)}, "
+              f"gap {100 * p.gap:.2f}%, solved in {p.solve_s:.2f} s")
+    if out is not None:
+        con.print(f"plan written to {out}")

@@ -1,0 +1,278 @@
+"""Fast placement of many jobs: greedy construction plus large-neighbourhood search (LNS).
+
+Why this design. Under the planner's model (`flowherd.planning.predict`) a job's cost depends on
+its placement only through three things: whether it fits one server, whether it fits one leaf,
+and, if it spans leaves, the uplink load of the leaves it uses (which couples it to the other
+spread jobs). So a placement is mostly a bin-packing decision (keep every job as tight as its
+size allows) plus a load-balancing decision for the jobs that must span leaves. Greedy
+construction handles the first well (largest jobs first, best fit, the classic bin-packing
+rule); its mistakes are local: a job that took the last room of a leaf another job needed more,
+or two spread jobs piled on the same leaves. Large-neighbourhood search repairs exactly those:
+remove two to five jobs (spread jobs four times as likely), or all spread jobs at once,
+reinsert them greedily in a random order (or largest first; ties between equally good
+placements broken at random, since a placement's cost does not show the room it leaves the
+jobs after it), keep the result if the model says it is better, stop after a time limit or a
+run of rounds without improvement. Every move is evaluated with the full model
+(O(jobs x servers) numpy work), never with the LP: the model is the LP's objective on a
+leaf-level routing (spraying), so the LP adds nothing per move and would cost milliseconds to
+seconds. The MILP (`flowherd.planning.milp`) certifies the
+heuristic on small instances; on large ones the LP relaxation (`milp.lp_bound`) bounds it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from flowherd.planning.placers import BatchResult
+from flowherd.planning.predict import FabricView, JobProfile, _server_of
+
+__all__ = ["heuristic_batch"]
+
+
+class _State:
+    """Per-server GPU counts of every job of the batch and the model's cost of them."""
+
+    def __init__(self, view: FabricView, batch: Sequence[JobProfile], free: np.ndarray, extra: np.ndarray):
+        self.view = view
+        self.batch = batch
+        nj, ns = len(batch), view.num_servers
+        server = _server_of(view)
+        self.free0 = np.bincount(server[free], minlength=ns).astype(np.int64)
+        self.free = self.free0.copy()
+        self.x = np.zeros((nj, ns), np.int64)
+        self.ok = np.array([[t == p.gpu_type for t in view.server_type] for p in batch])
+        self.unit = np.array([p.unit_gpus for p in batch])
+        self.n = np.array([p.world_size for p in batch])
+        self.it = np.array([float(p.iterations) for p in batch])
+        fixed = np.array([p.fixed_duration_s is not None for p in batch])
+        self.multi = np.array([p.fixed_duration_s if p.fixed_duration_s is not None else p.multi_server_s
+                               for p in batch])
+        self.t1 = np.array([p.single_server_s if p.single_server_s is not None else m
+                            for p, m in zip(batch, self.multi, strict=True)])
+        self.a = np.where(fixed, self.multi, [p.base_s for p in batch])
+        self.b = np.where(fixed, 0.0, [p.network_s for p in batch])
+        self.r = np.array([p.offered_bytes_per_s for p in batch])
+        self.cap = view.leaf_uplink_bytes_per_s
+        self.finite = np.isfinite(self.cap)
+        self.extra = extra
+        self.leaf = view.server_leaf
+        self.nl = view.num_leaves
+        self.placed = np.zeros(nj, bool)
+        self.room_only = False  # spread jobs take the roomiest leaves only (packs tightest)
+
+    # ---- the model on the state ------------------------------------------------------------
+    def cost_of(self, x: np.ndarray, placed: np.ndarray) -> float:
+        """Summed run time of the placed jobs, seconds."""
+        nj = len(self.batch)
+        use = np.zeros((nj, self.nl), bool)
+        if self.nl > 1:
+            np.logical_or.at(use, (np.nonzero(x)[0], self.leaf[np.nonzero(x)[1]]), True)
+        nleaf = use.sum(axis=1)
+        nsrv = (x > 0).sum(axis=1)
+        spread = np.where(nsrv <= 1, 0, np.where(nleaf <= 1, 1, 2))
+        spread_use = use & (spread == 2)[:, None]
+        load = self.extra + self.r @ spread_use
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = np.where(self.finite, load / self.cap, 0.0)
+        worst = np.where(spread_use, rho[None, :], 0.0).max(axis=1, initial=0.0)
+        stretch = np.maximum(1.0, worst)
+        it = np.where(spread == 0, self.t1, self.a + self.b * np.where(spread == 2, stretch, 1.0))
+        return float((self.it * it)[placed].sum())
+
+    def cost(self) -> float:
+        return self.cost_of(self.x, self.placed)
+
+    # ---- moves ------------------------------------------------------------------------------
+    def remove(self, j: int) -> None:
+        self.free += self.x[j]
+        self.x[j] = 0
+        self.placed[j] = False
+
+    def candidates(self, j: int) -> list[np.ndarray]:
+        """Per-server GPU counts of the placements worth trying for job j."""
+        n, u = int(self.n[j]), int(self.unit[j])
+        avail = np.where(self.ok[j], self.free // u * u, 0)
+        out: list[np.ndarray] = []
+        ns = len(avail)
+        fits = np.flatnonzero(avail >= n)
+        if fits.size:  # best fit in one server
+            s = int(fits[np.argmin(avail[fits])])
+            c = np.zeros(ns, np.int64)
+            c[s] = n
+            out.append(c)
+            return out  # a one-server placement is never worse under the model
+        per_leaf = np.bincount(self.leaf, weights=avail, minlength=self.nl)
+        leaf_fits = np.flatnonzero(per_leaf >= n)
+        if leaf_fits.size:
+            for li in leaf_fits[np.argsort(per_leaf[leaf_fits], kind="stable")][:3].tolist():
+                out.append(self._fill(avail, np.flatnonzero(self.leaf == li), n))
+            return out
+        if per_leaf.sum() < n:
+            return out
+        # spread over leaves: least loaded first, or largest room first (fewest leaves)
+        load = self.extra + self.r @ self._spread_use()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = np.where(self.finite, (load + self.r[j]) / self.cap, 0.0)
+        has = per_leaf > 0
+        # least loaded leaves (largest room first, or smallest holes first: leftovers of jobs
+        # inside one leaf, which keeps whole leaves free), or the fewest leaves
+        orders = [np.lexsort((-per_leaf, rho)), np.lexsort((rho, -per_leaf))]
+        if not self.room_only:
+            orders.append(np.lexsort((per_leaf, rho)))
+        for order in orders:
+            order = order[has[order]]
+            take, room = [], 0
+            for li in order.tolist():
+                take.append(li)
+                room += per_leaf[li]
+                if room >= n:
+                    break
+            srv = np.flatnonzero(np.isin(self.leaf, take))
+            # fill the leaves in the chosen order, largest servers first inside each
+            rank = {li: k for k, li in enumerate(take)}
+            srv = srv[np.lexsort((-avail[srv], [rank[int(self.leaf[s])] for s in srv]))]
+            out.append(self._fill(avail, srv, n, keep_order=True))
+        return out
+
+    def _fill(self, avail: np.ndarray, servers: np.ndarray, n: int, keep_order: bool = False) -> np.ndarray:
+        c = np.zeros(len(avail), np.int64)
+        if not keep_order:
+            servers = servers[np.lexsort((servers, -avail[servers]))]
+        need = n
+        for s in servers.tolist():
+            if need <= 0:
+                break
+            t = min(int(avail[s]), need)
+            c[s] = t
+            need -= t
+        return c
+
+    def _spread_use(self) -> np.ndarray:
+        nj = len(self.batch)
+        use = np.zeros((nj, self.nl), bool)
+        if self.nl > 1:
+            r, s = np.nonzero(self.x)
+            use[r, self.leaf[s]] = True
+        multi = use.sum(axis=1) > 1
+        return use & multi[:, None]
+
+    def insert(self, j: int, rng: np.random.Generator | None = None) -> bool:
+        best, best_cost = None, math.inf
+        cands = self.candidates(j)
+        if rng is not None and len(cands) > 1:
+            cands = [cands[i] for i in rng.permutation(len(cands))]
+        for c in cands:
+            self.x[j] = c
+            self.placed[j] = True
+            cost = self.cost()
+            if best is None or cost < best_cost - 1e-12 * max(1.0, best_cost):
+                best, best_cost = c, cost
+        if best is None:
+            self.x[j] = 0
+            self.placed[j] = False
+            return False
+        self.x[j] = best
+        self.placed[j] = True
+        self.free -= best
+        return True
+
+
+def heuristic_batch(view: FabricView, batch: Sequence[JobProfile], free: np.ndarray,
+                    running: Sequence[tuple[JobProfile, np.ndarray]], *, rng: np.random.Generator,
+                    time_limit_s: float | None = None, max_rounds: int | None = None,
+                    target_cost: float | None = None) -> BatchResult:
+    """Place ``batch`` into the ``free`` GPUs: greedy, then LNS (module docstring).
+
+    Args:
+        view: The fabric view.
+        batch: Jobs to place together.
+        free: ``bool[G]`` free GPUs.
+        running: Jobs already running with their GPUs (fixed leaf load).
+        rng: Random generator of the search.
+        time_limit_s: Search time, seconds (None: ``min(10, 0.5 + 0.05 * jobs)``).
+        max_rounds: Cap on LNS rounds (None: ``1000 + 50 * jobs``); the search also stops after
+            ``150 + 20 * jobs`` rounds without improvement.
+        target_cost: A lower bound on the summed run time (seconds); the search stops when it
+            reaches it.
+
+    Returns:
+        Placements (None from the first job that did not fit: FIFO), status "heuristic".
+    """
+    from flowherd.planning.milp import running_leaf_load
+
+    t0 = time.perf_counter()
+    nj = len(batch)
+    limit = min(10.0, 0.5 + 0.05 * nj) if time_limit_s is None else float(time_limit_s)
+    rounds = 1000 + 50 * nj if max_rounds is None else int(max_rounds)
+    extra = running_leaf_load(view, running)
+    order = sorted(range(nj), key=lambda j: (-int(batch[j].world_size), -batch[j].iterations
+                                             * batch[j].network_s, j))
+    st = None
+    for room_only in (False, True):  # two greedy starts; the second packs tightest
+        cand = _State(view, batch, free, extra)
+        cand.room_only = room_only
+        for j in order:
+            cand.insert(j)
+        if st is None or _score(cand) < _score(st):
+            st = cand
+    st.room_only = False
+    best_x, best_placed, best = st.x.copy(), st.placed.copy(), _score(st)
+    patience, stale = 150 + 20 * nj, 0
+    if nj > 1:
+        for _ in range(rounds):
+            if time.perf_counter() - t0 > limit or stale >= patience:
+                break
+            if (target_cost is not None and st.placed.all() and st.cost() <= target_cost
+                    + 1e-9 * max(1.0, target_cost)):
+                break
+            stale += 1
+            spread = (st.x > 0).sum(axis=1) > 1
+            if rng.random() < 0.3 and spread.any():
+                # all spread jobs at once plus one more: they compete for the same uplinks
+                pick = np.union1d(np.flatnonzero(spread), rng.choice(nj, size=1))
+            else:
+                k = int(rng.integers(2, min(nj, 5) + 1))
+                w = np.where(spread, 4.0, 1.0)
+                pick = rng.choice(nj, size=min(k, nj), replace=False, p=w / w.sum())
+            saved_x, saved_free, saved_placed = st.x.copy(), st.free.copy(), st.placed.copy()
+            for j in pick.tolist():
+                if st.placed[j]:
+                    st.remove(j)
+            todo = list(np.flatnonzero(~st.placed))
+            rng.shuffle(todo)
+            if rng.random() < 0.5:
+                todo.sort(key=lambda j: -st.n[j])
+            for j in todo:
+                st.insert(int(j), rng)
+            score = _score(st)
+            if score < best - 1e-12:
+                best, best_x, best_placed = score, st.x.copy(), st.placed.copy()
+                stale = 0
+            else:
+                st.x, st.free, st.placed = saved_x, saved_free, saved_placed
+    st.x, st.placed = best_x, best_placed
+    server = _server_of(view)
+    taken = ~free.copy()
+    out: list[np.ndarray | None] = []
+    for j in range(nj):
+        if not st.placed[j]:
+            out.append(None)
+            break
+        g = []
+        for s in np.flatnonzero(st.x[j]).tolist():
+            cand = np.flatnonzero(~taken & (server == s))[:st.x[j, s]]
+            taken[cand] = True
+            g.append(cand)
+        out.append(np.sort(np.concatenate(g)))
+    return BatchResult(placements=tuple(out), status="heuristic")
+
+
+def _score(st: _State) -> float:
+    """Lexicographic: placed prefix length first (FIFO), then cost."""
+    unplaced = np.flatnonzero(~st.placed)
+    prefix = int(unplaced[0]) if unplaced.size else len(st.batch)
+    return -prefix * 1e12 + st.cost()

@@ -1,0 +1,195 @@
+"""Planner methods: baseline placers and the entries of the MILP and the heuristic.
+
+Every method is found by name in `PLANNERS` (`flowherd plan --method NAME`) and places a *batch*
+of jobs (the queued jobs that fit now, `flowherd.planning.plan.make_plan`) into the free GPUs:
+
+* ``random``: each job gets GPUs drawn uniformly from the free ones (any type);
+* ``packed``: first fit: the lowest free GPU ids (fills servers in order, fragments included);
+* ``topology``: fewest servers, then fewest leaves (`flowherd.sim.placement.PackedPlacer`: best
+  fit in one server, else the leaves with most free GPUs first);
+* ``hetero``: ``topology`` restricted to the servers whose GPU type is the job's (``job.gpu``);
+  a job whose type the fabric lacks, or has too few of, fits nowhere;
+* ``milp``: `flowherd.planning.milp` (exact, small instances);
+* ``heuristic``: `flowherd.planning.heuristic` (greedy + large-neighbourhood search).
+
+Baselines place jobs one after another in submission order; ``hetero``, ``milp`` and
+``heuristic`` honour GPU types and keep tensor-parallel groups inside servers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowherd.errors import InfeasibleError
+from flowherd.planning.predict import FabricView, JobProfile, _server_of
+from flowherd.registry import Registry
+
+__all__ = ["PLANNERS", "BatchResult", "Planner", "type_mask"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchResult:
+    """Placements of a batch: GPU ids per job (None: not placed), and what the method proved.
+
+    Attributes:
+        placements: One entry per job of the batch.
+        lower_bound: Lower bound on the batch's summed predicted JCT, seconds (None: none).
+        status: "optimal", "time_limit", "heuristic" or "baseline".
+    """
+
+    placements: tuple[np.ndarray | None, ...]
+    lower_bound: float | None = None
+    status: str = "baseline"
+
+
+def type_mask(view: FabricView, gpu_type: str) -> np.ndarray:
+    """``bool[G]``: GPUs of servers of type ``gpu_type``."""
+    ok = np.array([t == gpu_type for t in view.server_type])
+    return ok[_server_of(view)]
+
+
+class Planner:
+    """Base of planner methods: one-by-one placement with `place_one`; subclasses may override."""
+
+    name = "planner"
+    typed = False  # honours job GPU types
+
+    def check(self, view: FabricView, p: JobProfile) -> None:
+        """Raise `InfeasibleError` if ``p`` fits nowhere on the idle fabric."""
+        n_all = len(view.gpu_order)
+        if self.typed:
+            ok = np.array([t == p.gpu_type for t in view.server_type])
+            cap = view.server_capacity[ok]
+            have = int((cap // p.unit_gpus * p.unit_gpus).sum())
+            if have < p.world_size:
+                raise InfeasibleError(
+                    f"job {p.name!r} needs {p.world_size} GPUs of type {p.gpu_type!r} in groups of "
+                    f"{p.unit_gpus}, but the fabric has {int(cap.sum())} of that type "
+                    f"(types: {sorted(set(view.server_type))}); it fits nowhere")
+        elif p.world_size > n_all:
+            raise InfeasibleError(f"job {p.name!r} needs {p.world_size} GPUs but the fabric has {n_all}; "
+                                  "it fits nowhere")
+
+    def place_one(self, view: FabricView, p: JobProfile, free: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray | None:
+        raise NotImplementedError
+
+    def place_batch(self, view: FabricView, batch: Sequence[JobProfile], free: np.ndarray,
+                    running: Sequence[tuple[JobProfile, np.ndarray]], *, rng: np.random.Generator,
+                    time_limit_s: float | None = None) -> BatchResult:
+        """Place ``batch`` into the ``free`` GPUs (``running`` jobs hold the others)."""
+        out: list[np.ndarray | None] = []
+        for p in batch:
+            g = self.place_one(view, p, free, rng)
+            if g is None:
+                break
+            free[g] = False
+            out.append(g)
+        return BatchResult(placements=tuple(out))
+
+
+class RandomPlanner(Planner):
+    name = "random"
+
+    def place_one(self, view, p, free, rng):
+        idx = np.flatnonzero(free)
+        if idx.size < p.world_size:
+            return None
+        return np.sort(rng.choice(idx, size=p.world_size, replace=False))
+
+
+class PackedFirstFit(Planner):
+    name = "packed"
+
+    def place_one(self, view, p, free, rng):
+        idx = np.flatnonzero(free)
+        return idx[:p.world_size] if idx.size >= p.world_size else None
+
+
+class TopologyPlanner(Planner):
+    name = "topology"
+
+    def _place(self, view, p, free):
+        return _packed_place(view, p.world_size, free)
+
+    def place_one(self, view, p, free, rng):
+        return self._place(view, p, free)
+
+
+class HeteroPlanner(TopologyPlanner):
+    name = "hetero"
+    typed = True
+
+    def place_one(self, view, p, free, rng):
+        return self._place(view, p, free & type_mask(view, p.gpu_type))
+
+
+def _packed_place(view: FabricView, n: int, free: np.ndarray) -> np.ndarray | None:
+    """Fewest servers then fewest leaves (the rule of `flowherd.sim.placement.PackedPlacer`)."""
+    server = _server_of(view)
+    if int(free.sum()) < n:
+        return None
+    free_per = np.bincount(server[free], minlength=view.num_servers)
+    fits = np.flatnonzero(free_per >= n)
+    if fits.size:
+        s = int(fits[np.argmin(free_per[fits])])
+        return np.flatnonzero(free & (server == s))[:n]
+    leaf = view.server_leaf
+    free_leaf = np.bincount(leaf, weights=free_per, minlength=view.num_leaves)
+    chosen: list[int] = []
+    need = n
+    for li in np.lexsort((np.arange(view.num_leaves), -free_leaf)).tolist():
+        if need <= 0:
+            break
+        srv = np.flatnonzero((leaf == li) & (free_per > 0))
+        srv = srv[np.lexsort((srv, -free_per[srv]))]
+        if free_leaf[li] >= need:
+            while need > 0:
+                done = srv[free_per[srv] >= need]
+                s = int(done[np.argmin(free_per[done])]) if done.size else int(srv[0])
+                chosen.append(s)
+                need -= int(free_per[s])
+                srv = srv[srv != s]
+        else:
+            chosen.extend(srv.tolist())
+            need -= int(free_leaf[li])
+    g = np.concatenate([np.flatnonzero(free & (server == s)) for s in chosen])[:n]
+    return np.sort(g)
+
+
+class MilpPlanner(Planner):
+    name = "milp"
+    typed = True
+
+    def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None):
+        from flowherd.planning.milp import solve_batch
+
+        return solve_batch(view, batch, free, running, time_limit_s=time_limit_s)
+
+
+class HeuristicPlanner(Planner):
+    name = "heuristic"
+    typed = True
+
+    def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None):
+        from flowherd.errors import SolverError
+        from flowherd.planning.heuristic import heuristic_batch
+        from flowherd.planning.milp import lp_bound
+
+        try:
+            bound = lp_bound(view, batch, free, running, time_limit_s=30.0)
+        except (SolverError, InfeasibleError):
+            bound = None
+        # the search stops early once it meets the LP bound (then the placement is optimal)
+        res = heuristic_batch(view, batch, free.copy(), running, rng=rng, time_limit_s=time_limit_s,
+                              target_cost=bound)
+        return BatchResult(placements=res.placements, lower_bound=bound, status=res.status)
+
+
+PLANNERS: Registry[type[Planner]] = Registry("planner", {
+    "random": RandomPlanner, "packed": PackedFirstFit, "topology": TopologyPlanner,
+    "hetero": HeteroPlanner, "milp": MilpPlanner, "heuristic": HeuristicPlanner,
+})

@@ -1,0 +1,355 @@
+"""A plan (placement, rank mapping, start times, routes, predicted JCT) and the planning timeline.
+
+`Plan` is a value that round-trips through JSON; ``flowherd simulate SCENARIO --plan PLAN.json``
+pins every job to its planned GPUs, so predicted and simulated JCT can be compared.
+
+`make_plan` runs the planner over time the way the cluster simulator schedules: jobs are served
+in submission order without backfilling; whenever GPUs free up (at a predicted job end) or jobs
+arrive, the longest run of queued jobs that fits in the free GPUs is handed to the method as one
+batch (`flowherd.planning.placers.PLANNERS`); the method places them jointly (MILP, heuristic) or
+one after the other (baseline placers). A job's run time is predicted when it starts, with the jobs
+running then (`flowherd.planning.predict.evaluate`); the plan's JCTs are predicted at the end with
+the time overlaps of all jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowherd.errors import ConfigError, InfeasibleError
+from flowherd.fabric.core import Fabric
+from flowherd.planning.predict import JobProfile, evaluate, fabric_view, profile_job
+from flowherd.workload.training import rank_to_gpu
+
+__all__ = ["JobPlan", "Plan", "make_plan", "plan_routes", "routes_to_splits"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobPlan:
+    """One job of a plan.
+
+    Attributes:
+        name: Job name.
+        gpus: GPU ids, ascending.
+        rank_to_gpu: ``rank_to_gpu[r]`` is the GPU of rank r.
+        start_s: Planned start, seconds.
+        predicted_iteration_s: Predicted iteration time (inference: serving window), seconds.
+        predicted_jct_s: Predicted JCT (queueing + run time), seconds.
+    """
+
+    name: str
+    gpus: tuple[int, ...]
+    rank_to_gpu: tuple[int, ...]
+    start_s: float
+    predicted_iteration_s: float
+    predicted_jct_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """The output of the planner.
+
+    Attributes:
+        method: Planner name (`flowherd.planning.placers.PLANNERS`).
+        jobs: One entry per job, in submission order.
+        routes: Per GPU pair ``"src,dst"`` a list of ``(directed link ids, weight)`` splits, or
+            None (the simulator's router routes).
+        objective: Mean JCT under the planning model the methods optimize (each job's run time
+            predicted when it starts, with the jobs running then), seconds. The jobs'
+            ``predicted_jct_s`` refine it with the time overlaps of all jobs
+            (`predicted_mean_jct_s`).
+        lower_bound: A proven lower bound on the objective under the model, seconds.
+        gap: ``(objective - lower_bound) / objective`` (0 when proven optimal).
+        solve_s: Wall-clock planning time, seconds.
+        status: "optimal" (every batch solved to optimality), "time_limit", "heuristic" or
+            "baseline".
+        info: Free-form facts of the run (fabric and instance sizes, seed).
+    """
+
+    method: str
+    jobs: tuple[JobPlan, ...]
+    routes: Mapping[str, Sequence[tuple[Sequence[int], float]]] | None = None
+    objective: float
+    lower_bound: float
+    gap: float
+    solve_s: float
+    status: str = "baseline"
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def predicted_mean_jct_s(self) -> float:
+        """Mean predicted JCT, seconds."""
+        return float(np.mean([j.predicted_jct_s for j in self.jobs])) if self.jobs else 0.0
+
+    def placements(self) -> dict[str, tuple[int, ...]]:
+        """Job name -> GPU ids (for ``simulate_cluster(placements=...)``)."""
+        return {j.name: j.gpus for j in self.jobs}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object (`to_json`)."""
+        return {
+            "method": self.method, "status": self.status, "objective": self.objective,
+            "lower_bound": self.lower_bound, "gap": self.gap, "solve_s": self.solve_s,
+            "predicted_mean_jct_s": self.predicted_mean_jct_s,
+            "jobs": [{"name": j.name, "gpus": list(j.gpus), "rank_to_gpu": list(j.rank_to_gpu),
+                      "start_s": j.start_s, "predicted_iteration_s": j.predicted_iteration_s,
+                      "predicted_jct_s": j.predicted_jct_s} for j in self.jobs],
+            "routes": None if self.routes is None else {
+                k: [[list(map(int, p)), float(w)] for p, w in v] for k, v in self.routes.items()},
+            "info": dict(self.info),
+        }
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> Plan:
+        """Read a plan from its JSON object; a missing or malformed field is a `ConfigError`."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"a plan must be a JSON object, got {type(data).__name__} (plan)")
+        for key in ("method", "objective", "lower_bound", "gap", "solve_s", "jobs"):
+            if key not in data:
+                raise ConfigError(f"missing required field ({key}) in plan; expected the keys of "
+                                  "Plan.to_dict (plan)")
+        jobs = []
+        for i, j in enumerate(data["jobs"]):
+            try:
+                gpus = tuple(int(g) for g in j["gpus"])
+                jobs.append(JobPlan(name=str(j["name"]), gpus=gpus,
+                                    rank_to_gpu=tuple(int(g) for g in j.get("rank_to_gpu", gpus)),
+                                    start_s=float(j.get("start_s", 0.0)),
+                                    predicted_iteration_s=float(j.get("predicted_iteration_s", math.nan)),
+                                    predicted_jct_s=float(j.get("predicted_jct_s", math.nan))))
+            except (KeyError, TypeError, ValueError) as err:
+                raise ConfigError(f"plan job {i} is malformed: {err!r}; expected name and gpus "
+                                  f"(plan.jobs[{i}])") from None
+        routes = data.get("routes")
+        if routes is not None:
+            routes = {str(k): [(tuple(int(x) for x in p), float(w)) for p, w in v]
+                      for k, v in routes.items()}
+        return Plan(method=str(data["method"]), jobs=tuple(jobs), routes=routes,
+                    objective=float(data["objective"]), lower_bound=float(data["lower_bound"]),
+                    gap=float(data["gap"]), solve_s=float(data["solve_s"]),
+                    status=str(data.get("status", "baseline")), info=dict(data.get("info") or {}))
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The plan as JSON text; written to ``path`` too when given."""
+        text = json.dumps(_finite(self.to_dict()), indent=1)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    @staticmethod
+    def from_json(path_or_text: str | Path) -> Plan:
+        """Read a plan from a JSON file (or JSON text)."""
+        p = Path(path_or_text) if not str(path_or_text).lstrip().startswith("{") else None
+        try:
+            text = p.read_text() if p is not None else str(path_or_text)
+        except OSError as err:
+            raise ConfigError(f"cannot read plan file {str(path_or_text)!r}: {err.strerror} (plan)") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"plan file {str(path_or_text)!r} is not JSON: {err} (plan)") from None
+        return Plan.from_dict(data)
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_finite(x) for x in v]
+    return v
+
+
+def floor_iteration_s(view: Any, p: JobProfile) -> float:
+    """The least iteration time any placement gives ``p`` (stretch 1, tightest spread it fits)."""
+    if p.single_server_s is not None and p.world_size <= int(view.server_capacity.max()):
+        return min(p.single_server_s, p.multi_server_s)
+    return p.multi_server_s
+
+
+def plan_routes(fabric: Fabric, jobs: Sequence[Any], placements: Mapping[str, Sequence[int]], *,
+                time_limit_s: float | None = None) -> dict[str, list[tuple[tuple[int, ...], float]]]:
+    """Routes for a placement from the lower level: every training job's scale-out traffic
+    (`flowherd.planning.traffic.job_traffic`, bytes per second averaged over its iteration) routed
+    by the min-max-utilization multi-commodity flow (`flowherd.planning.mcf`).
+
+    A deliberate shortcut: all jobs' traffic is routed together, as if they all ran at once
+    (conservative when they do not overlap in time).
+
+    Returns:
+        ``"src,dst"`` -> ``[(directed link ids, weight), ...]`` (for `routing.policies.ExplicitRouter`).
+    """
+    from flowherd.planning.mcf import route_min_max_utilization
+    from flowherd.planning.traffic import TrafficMatrix, job_traffic
+    from flowherd.workload.training import TrainingJob
+
+    parts = []
+    for j in jobs:
+        if not isinstance(j, TrainingJob) or j.name not in placements:
+            continue
+        jt = job_traffic(j, placements[j.name], fabric)
+        if jt.iteration_s > 0:
+            parts.append(jt.network(fabric).scaled(1.0 / jt.iteration_s))
+    if not parts:
+        return {}
+    demand = TrafficMatrix.concat(parts).aggregated()
+    if demand.num_pairs == 0:
+        return {}
+    sol = route_min_max_utilization(fabric, demand, time_limit_s=time_limit_s)
+    return {f"{a},{b}": [(tuple(int(x) for x in path), float(w)) for path, w in v]
+            for (a, b), v in sol.splits().items()}
+
+
+def routes_to_splits(routes: Mapping[str, Sequence[tuple[Sequence[int], float]]]
+                     ) -> dict[tuple[int, int], list[tuple[np.ndarray, float]]]:
+    """`Plan.routes` as the ``splits`` of `flowherd.routing.policies.ExplicitRouter`."""
+    out = {}
+    for key, v in routes.items():
+        try:
+            a, b = (int(x) for x in str(key).split(","))
+        except ValueError:
+            raise ConfigError(f"plan routes key must be 'src,dst', got {key!r} (plan.routes)") from None
+        out[(a, b)] = [(np.asarray(p, dtype=np.int64), float(w)) for p, w in v]
+    return out
+
+
+def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
+              time_limit_s: float | None = None, seed: int = 0, routes: bool = False) -> Plan:
+    """Plan ``jobs`` on ``fabric`` with ``method`` (module docstring).
+
+    Args:
+        fabric: The fabric.
+        jobs: `TrainingJob` / `InferenceJob` specs with unique names.
+        method: A `flowherd.planning.placers.PLANNERS` name.
+        time_limit_s: Time limit of the method (MILP, heuristic), seconds; None: its default.
+        seed: Seed of the random choices.
+        routes: Also compute routes with the lower level (`plan_routes`).
+
+    Returns:
+        The plan.
+
+    Raises:
+        InfeasibleError: a job that fits nowhere (more GPUs than the fabric has of its type).
+        UnknownNameError: an unknown method.
+    """
+    from flowherd.planning.placers import PLANNERS
+
+    planner = PLANNERS[method]()
+    if time_limit_s is not None and not (isinstance(time_limit_s, int | float) and time_limit_s > 0):
+        raise ConfigError(f"time limit must be a positive number of seconds, got {time_limit_s!r} "
+                          "(--time-limit)")
+    wall0 = time.perf_counter()
+    view = fabric_view(fabric)
+    rng = np.random.default_rng(seed)
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ConfigError(f"job names must be unique, got {dup!r} twice (jobs)")
+    profiles = [profile_job(j, view) for j in jobs]
+    for p in profiles:
+        planner.check(view, p)
+    order = sorted(range(len(jobs)), key=lambda i: (profiles[i].submit_s, i))
+    free = np.ones(fabric.num_gpus, dtype=bool)
+    gpus: list[np.ndarray | None] = [None] * len(jobs)
+    start = np.zeros(len(jobs))
+    end = np.full(len(jobs), math.inf)
+    running: list[int] = []
+    queue_pos = 0
+    t = 0.0
+    bounds: list[float] = []
+    statuses: list[str] = []
+    deadline = None if time_limit_s is None else wall0 + float(time_limit_s)
+    while queue_pos < len(order):
+        head = order[queue_pos]
+        t = max(t, profiles[head].submit_s)
+        done = [k for k in running if end[k] <= t]
+        for k in done:
+            free[gpus[k]] = True
+            running.remove(k)
+        batch: list[int] = []
+        count = int(free.sum())
+        for i in order[queue_pos:]:
+            if profiles[i].submit_s > t or profiles[i].world_size > count:
+                break
+            batch.append(i)
+            count -= profiles[i].world_size
+        placed: list[np.ndarray | None] = []
+        if batch:
+            left = None if deadline is None else max(0.05, deadline - time.perf_counter())
+            res = planner.place_batch(view, [profiles[i] for i in batch], free.copy(),
+                                      [(profiles[k], gpus[k]) for k in running], rng=rng,
+                                      time_limit_s=left)
+            placed = list(res.placements)
+            if res.lower_bound is not None and len(batch) == len(jobs):
+                bounds.append(res.lower_bound)
+            statuses.append(res.status)
+        took = []
+        for i, g in zip(batch, placed, strict=False):
+            if g is None:
+                break  # FIFO: nothing behind an unplaced head starts
+            g = np.sort(np.asarray(g, dtype=np.int64))
+            if g.size != profiles[i].world_size or not free[g].all():
+                raise ConfigError(f"planner {method!r} returned an invalid placement for job "
+                                  f"{profiles[i].name!r} (placement)")
+            free[g] = False
+            gpus[i] = g
+            start[i] = t
+            took.append(i)
+        if took:
+            now = running + took
+            res_m = evaluate(view, [profiles[k] for k in now], [gpus[k] for k in now])
+            for k, d in zip(now[len(running):], res_m.duration_s[len(running):], strict=True):
+                end[k] = t + float(d)
+            running.extend(took)
+            queue_pos += len(took)
+            continue
+        # the head waits for the next end or (if it was not submitted yet) its submission
+        nxt = min((end[k] for k in running), default=math.inf)
+        if profiles[head].submit_s > t:
+            nxt = min(nxt, profiles[head].submit_s)
+        if not math.isfinite(nxt):
+            raise InfeasibleError(f"job {profiles[head].name!r} ({profiles[head].world_size} GPUs of type "
+                                  f"{profiles[head].gpu_type}) fits nowhere on the idle fabric for "
+                                  f"planner {method!r}")
+        t = nxt
+    placements = [g for g in gpus]
+    # the objective is the planning model the methods optimize (run times predicted at the start,
+    # with the jobs running then); the per-job predictions refine it with the time overlaps
+    final = evaluate(view, profiles, placements, start_s=start)
+    submit = np.array([p.submit_s for p in profiles])
+    lb_jobs = np.array([p.fixed_duration_s if p.fixed_duration_s is not None
+                        else p.iterations * floor_iteration_s(view, p) for p in profiles])
+    objective = float(np.mean(end - submit)) if len(jobs) else 0.0
+    lower = float(lb_jobs.mean()) if len(jobs) else 0.0
+    if bounds:  # one batch held every job: the method's bound is a bound of the whole plan
+        lower = max(lower, bounds[0] / len(jobs))
+    lower = min(lower, objective)
+    gap = (objective - lower) / objective if objective > 0 else 0.0
+    if statuses and all(st == "optimal" for st in statuses):
+        status = "optimal"
+    elif "time_limit" in statuses:
+        status = "time_limit"
+    else:
+        status = "heuristic" if method in ("heuristic", "milp") else "baseline"
+    jp = tuple(JobPlan(name=p.name, gpus=tuple(int(x) for x in g),
+                       rank_to_gpu=tuple(int(x) for x in rank_to_gpu(j, g, view.gpus_per_server,
+                                                                     gpu_server=fabric.gpu_server)),
+                       start_s=float(s), predicted_iteration_s=float(it), predicted_jct_s=float(c))
+               for j, p, g, s, it, c in zip(jobs, profiles, placements, start, final.iteration_s,
+                                             final.jct_s, strict=True))
+    route_map = None
+    if routes:
+        left = None if deadline is None else max(1.0, deadline - time.perf_counter())
+        route_map = plan_routes(fabric, jobs, {j.name: j.gpus for j in jp}, time_limit_s=left)
+    return Plan(method=method, jobs=jp, routes=route_map, objective=objective, lower_bound=lower, gap=gap,
+                solve_s=time.perf_counter() - wall0, status=status,
+                info={"num_gpus": fabric.num_gpus, "num_jobs": len(jobs), "seed": int(seed)})

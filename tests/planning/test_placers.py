@@ -1,0 +1,135 @@
+"""Baseline placers and the planner's JCT model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowherd.fabric.generators.leaf_spine import leaf_spine
+from flowherd.planning.placers import PLANNERS
+from flowherd.planning.plan import make_plan
+from flowherd.planning.predict import evaluate, fabric_view, profile_job
+from flowherd.workload import TrainingJob
+
+
+def _job(name, n, tp=1, iters=3):
+    return TrainingJob(model="llama3-8b", gpus=n, tp=tp, name=name, seq_len=2048,
+                       global_batch=n // tp * 2, iterations=iters)
+
+
+def test_registry_holds_the_cli_methods():
+    assert set(PLANNERS) == {"random", "packed", "topology", "hetero", "milp", "heuristic"}
+
+
+def test_packed_is_first_fit():
+    f = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2)
+    plan = make_plan(f, [_job("a", 3), _job("b", 3)], method="packed")
+    assert plan.jobs[0].gpus == (0, 1, 2) and plan.jobs[1].gpus == (3, 4, 5)
+
+
+def test_topology_uses_fewest_servers_and_leaves():
+    f = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2)
+    plan = make_plan(f, [_job("a", 3), _job("b", 3), _job("c", 8)], method="topology")
+    srv = [set(np.asarray(j.gpus) // 4) for j in plan.jobs]
+    assert len(srv[0]) == len(srv[1]) == 1  # a 3-GPU job never straddles servers
+    assert {s // 2 for s in srv[2]} in ({0}, {1})  # the 8-GPU job inside one leaf (2 servers a leaf)
+
+
+def test_hetero_puts_each_job_on_its_gpu_type():
+    f = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2,
+                   gpu_type=["a100", "h100", "a100", "h100"])
+    ja = TrainingJob(model="llama3-8b", gpus=4, name="on-a100", gpu="a100", seq_len=2048, global_batch=8)
+    jh = TrainingJob(model="llama3-8b", gpus=8, name="on-h100", gpu="h100", seq_len=2048, global_batch=16)
+    plan = make_plan(f, [ja, jh], method="hetero")
+    assert {int(g) // 4 for g in plan.jobs[0].gpus} <= {0, 2}
+    assert {int(g) // 4 for g in plan.jobs[1].gpus} == {1, 3}
+
+
+def test_model_orders_spreads_one_server_fastest_then_leaf_then_leaves():
+    # the model's monotonicity: a tighter placement is never slower (stretch >= 1, NVLink > NIC)
+    f = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, oversubscription=4)
+    v = fabric_view(f)
+    p = profile_job(_job("a", 4), v)
+    one = evaluate(v, [p], [np.arange(4)]).iteration_s[0]
+    leaf = evaluate(v, [p], [np.array([0, 1, 4, 5])]).iteration_s[0]
+    spread = evaluate(v, [p], [np.array([0, 1, 8, 9])]).iteration_s[0]
+    assert one < leaf <= spread
+    assert leaf == pytest.approx(p.multi_server_s)
+
+
+def test_contention_stretch_equals_leaf_load_closed_form():
+    # two jobs spread over the same two leaves: rho = (r1 + r2) / C; stretch = max(1, rho)
+    f = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, oversubscription=8)
+    v = fabric_view(f)
+    p1, p2 = profile_job(_job("a", 4), v), profile_job(_job("b", 4), v)
+    res = evaluate(v, [p1, p2], [np.array([0, 1, 8, 9]), np.array([4, 5, 12, 13])])
+    rho = (p1.offered_bytes_per_s + p2.offered_bytes_per_s) / v.leaf_uplink_bytes_per_s[0]
+    assert res.stretch[0] == pytest.approx(max(1.0, rho))
+    assert res.iteration_s[0] == pytest.approx(p1.base_s + p1.network_s * max(1.0, rho))
+    alone = evaluate(v, [p1], [np.array([0, 1, 8, 9])])
+    assert alone.iteration_s[0] < res.iteration_s[0]  # sharing the uplinks slows it down
+
+
+def test_time_overlap_scales_the_concurrent_load():
+    # a job that overlaps another for none of its time sees no load from it
+    f = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, oversubscription=8)
+    v = fabric_view(f)
+    p1, p2 = profile_job(_job("a", 4), v), profile_job(_job("b", 4), v)
+    g = [np.array([0, 1, 8, 9]), np.array([4, 5, 12, 13])]
+    apart = evaluate(v, [p1, p2], g, start_s=[0.0, 1e6])
+    alone = evaluate(v, [p1], g[:1])
+    assert apart.iteration_s[0] == pytest.approx(alone.iteration_s[0])
+
+
+def _simulated_iteration_s(f, jobs, gpus, router="spray"):
+    from flowherd.sim.cluster import JobRequest, simulate_cluster
+
+    reqs = [JobRequest(name=j.name, tenant="t", spec=j, submit_s=0.0) for j in jobs]
+    res = simulate_cluster(f, reqs, fidelity="collective", horizon_s=1e4, router=router,
+                           placements={j.name: g for j, g in zip(jobs, gpus, strict=True)})
+    return np.array([np.median(r.iteration_s) for r in res.jobs])
+
+
+@pytest.mark.parametrize("gpus", [[[0, 1, 2, 3]], [list(range(8))], [[0, 1, 2, 3, 8, 9, 10, 11]]])
+def test_uncontended_prediction_matches_simulation(gpus):
+    # one server, one leaf, two leaves of a 1:1 leaf-spine: the simulator (collective fidelity)
+    # gives the critical path with NCCL-like collective times; the model times each collective
+    # with the same collective model alone, so it is within 1 % (measured: 0.0-0.1 %)
+    f = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, oversubscription=1)
+    jobs = [_job("a", len(gpus[0]), iters=3)]
+    v = fabric_view(f)
+    pred = evaluate(v, [profile_job(jobs[0], v)], [np.array(gpus[0])]).iteration_s
+    sim = _simulated_iteration_s(f, jobs, gpus)
+    assert pred == pytest.approx(sim, rel=0.01)
+
+
+def test_contended_prediction_within_fifteen_percent_of_simulation():
+    # two jobs spread over the same two leaves of an 8:1 leaf-spine, spraying routes (the routing
+    # the model assumes): measured error -9.6 % (same jobs) and +3.5 % / -11.5 % (different TP)
+    f = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, oversubscription=8)
+    v = fabric_view(f)
+    gpus = [[0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15]]
+    for jobs in ([_job("a", 8, iters=3), _job("b", 8, iters=3)],
+                 [_job("a", 8, iters=3), _job("b", 8, tp=2, iters=6)]):
+        pred = evaluate(v, [profile_job(j, v) for j in jobs], [np.array(g) for g in gpus]).iteration_s
+        sim = _simulated_iteration_s(f, jobs, gpus)
+        alone = evaluate(v, [profile_job(jobs[0], v)], [np.array(gpus[0])]).iteration_s[0]
+        assert pred == pytest.approx(sim, rel=0.15)
+        assert pred[0] > alone * 1.2  # the contention is real, not within the tolerance
+
+
+def test_overloaded_serving_job_predicted_with_its_backlog():
+    # 8 requests/s against a replica that decodes batches one after another: the simulator's end
+    # over 4 seeds (10.7-12.4 s for a 10 s window) is matched within 10 % of its mean, where the
+    # window alone (10 s) would be the naive prediction
+    from flowherd.sim.cluster import JobRequest, simulate_cluster
+    from flowherd.workload import InferenceJob
+
+    f = leaf_spine(servers=2, gpus_per_server=4, leaves=1, spines=1)
+    job = InferenceJob(model="llama3-8b", gpu="h100", name="s", tp=2, instances=1, request_rate_per_s=8,
+                       duration_s=10, output_tokens=64, prompt_tokens=512, max_batch=8)
+    ends = [simulate_cluster(f, [JobRequest(name="s", tenant="t", spec=job, submit_s=0.0)], horizon_s=1000,
+                             seed=seed, placements={"s": [0, 1]}).jobs[0].finish_s for seed in range(4)]
+    pred = profile_job(job, fabric_view(f)).fixed_duration_s
+    assert pred == pytest.approx(np.mean(ends), rel=0.10)
+    assert np.mean(ends) > 10.4  # the backlog is real

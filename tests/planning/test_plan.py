@@ -1,0 +1,91 @@
+"""Plan value, JSON round trip, the planning timeline and its errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowherd.errors import ConfigError, InfeasibleError, UnknownNameError
+from flowherd.fabric.generators.leaf_spine import leaf_spine
+from flowherd.planning.plan import Plan, make_plan
+from flowherd.workload import TrainingJob
+
+
+def _fabric(**kw):
+    return leaf_spine(servers=kw.pop("servers", 4), gpus_per_server=4, leaves=2, spines=2,
+                      oversubscription=kw.pop("oversubscription", 4), **kw)
+
+
+def _job(name, n, tp=1, iters=3, submit_s=0.0):
+    return TrainingJob(model="llama3-8b", gpus=n, tp=tp, name=name, seq_len=2048,
+                       global_batch=n // tp * 2, iterations=iters, submit_s=submit_s)
+
+
+def test_plan_json_round_trip_keeps_every_field(tmp_path):
+    plan = make_plan(_fabric(), [_job("a", 8, 2), _job("b", 4)], method="topology")
+    path = tmp_path / "plan.json"
+    plan.to_json(path)
+    back = Plan.from_json(path)
+    assert back.placements() == plan.placements()
+    assert back.objective == pytest.approx(plan.objective)
+    assert back.lower_bound == pytest.approx(plan.lower_bound)
+    assert [j.rank_to_gpu for j in back.jobs] == [j.rank_to_gpu for j in plan.jobs]
+    assert back.predicted_mean_jct_s == pytest.approx(plan.predicted_mean_jct_s)
+
+
+def test_plan_from_json_names_missing_field():
+    with pytest.raises(ConfigError, match="objective"):
+        Plan.from_dict({"method": "x", "jobs": [], "lower_bound": 0, "gap": 0, "solve_s": 0})
+
+
+def test_every_method_places_disjoint_gpus_of_the_right_size():
+    jobs = [_job("a", 8, 2), _job("b", 4), _job("c", 2)]
+    for method in ("random", "packed", "topology", "hetero", "milp", "heuristic"):
+        plan = make_plan(_fabric(), jobs, method=method, time_limit_s=10)
+        used = [g for j in plan.jobs for g in j.gpus]
+        assert len(used) == len(set(used)) == 14, method
+        assert [len(j.gpus) for j in plan.jobs] == [8, 4, 2], method
+        assert plan.lower_bound <= plan.objective + 1e-9, method
+        assert 0.0 <= plan.gap <= 1.0, method
+
+
+def test_jobs_that_do_not_fit_together_start_when_gpus_free_up():
+    # 16 GPUs; two 12-GPU jobs cannot run together: the second starts at the first's predicted end
+    plan = make_plan(_fabric(), [_job("a", 12), _job("b", 12)], method="heuristic")
+    a, b = plan.jobs
+    assert a.start_s == 0.0
+    assert b.start_s == pytest.approx(a.predicted_jct_s)
+    assert b.predicted_jct_s > b.predicted_iteration_s * 3  # queueing counted in its JCT
+
+
+def test_job_larger_than_fabric_is_infeasible_naming_it():
+    with pytest.raises(InfeasibleError, match="'huge'"):
+        make_plan(_fabric(), [_job("ok", 4), _job("huge", 32)], method="heuristic")
+
+
+def test_job_of_missing_gpu_type_is_infeasible_for_typed_methods():
+    j = TrainingJob(model="llama3-8b", gpus=4, name="a100-job", gpu="a100", seq_len=2048, global_batch=8)
+    for method in ("hetero", "milp", "heuristic"):
+        with pytest.raises(InfeasibleError, match="'a100-job'"):
+            make_plan(_fabric(), [j], method=method)
+    assert len(make_plan(_fabric(), [j], method="packed").jobs[0].gpus) == 4  # untyped baseline
+
+
+def test_unknown_method_suggests_closest():
+    with pytest.raises(UnknownNameError, match="heuristic"):
+        make_plan(_fabric(), [_job("a", 4)], method="heuristc")
+
+
+def test_bad_time_limit_names_the_option():
+    with pytest.raises(ConfigError, match="--time-limit"):
+        make_plan(_fabric(), [_job("a", 4)], method="milp", time_limit_s=-1)
+
+
+def test_same_seed_same_random_plan():
+    jobs = [_job("a", 6), _job("b", 5)]
+    p1 = make_plan(_fabric(), jobs, method="random", seed=3)
+    p2 = make_plan(_fabric(), jobs, method="random", seed=3)
+    p3 = make_plan(_fabric(), jobs, method="random", seed=4)
+    assert p1.placements() == p2.placements()
+    assert p1.placements() != p3.placements()
+    assert np.isfinite(p1.objective)
