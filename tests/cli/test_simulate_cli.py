@@ -132,3 +132,25 @@ def test_demo_runs_the_embedded_default(capsys):
     assert kinds == {"training", "inference"} and len({j["tenant"] for j in out["jobs"]}) >= 4
     assert out["background"]["flows"] > 0
     assert out["jobs_finished"] == out["jobs_total"]
+
+
+@pytest.mark.slow
+def test_demo_stores_both_placements_and_writes_the_report(capsys, tmp_path):
+    from flowherd.experiments.store import ResultStore
+
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "report:" in out and "heuristic" in out and "packed" in out
+    assert (tmp_path / "report" / "report.html").stat().st_size > 10_000
+    with ResultStore(tmp_path / "results.duckdb", read_only=True) as store:
+        runs = store.runs()
+    assert len(runs) == 2
+
+
+def test_simulate_out_is_reportable(capsys, small_file, tmp_path):
+    from flowherd.report import write_report
+
+    out_dir = tmp_path / "run"
+    assert main(["simulate", str(small_file), "--out", str(out_dir)]) == 0
+    files = write_report(out_dir)
+    assert files.html.exists() and files.figures

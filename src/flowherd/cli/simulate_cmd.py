@@ -52,48 +52,48 @@ def _write_out(out_dir: Path, result: dict[str, Any], source: dict[str, Any]) ->
 def _fmt(x: float | None, unit: str = "s") -> str:
     if x is None:
         return "-"
+    if x == 0:
+        return "0"
     from flowherd.units import format_time
 
     return format_time(x) if unit == "s" else f"{x:.3g}"
 
 
-def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed: int | None,
-                   plan: Path | None = None) -> None:
+def _simulate(scenario: Any, plan: Any = None) -> Any:
+    """Run a scenario with a progress bar on stderr (drawn only on a terminal)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from flowherd.experiments.runner import run_scenario
-    from flowherd.experiments.scenario import load_scenario, read_scenario_mapping
 
-    scenario = load_scenario(scenario_name, seed=seed)
-    planned = None
-    if plan is not None:
-        from flowherd.planning.plan import Plan
-
-        planned = Plan.from_json(plan)
     err = Console(stderr=True)
     with Progress(TextColumn("[bold]simulating[/] {task.description}"), BarColumn(),
                   TextColumn("{task.percentage:>3.0f}% of the horizon"), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task(scenario.name, total=scenario.horizon_s)
+        task = bar.add_task(f"{scenario.name} ({scenario.placement})", total=scenario.horizon_s)
+
         def tick(t: float) -> None:
             bar.update(task, completed=min(t, scenario.horizon_s))
 
-        run = run_scenario(scenario, progress=tick, plan=planned)
-    result = _clean(run.to_dict())
-    if out is not None:
-        source = read_scenario_mapping(scenario_name)
-        if seed is not None:
-            source = {**source, "seed": seed}
-        paths = _write_out(out, result, source)
-    if as_json:
-        typer.echo(json.dumps(result))
-        return
-    from rich.table import Table
+        return run_scenario(scenario, progress=tick, plan=plan)
+
+
+def _console() -> Any:
+    from rich.console import Console
 
     con = Console()
+    # piped output: wide enough that the job table keeps its columns readable
+    return con if con.is_terminal else Console(width=150)
+
+
+def _print_run(run: Any) -> None:
+    from rich.table import Table
+
+    scenario = run.scenario
+    con = _console()
     table = Table(title=f"{scenario.name}: {len(run.jobs)} jobs on {scenario.fabric.num_gpus} GPUs "
-                        f"({scenario.fidelity} fidelity, seed {scenario.seed})")
+                        f"({scenario.placement} placement, {scenario.fidelity} fidelity, "
+                        f"seed {scenario.seed})")
     for col in ("job", "tenant", "kind", "GPUs", "queue", "JCT", "mean iteration", "slowdown", "comm share"):
         table.add_column(col, justify="left" if col in ("job", "tenant", "kind") else "right")
     for j in run.jobs:
@@ -105,15 +105,73 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
     con.print(f"finished {s['jobs_finished']}/{s['jobs_total']} jobs; mean JCT {_fmt(s['mean_jct_s'])}, "
               f"p99 JCT {_fmt(s['p99_jct_s'])}, makespan {_fmt(s['makespan_s'])}, "
               f"mean slowdown {_fmt(s['mean_slowdown'], 'x')}; simulated in {run.wall_s:.1f} s")
+
+
+def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed: int | None,
+                   plan: Path | None = None) -> None:
+    from flowherd.experiments.scenario import load_scenario, read_scenario_mapping
+
+    scenario = load_scenario(scenario_name, seed=seed)
+    planned = None
+    if plan is not None:
+        from flowherd.planning.plan import Plan
+
+        planned = Plan.from_json(plan)
+    run = _simulate(scenario, planned)
+    result = _clean(run.to_dict())
     if out is not None:
-        con.print(f"results written to {out} ({', '.join(p.name for p in paths)})")
+        from flowherd.experiments.sweep import store_run_result
+
+        source = read_scenario_mapping(scenario_name)
+        if seed is not None:
+            source = {**source, "seed": seed}
+        paths = _write_out(out, result, source)
+        # the same run in a result store, so that `flowherd report OUT` draws it
+        store_run_result(out, source, run)
+        paths.append(out / "results.duckdb")
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    _print_run(run)
+    if out is not None:
+        _console().print(f"results written to {out} ({', '.join(p.name for p in paths)})")
+
+
+# `flowherd demo` compares the simulator's packed placer with the planner's heuristic.
+DEMO_PLACEMENTS = ("packed", "heuristic")
+
+
+def run_demo(out: Path) -> None:
+    """The pipeline on the embedded default: simulate each placement, store, report."""
+    from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
+    from flowherd.experiments.sweep import store_run_result
+    from flowherd.report import write_report
+
+    con = _console()
+    base = read_scenario_mapping("default")
+    runs = []
+    for method in DEMO_PLACEMENTS:
+        source = {**base, "placement": {"method": method}}
+        con.print(f"[bold]demo[/]: default scenario with {method} placement ...")
+        run = _simulate(scenario_from_mapping(source))
+        store_run_result(out, source, run, sweep="demo")
+        runs.append(run)
+    _print_run(runs[-1])
+    for method, run in zip(DEMO_PLACEMENTS, runs, strict=True):
+        s = run.summary
+        con.print(f"  {method:>10}: mean JCT {_fmt(s['mean_jct_s'])}, p99 JCT {_fmt(s['p99_jct_s'])}, "
+                  f"mean slowdown {_fmt(s['mean_slowdown'], 'x')}")
+    con.print("[bold]demo[/]: writing the report ...")
+    files = write_report(out)
+    con.print(f"results in {out / 'results.duckdb'}; report: {files.html}")
 
 
 @app.command("simulate")
 def simulate(
     scenario: str = typer.Argument(..., help="a scenario YAML file or an embedded scenario name (default)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-    out: Path = typer.Option(None, "--out", help="directory for result.json, jobs.csv, scenario.yaml"),
+    out: Path = typer.Option(None, "--out", help="directory for result.json, jobs.csv, scenario.yaml "
+                             "and results.duckdb (for flowherd report)"),
     seed: int = typer.Option(None, "--seed", help="override the scenario's seed"),
     plan: Path = typer.Option(None, "--plan", help="a plan JSON (flowherd plan --out) pinning the jobs"),
 ) -> None:
@@ -123,8 +181,12 @@ def simulate(
 
 @app.command("demo")
 def demo(
-    out: Path = typer.Option(None, "--out", help="directory for the results"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    out: Path = typer.Option(Path("flowherd-demo"), "--out", help="directory for the results and report"),
+    as_json: bool = typer.Option(False, "--json", help="only simulate the default; print one JSON object"),
 ) -> None:
-    """Run the embedded default scenario and print its summary."""
-    run_and_report("default", as_json=as_json, out=out, seed=None)
+    """The embedded default scenario: simulate it with a baseline placer and the planner's heuristic,
+    store the runs, write the report and print where it is (--json: one run, as simulate --json)."""
+    if as_json:
+        run_and_report("default", as_json=True, out=None, seed=None)
+        return
+    run_demo(out)
