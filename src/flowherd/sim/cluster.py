@@ -83,6 +83,7 @@ from flowherd.fabric.core import Fabric, LinkKind
 from flowherd.registry import Registry
 from flowherd.routing.base import Routes
 from flowherd.routing.policies import make_router
+from flowherd.sim.control_api import ON_CONTROLLER_ERROR, ControlHook, ControllerIssue
 from flowherd.sim.engine import Engine
 from flowherd.sim.executor import CollectiveCache, PreparedGraph, add_graph, contract_graph, prepare_graph
 from flowherd.sim.placement import Placer, make_placer
@@ -232,6 +233,13 @@ class ClusterResult:
         num_coflows: Coflows added to the engine.
         num_rate_updates: Rate recomputations of the engine.
         wall_s: Wall-clock time of the run, seconds.
+        controller: Name of the online controller ("none" without one).
+        controller_issues: Decisions that failed (the controller raised or returned an invalid
+            decision), each with its decision point and what the run did.
+        stopped_at_s: When a failed decision stopped the run (``on_controller_error="stop"``;
+            the records then end with the utilization bin it fell in), else None.
+        num_decisions: Decision points the controller was asked at.
+        decision_wall_s: Wall-clock time spent in the controller, seconds.
     """
 
     jobs: tuple[JobRecord, ...]
@@ -255,6 +263,11 @@ class ClusterResult:
     num_coflows: int
     num_rate_updates: int
     wall_s: float
+    controller: str = "none"
+    controller_issues: tuple[ControllerIssue, ...] = ()
+    stopped_at_s: float | None = None
+    num_decisions: int = 0
+    decision_wall_s: float = 0.0
 
     def job(self, name: str) -> JobRecord:
         """The record of job ``name``."""
@@ -396,6 +409,7 @@ class _Run:
         self.delay_link_bytes = np.zeros(0)
         self.bg_times = np.zeros(0)
         self.graph: PreparedGraph | None = None
+        self.groups: tuple[str, ...] | None = None
         self.last_end = 0.0
         self.last_sim_s: float | None = None  # duration of the last simulated iteration
         self.sample_due = True
@@ -407,6 +421,7 @@ class _Run:
         mapping = rank_to_gpu(spec, self.gpus, sim.gpus_per_server, gpu_server=sim.fabric.gpu_server)
         graph = spec.iteration_graph(Granularity.STAGE)
         self.graph = prepare_graph(graph, mapping, sim.cache)
+        self.groups = tuple(t.group for t in graph.tasks)
         self.compute_only_s = self.graph.compute_only_s
         self.busy_per_iter = self.graph.gpu_busy_s
         self.planned = spec.iterations
@@ -439,6 +454,7 @@ class _Run:
         nvlink = sim.fabric.link_kind == LinkKind.NVLINK
         exclusive = np.array([t.routes is None or bool(np.all(nvlink[t.routes.link])) for t in tasks])
         self.graph = contract_graph(self.graph, fin - ready, exclusive)
+        self.groups = None  # contracted: task indices no longer those of the op graph
         # bytes the delays stand for, credited to their links at the end of each simulated iteration
         lb = np.zeros(sim.fabric.num_directed_links)
         for t, ex in zip(tasks, exclusive.tolist(), strict=True):
@@ -469,6 +485,11 @@ class _Run:
                                       on_done=lambda _c, t, g=gen: self._ff_done(t, g))
                 return
         fid = "collective" if sim.fidelity == "phase" else sim.fidelity
+        if sim.hook is not None:  # tasks launched as their dependencies end, the controller asked
+            sim.hook.add_graph(self.graph, job=self.req.name, fidelity=fid,
+                               name=f"{self.req.name}/it{self.done_iters}", on_done=self._iteration_done,
+                               groups=self.groups)
+            return
         add_graph(sim.engine, self.graph, fidelity=fid, name=f"{self.req.name}/it{self.done_iters}",
                   on_done=self._iteration_done)
 
@@ -649,6 +670,7 @@ class _Cluster:
         self.running: list[_Run] = []
         self.ff_bytes = np.zeros(fabric.num_directed_links)
         self._seeds = np.random.SeedSequence(seed).spawn(len(jobs))
+        self.hook: ControlHook | None = None
 
     def job_rng(self, index: int) -> np.random.Generator:
         return np.random.default_rng(self._seeds[index])
@@ -686,6 +708,12 @@ class _Cluster:
                                 and np.intersect1d(other.footprint, shared, assume_unique=True).size:
                             other.interrupt(now)
             if run.kind == "training":
+                if self.hook is not None:
+                    g = run.graph
+                    tot = sum(float(t.size_bytes.sum()) for t in g.tasks if t.routes is not None)
+                    self.hook.job_started(run.req.name, now_s=now, num_gpus=len(gpus),
+                                          compute_flops_per_iteration=float(run.spec.iteration_flops()),
+                                          comm_bytes_per_iteration=tot, link_idx=run.footprint)
                 run.begin_training(now)
 
     def _check_placement(self, run: _Run, gpus: np.ndarray) -> None:
@@ -698,6 +726,8 @@ class _Cluster:
 
     def finish(self, run: _Run, now: float) -> None:
         run.finish_s = now
+        if self.hook is not None:
+            self.hook.job_finished(run.req.name, now_s=now)
         if run in self.running:
             self.running.remove(run)
             if run.footprint.size and run.start_s is not None:
@@ -724,7 +754,8 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                      background: BackgroundSpec | None = None, seed: int = 0,
                      progress: Callable[[float], None] | None = None,
                      placements: Mapping[str, Sequence[int]] | None = None,
-                     utilization_bin_s: float | None = None) -> ClusterResult:
+                     utilization_bin_s: float | None = None, controller=None,
+                     on_controller_error: str = "skip") -> ClusterResult:
     """Run ``jobs`` on ``fabric`` up to ``horizon_s`` (module docstring for the model).
 
     Args:
@@ -740,6 +771,14 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         progress: Called with the simulated time after each utilization bin.
         placements: GPUs to pin jobs to, by job name (e.g. the same job alone, for slowdowns).
         utilization_bin_s: Width of the utilization bins, seconds (default ``horizon_s / 100``).
+        controller: An online controller (`flowherd.sim.control_api.Controller`; names are
+            resolved by `flowherd.control.make_controller`), asked before every communication
+            task of a training iteration starts (delay, weight, priority, route choice) and when a
+            training job starts or ends; None: no control. Inference jobs and fast-forwarded
+            iterations are not controlled.
+        on_controller_error: What a controller that raises or returns an invalid decision does
+            to the run: "skip" (go on without that decision) or "stop" (end the run cleanly at the
+            end of that utilization bin); either way it is reported in ``controller_issues``.
 
     Returns:
         The raw records.
@@ -789,6 +828,11 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
     sim = _Cluster(fabric, jobs, placer=plc, fidelity=fid, router=rtr, bg=bg, seed=int(seed),
                    placements=pins, bg_spec=background)
     eng = sim.engine
+    if on_controller_error not in ON_CONTROLLER_ERROR:
+        raise ConfigError(f"on_controller_error must be one of {ON_CONTROLLER_ERROR}, got "
+                          f"{on_controller_error!r} (controller.on_error)")
+    if controller is not None:
+        sim.hook = ControlHook(controller, fabric, eng, on_error=on_controller_error, seed=int(seed))
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, i))
     for i in order:
         run = sim.runs[i]
@@ -819,6 +863,9 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         cum[:, b + 1] = np.bincount(link_tier, weights=sim.link_bytes_now(t_end), minlength=len(tiers))
         if progress is not None:
             progress(t_end)
+        if sim.hook is not None and sim.hook.stopped_at_s is not None:
+            edges, cum = edges[:b + 2], cum[:, :b + 2]
+            break
     width = np.diff(edges)
     with np.errstate(divide="ignore", invalid="ignore"):
         util = np.diff(cum, axis=1) / (cap[:, None] * width[None, :])
@@ -829,12 +876,13 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         bg_fin = np.concatenate([fin, np.full(len(bg.start_s) - bg_next, np.nan)])
     else:
         bg_fin = np.zeros(0)
-    records = tuple(r.record(float(horizon_s)) for r in sim.runs)
+    end_s = float(edges[-1])
+    records = tuple(r.record(end_s) for r in sim.runs)
     return ClusterResult(
         jobs=records, horizon_s=float(horizon_s), fidelity=fid,
         placer=getattr(plc, "name", type(plc).__name__),
         router=router if isinstance(router, str) else getattr(router, "name", "custom"), seed=int(seed),
-        link_bytes=sim.link_bytes_now(float(horizon_s)), util_tiers=tiers,
+        link_bytes=sim.link_bytes_now(end_s), util_tiers=tiers,
         util_tier_capacity_bytes_per_s=cap, util_bin_edges_s=edges, util_by_tier=util,
         background_aggregation=bg.k if bg else 1,
         background_start_s=bg.start_s if bg else np.zeros(0),
@@ -843,4 +891,9 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         background_src_server=bg.src_server if bg else np.zeros(0, np.int32),
         background_dst_server=bg.dst_server if bg else np.zeros(0, np.int32),
         num_events=eng.num_events, num_coflows=eng.num_coflows, num_rate_updates=eng.num_rate_updates,
-        wall_s=time.perf_counter() - wall0)
+        wall_s=time.perf_counter() - wall0,
+        controller=str(getattr(controller, "name", "none")) if controller is not None else "none",
+        controller_issues=tuple(sim.hook.issues) if sim.hook else (),
+        stopped_at_s=sim.hook.stopped_at_s if sim.hook else None,
+        num_decisions=sim.hook.num_decisions if sim.hook else 0,
+        decision_wall_s=sim.hook.decide_wall_s if sim.hook else 0.0)

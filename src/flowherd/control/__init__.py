@@ -1,0 +1,79 @@
+"""Online controllers: the baselines of the literature and the structured `threshold` policy.
+
+The protocol and the values they exchange with the simulator (`Controller`, `DecisionPoint`,
+`NetworkView`, `Decision`, `validate`) live in `flowherd.sim.control_api`, since the simulator
+must not import this package. `CONTROLLERS` maps the names used in scenarios and on the command
+line to factories; `make_controller` builds one.
+
+>>> c = make_controller("varys")
+>>> c.name
+'varys'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from flowherd.control.baselines import (
+    FunctionController,
+    decide_adaptive,
+    decide_cassini,
+    decide_crux,
+    decide_none,
+    decide_sincronia,
+    decide_varys,
+)
+from flowherd.control.threshold import ThresholdController, ThresholdParams, tune
+from flowherd.errors import ConfigError
+from flowherd.registry import Registry
+from flowherd.sim.control_api import Controller, Decision, DecisionPoint, NetworkView, validate
+
+__all__ = ["CONTROLLERS", "Controller", "Decision", "DecisionPoint", "NetworkView", "ThresholdController",
+           "ThresholdParams", "make_controller", "tune", "validate"]
+
+
+def _pure(name: str, fn) -> Callable[[], Controller]:
+    def factory() -> Controller:
+        return FunctionController(name, fn)
+
+    factory.__doc__ = fn.__doc__
+    return factory
+
+
+def _threshold(theta: float = 0.5, max_delay_fraction: float = 0.5) -> Controller:
+    return ThresholdController(ThresholdParams(theta=theta, max_delay_fraction=max_delay_fraction))
+
+
+CONTROLLERS: Registry[Callable[..., Controller]] = Registry("controller", {
+    "none": _pure("none", decide_none),
+    "adaptive": _pure("adaptive", decide_adaptive),
+    "cassini": _pure("cassini", decide_cassini),
+    "crux": _pure("crux", decide_crux),
+    "sincronia": _pure("sincronia", decide_sincronia),
+    "varys": _pure("varys", decide_varys),
+    "threshold": _threshold,
+})
+
+
+def make_controller(spec: str | Controller, **params) -> Controller:
+    """A controller from a registry name (with its parameters) or an object satisfying `Controller`.
+
+    Raises:
+        UnknownNameError: an unknown name (with the closest one).
+        ConfigError: parameters the controller does not take, or an object that is not a
+            controller.
+    """
+    if isinstance(spec, str):
+        factory = CONTROLLERS[spec]
+        try:
+            return factory(**params)
+        except TypeError as e:
+            raise ConfigError(f"controller {spec!r} does not take parameters {sorted(params)}: {e} "
+                              "(controller)") from None
+    if params:
+        raise ConfigError(f"parameters {sorted(params)} given with a controller object; expected a name "
+                          "(controller)")
+    if not isinstance(spec, Controller):
+        raise ConfigError(f"controller must be a name ({', '.join(CONTROLLERS)}) or an object with name, "
+                          f"reset and decide, got {type(spec).__name__} (controller)")
+    return spec
