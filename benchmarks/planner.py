@@ -25,53 +25,16 @@ import time
 
 import numpy as np
 
-from flowherd.fabric.generators.leaf_spine import leaf_spine
+from flowherd.planning.instances import large_instance, small_instance
 from flowherd.planning.milp import lp_bound
 from flowherd.planning.plan import make_plan
 from flowherd.planning.predict import fabric_view, profile_job
-from flowherd.workload import TrainingJob
-
-
-def small_instance(seed: int) -> tuple[object, list[TrainingJob]]:
-    """A seeded small instance (module docstring)."""
-    rng = np.random.default_rng(seed)
-    fabric = leaf_spine(servers=16, gpus_per_server=4, leaves=8, spines=2, oversubscription=16)
-    jobs: list[TrainingJob] = []
-    total = 0
-    while len(jobs) < 8:
-        n = int(rng.choice([4, 6, 10, 12]))
-        if total + n > 64:
-            break
-        tp = int(rng.choice([1, 2]))
-        total += n
-        jobs.append(TrainingJob(model="llama3-8b", gpus=n, tp=tp, name=f"j{len(jobs)}", seq_len=2048,
-                                global_batch=n // tp * 2, iterations=int(rng.integers(3, 12))))
-    return fabric, jobs
-
-
-def large_instance(seed: int, num_jobs: int = 200) -> tuple[object, list[TrainingJob]]:
-    """4,096 GPUs and ``num_jobs`` jobs of 8-32 GPUs (at most the fabric's size in all)."""
-    rng = np.random.default_rng(seed)
-    fabric = leaf_spine(servers=512, gpus_per_server=8, leaves=32, spines=16, oversubscription=2)
-    jobs: list[TrainingJob] = []
-    total = 0
-    while len(jobs) < num_jobs:
-        n = int(rng.choice([8, 8, 16, 16, 24, 32]))
-        if total + n > fabric.num_gpus:
-            n = 8
-            if total + n > fabric.num_gpus:
-                break
-        tp = int(rng.choice([1, 2, 4, 8]))
-        total += n
-        jobs.append(TrainingJob(model="llama3-8b", gpus=n, tp=tp, name=f"j{len(jobs)}", seq_len=2048,
-                                global_batch=n // tp * 2, iterations=int(rng.integers(5, 50))))
-    return fabric, jobs
 
 
 def run_small(instances: int, time_limit_s: float) -> dict[str, np.ndarray]:
     gaps, ratios, base, to_best, opt = [], [], [], [], 0
     for seed in range(instances):
-        fabric, jobs = small_instance(seed)
+        fabric, jobs = small_instance(seed, servers=16, leaves=8, max_jobs=8)
         exact = make_plan(fabric, jobs, method="milp", time_limit_s=time_limit_s)
         heur = make_plan(fabric, jobs, method="heuristic", seed=seed)
         topo = make_plan(fabric, jobs, method="topology", seed=seed)

@@ -9,26 +9,12 @@ import pytest
 
 from flowherd.fabric.generators.leaf_spine import leaf_spine
 from flowherd.planning.heuristic import heuristic_batch
+from flowherd.planning.instances import small_instance
 from flowherd.planning.plan import make_plan
 from flowherd.planning.predict import evaluate, fabric_view, profile_job
 from flowherd.workload import TrainingJob
 
-
-# the instances of benchmarks/planner.py: 32 GPUs, 4 leaves at 16:1, 3-6 jobs of 4-12 GPUs
-def small_instance(seed: int):
-    rng = np.random.default_rng(seed)
-    fabric = leaf_spine(servers=8, gpus_per_server=4, leaves=4, spines=2, oversubscription=16)
-    jobs: list[TrainingJob] = []
-    total = 0
-    while len(jobs) < 6:
-        n = int(rng.choice([4, 6, 10, 12]))
-        if total + n > 32:
-            break
-        tp = int(rng.choice([1, 2]))
-        total += n
-        jobs.append(TrainingJob(model="llama3-8b", gpus=n, tp=tp, name=f"j{len(jobs)}", seq_len=2048,
-                                global_batch=n // tp * 2, iterations=int(rng.integers(3, 12))))
-    return fabric, jobs
+# small_instance: 32 GPUs, 4 leaves at 16:1, 3-6 jobs of 4-12 GPUs
 
 
 @pytest.mark.parametrize("seed", range(6))
