@@ -154,3 +154,17 @@ def test_simulate_out_is_reportable(capsys, small_file, tmp_path):
     assert main(["simulate", str(small_file), "--out", str(out_dir)]) == 0
     files = write_report(out_dir)
     assert files.html.exists() and files.figures
+
+
+def test_controller_option_runs_a_controller(capsys, small_file):
+    base = _json(capsys, ["simulate", str(small_file), "--json"])
+    ctl = _json(capsys, ["simulate", str(small_file), "--json", "--controller", "sincronia"])
+    assert base["controller"] == "none" and base["num_decisions"] == 0
+    assert ctl["controller"] == "sincronia" and ctl["num_decisions"] > 0
+    assert ctl["controller_issues"] == []
+
+
+def test_unknown_controller_is_one_line(capsys, small_file):
+    assert main(["simulate", str(small_file), "--controller", "casini"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'cassini'" in err and err.count("\n") == 1

@@ -109,3 +109,12 @@ def test_unknown_keys_suggest_the_closest():
 def test_missing_scenario_file_is_one_error():
     with pytest.raises(ConfigError, match="no scenario file 'defualt'; did you mean 'default'"):
         load_scenario("defualt")
+
+
+def test_controller_block_names_a_registered_controller():
+    s = scenario_from_mapping(_with(("controller",), {"name": "threshold", "params": {"theta": 0.3}}))
+    assert (s.controller, dict(s.controller_params)) == ("threshold", {"theta": 0.3})
+    assert s.on_controller_error == "skip"
+    pattern = r"unknown controller 'varis'; did you mean 'varys'.*controller\.name"
+    with pytest.raises(ConfigError, match=pattern):
+        scenario_from_mapping(_with(("controller",), {"name": "varis"}))

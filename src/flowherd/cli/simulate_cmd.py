@@ -108,10 +108,15 @@ def _print_run(run: Any) -> None:
 
 
 def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed: int | None,
-                   plan: Path | None = None) -> None:
-    from flowherd.experiments.scenario import load_scenario, read_scenario_mapping
+                   plan: Path | None = None, controller: str | None = None) -> None:
+    from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
 
-    scenario = load_scenario(scenario_name, seed=seed)
+    source = read_scenario_mapping(scenario_name)
+    if seed is not None:
+        source = {**source, "seed": seed}
+    if controller is not None:
+        source = {**source, "controller": {**source.get("controller", {}), "name": controller}}
+    scenario = scenario_from_mapping(source)
     planned = None
     if plan is not None:
         from flowherd.planning.plan import Plan
@@ -122,9 +127,6 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
     if out is not None:
         from flowherd.experiments.sweep import store_run_result
 
-        source = read_scenario_mapping(scenario_name)
-        if seed is not None:
-            source = {**source, "seed": seed}
         paths = _write_out(out, result, source)
         # the same run in a result store, so that `flowherd report OUT` draws it
         store_run_result(out, source, run)
@@ -174,9 +176,11 @@ def simulate(
                              "and results.duckdb (for flowherd report)"),
     seed: int = typer.Option(None, "--seed", help="override the scenario's seed"),
     plan: Path = typer.Option(None, "--plan", help="a plan JSON (flowherd plan --out) pinning the jobs"),
+    controller: str = typer.Option(None, "--controller", help="an online controller: none, adaptive, "
+                                   "cassini, crux, sincronia, varys, threshold (overrides the scenario's)"),
 ) -> None:
     """Simulate a scenario: jobs arrive, get placed, run on the shared fabric; print per-job metrics."""
-    run_and_report(scenario, as_json=as_json, out=out, seed=seed, plan=plan)
+    run_and_report(scenario, as_json=as_json, out=out, seed=seed, plan=plan, controller=controller)
 
 
 @app.command("demo")

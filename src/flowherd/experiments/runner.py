@@ -42,12 +42,19 @@ class RunResult:
             "fidelity": self.scenario.fidelity,
             "placement": self.scenario.placement,
             "routing": self.scenario.routing,
+            "controller": self.cluster.controller,
             "horizon_s": self.scenario.horizon_s,
             "num_gpus": self.scenario.fabric.num_gpus,
             **self.summary,
             "jobs": list(self.jobs),
             "tenants": list(self.tenants),
             "num_events": self.cluster.num_events,
+            "num_decisions": self.cluster.num_decisions,
+            "decision_wall_s": self.cluster.decision_wall_s,
+            "controller_issues": [
+                {"kind": i.kind, "now_s": i.now_s, "job": i.job, "task": i.task, "message": i.message,
+                 "action": i.action} for i in self.cluster.controller_issues],
+            "stopped_at_s": self.cluster.stopped_at_s,
             "wall_s": self.wall_s,
         }
 
@@ -108,10 +115,16 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
 
             router = ExplicitRouter(scenario.fabric, routes_to_splits(plan.routes),
                                     fallback=scenario.routing, seed=scenario.seed)
+    controller = None
+    if scenario.controller != "none" or scenario.controller_params:
+        from flowherd.control import make_controller
+
+        controller = make_controller(scenario.controller, **scenario.controller_params)
     cluster = simulate_cluster(scenario.fabric, requests, placer=placer,
                                fidelity=scenario.fidelity, horizon_s=scenario.horizon_s,
                                router=router, background=scenario.background,
-                               seed=scenario.seed, progress=progress, placements=placements)
+                               seed=scenario.seed, progress=progress, placements=placements,
+                               controller=controller, on_controller_error=scenario.on_controller_error)
     cache: dict[tuple[Any, ...], float | None] = {}
     jobs = []
     for spec, rec in zip(scenario.jobs, cluster.jobs, strict=True):

@@ -131,6 +131,14 @@ class PlacementModel(_Model):
     method: str = "first-fit"
 
 
+class ControllerModel(_Model):
+    """The online controller (`flowherd.control.CONTROLLERS`) and its parameters."""
+
+    name: str = "none"
+    params: dict[str, Any] = Field(default_factory=dict)
+    on_error: Literal["skip", "stop"] = "skip"
+
+
 class SimulationModel(_Model):
     fidelity: Literal["step", "collective", "phase"] = "collective"
     horizon: str | float = "4h"
@@ -143,6 +151,7 @@ class ScenarioModel(_Model):
     fabric: dict[str, Any] | str
     workload: WorkloadModel = WorkloadModel()
     placement: PlacementModel = PlacementModel()
+    controller: ControllerModel = ControllerModel()
     simulation: SimulationModel = SimulationModel()
 
 
@@ -159,6 +168,9 @@ class Scenario:
     fidelity: str
     horizon_s: float
     routing: str
+    controller: str
+    controller_params: Mapping[str, Any]
+    on_controller_error: str
     source: Mapping[str, Any]  # the mapping it was read from, for the record
 
 
@@ -289,9 +301,17 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
         background = BackgroundSpec(load=bg.load, cdf=bg.distribution, max_flows_per_s=bg.max_flows_per_s,
                                     fast_forward=bg.fast_forward,
                                     sample_every_s=_time(bg.sample_every, "workload.background.sample_every"))
+    from flowherd.control import CONTROLLERS
+
+    try:
+        CONTROLLERS[m.controller.name]
+    except FlowherdError as err:
+        raise ConfigError(f"{err} (controller.name)") from None
     return Scenario(name=m.name, seed=m.seed, fabric=fabric, jobs=tuple(all_jobs), background=background,
                     placement=m.placement.method, fidelity=m.simulation.fidelity, horizon_s=horizon_s,
-                    routing=m.simulation.routing, source=dict(data))
+                    routing=m.simulation.routing, controller=m.controller.name,
+                    controller_params=dict(m.controller.params), on_controller_error=m.controller.on_error,
+                    source=dict(data))
 
 
 def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:
