@@ -93,3 +93,19 @@ class Collective:
 
     def busbw_factor(self) -> float:
         return busbw_factor(self.op, self.n)
+
+    def pair_matrix_bytes(self) -> np.ndarray:
+        """``[n, n]`` bytes rank i sends rank j in an AllToAll(v), the diagonal (a rank's share
+        for itself, never on a link) zeroed.
+
+        >>> Collective(op="alltoall", gpus=(0, 1), size_bytes=8).pair_matrix_bytes().tolist()
+        [[0.0, 4.0], [4.0, 0.0]]
+        """
+        if self.op == Op.ALLTOALLV:
+            d = np.asarray(self.matrix_bytes, dtype=np.float64).copy()
+        elif self.op == Op.ALLTOALL:
+            d = np.full((self.n, self.n), float(self.size_bytes) / self.n)
+        else:
+            raise ConfigError(f"a pair matrix is defined for alltoall(v), got {self.op.value!r} (op)")
+        np.fill_diagonal(d, 0.0)
+        return d

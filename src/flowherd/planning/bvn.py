@@ -158,16 +158,6 @@ def birkhoff_von_neumann(matrix: np.ndarray, *, rtol: float = 1e-9) -> BvnDecomp
                             carried=np.asarray(carried), padded=padded)
 
 
-def _rank_matrix(coll: Collective) -> np.ndarray:
-    n = coll.n
-    if coll.op == Op.ALLTOALLV:
-        d = np.asarray(coll.matrix_bytes, dtype=np.float64).copy()
-    else:
-        d = np.full((n, n), float(coll.size_bytes) / n)
-    np.fill_diagonal(d, 0.0)
-    return d
-
-
 def bvn(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "simple",
         chunks: int | None = None) -> Schedule:
     """FLASH-style AllToAll(v) (module docstring): intra-server balance, BvN rounds, delivery.
@@ -181,7 +171,7 @@ def bvn(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "simp
     if fabric is None:
         raise ConfigError("algorithm 'bvn' needs the fabric to group ranks by server (fabric)")
     b = _Builder(coll, "bvn", protocol, fabric)
-    d = _rank_matrix(coll)
+    d = coll.pair_matrix_bytes()
     if coll.n < 2:
         return b.build()
     grid = server_grid(coll, fabric)  # [servers, m] rank ids

@@ -228,16 +228,6 @@ def alltoall_lower_bound_s(fabric: Fabric, gpus: np.ndarray, demand_bytes: np.nd
     return bound
 
 
-def _demand(coll: Collective) -> np.ndarray:
-    n = coll.n
-    if coll.op == Op.ALLTOALLV:
-        d = np.asarray(coll.matrix_bytes, dtype=np.float64).copy()
-    else:
-        d = np.full((n, n), float(coll.size_bytes) / n)
-    np.fill_diagonal(d, 0.0)
-    return d
-
-
 def _steps(coll: Collective, graph: GpuGraph, per_epoch: list[np.ndarray], protocol: str,
            fabric: Fabric) -> tuple[Step, ...]:
     proto = PROTOCOLS[str(protocol).lower()]
@@ -438,7 +428,7 @@ def synthesize_alltoall(coll: Collective, fabric: Fabric, *, epochs: int | tuple
         if not any(np.array_equal(g.edge_src, h.edge_src) and np.array_equal(g.edge_dst, h.edge_dst)
                    for h in graphs):
             graphs.append(g)
-    d = _demand(coll)
+    d = coll.pair_matrix_bytes()
     gpus = graphs[0].gpus
     lb = alltoall_lower_bound_s(fabric, gpus, d) if d.sum() > 0 else 0.0
     if lb == 0.0 or coll.n < 2:
