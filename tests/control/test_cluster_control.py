@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from scripted import Fixed, Raises
 
 from flowherd.control import make_controller
 from flowherd.errors import ConfigError
@@ -66,39 +67,16 @@ def test_ordering_and_shifting_interleave_two_lockstep_jobs(name):
     assert not res.controller_issues
 
 
-class _Fixed:
-    def __init__(self, decision, name="fixed"):
-        self.name, self.decision = name, decision
-
-    def reset(self, seed):
-        pass
-
-    def decide(self, point, view):
-        return self.decision if point.kind == "collective" else None
-
-
 def test_delay_of_a_critical_collective_lengthens_the_iteration_by_it():
     # one DP AllReduce per iteration, on the critical path (no slack): every iteration + d
     base = _run(None, jobs=[dp_job("a")]).job("a").iteration_s
     d = 0.125
-    got = _run(_Fixed(Decision(delay_s=d)), jobs=[dp_job("a")]).job("a").iteration_s
+    got = _run(Fixed(Decision(delay_s=d)), jobs=[dp_job("a")]).job("a").iteration_s
     np.testing.assert_allclose(got, base + d, rtol=1e-9)
 
 
-class _Raises:
-    name = "raises"
-
-    def reset(self, seed):
-        pass
-
-    def decide(self, point, view):
-        if point.kind == "collective":
-            raise RuntimeError("boom")
-        return None
-
-
-@pytest.mark.parametrize("bad", [_Raises(), _Fixed(Decision(delay_s=-1.0), "negative"),
-                                 _Fixed(Decision(priority=-2), "negprio")])
+@pytest.mark.parametrize("bad", [Raises(), Fixed(Decision(delay_s=-1.0), "negative"),
+                                 Fixed(Decision(priority=-2), "negprio")])
 def test_faulty_controller_is_skipped_and_reported_with_its_point(bad):
     free = _run(None)
     res = _run(bad, on_controller_error="skip")
@@ -114,7 +92,7 @@ def test_faulty_controller_is_skipped_and_reported_with_its_point(bad):
 
 def test_faulty_controller_stops_the_run_cleanly_with_what_it_had():
     free = _run(None)
-    res = _run(_Raises(), on_controller_error="stop")
+    res = _run(Raises(), on_controller_error="stop")
     c = free.job("a").compute_only_iteration_s
     assert res.stopped_at_s == pytest.approx(c, rel=1e-6)
     assert len(res.controller_issues) == 1 and res.controller_issues[0].action == "stop"
@@ -146,5 +124,5 @@ def test_marked_traffic_goes_before_background_and_unmarked_shares_with_it():
     assert free.mean() > alone.mean() * 1.01  # background slows the unmarked job down
     unmarked = _run(make_controller("none"), background=bg, **kw).job("a").iteration_s
     np.testing.assert_allclose(unmarked, free, rtol=1e-12)
-    marked = _run(_Fixed(Decision(priority=3)), background=bg, **kw).job("a").iteration_s
+    marked = _run(Fixed(Decision(priority=3)), background=bg, **kw).job("a").iteration_s
     np.testing.assert_allclose(marked, alone, rtol=1e-9)

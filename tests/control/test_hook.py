@@ -3,6 +3,7 @@ reported with their decision point, runs that stop or skip as configured (issue 
 
 import numpy as np
 import pytest
+from scripted import Fixed, Raises
 
 from flowherd.control import make_controller
 from flowherd.errors import ConfigError
@@ -62,22 +63,9 @@ def test_walked_graph_ends_when_add_graph_does():
     assert walked[0] == pytest.approx(ends[0], rel=1e-12)
 
 
-class _Fixed:
-    def __init__(self, decision, name="fixed"):
-        self.name, self.decision, self.points, self.views = name, decision, [], []
-
-    def reset(self, seed):
-        self.points.clear()
-
-    def decide(self, point, view):
-        self.points.append(point)
-        self.views.append(view)
-        return self.decision if point.kind == "collective" else None
-
-
 def test_delay_is_applied_and_the_view_learns_the_period():
     base = _run(make_controller("none"))[2]
-    ctrl = _Fixed(Decision(delay_s=0.1))
+    ctrl = Fixed(Decision(delay_s=0.1))
     hook, _, ends = _run(ctrl)
     # the comm task has about 0.4 s of slack behind the 0.5 s side branch: a 0.1 s delay does not
     # lengthen the iteration
@@ -97,7 +85,7 @@ def test_delay_is_applied_and_the_view_learns_the_period():
 
 def test_delay_beyond_slack_lengthens_the_iteration_by_the_excess():
     base = _run(make_controller("none"), iterations=1)[2][0]
-    ends = _run(_Fixed(Decision(delay_s=1.0)), iterations=1)[2][0]
+    ends = _run(Fixed(Decision(delay_s=1.0)), iterations=1)[2][0]
     assert base == pytest.approx(0.51)
     # the comm chain now ends at 0.01 + 1.0 + (1e-5 latency + 4e9 B / 50 GB/s) + 0.02 (past the slack)
     # plus the engine's path latency of the last byte (6 hops of 1 us)
@@ -105,7 +93,7 @@ def test_delay_beyond_slack_lengthens_the_iteration_by_the_excess():
 
 
 def test_path_choice_routes_the_flows_on_the_chosen_path():
-    runs = {k: _run(_Fixed(Decision(path_choice=(k, k))), iterations=1) for k in (0, 1)}
+    runs = {k: _run(Fixed(Decision(path_choice=(k, k))), iterations=1) for k in (0, 1)}
     for k, (hook, eng, _) in runs.items():
         cands = hook._candidates(np.array([0, 1]), np.array([3, 2]))
         chosen = set(cands[0][k].tolist()) | set(cands[1][k].tolist())
@@ -114,20 +102,8 @@ def test_path_choice_routes_the_flows_on_the_chosen_path():
     assert used[0] != used[1]  # two spines
 
 
-class _Raises:
-    name = "raises"
-
-    def reset(self, seed):
-        pass
-
-    def decide(self, point, view):
-        if point.kind == "collective":
-            raise RuntimeError("boom")
-        return None
-
-
-@pytest.mark.parametrize("bad", [_Raises(), _Fixed(Decision(delay_s=-1.0), "negative"),
-                                 _Fixed(Decision(path_choice=(0, 7)), "nopath")])
+@pytest.mark.parametrize("bad", [Raises(), Fixed(Decision(delay_s=-1.0), "negative"),
+                                 Fixed(Decision(path_choice=(0, 7)), "nopath")])
 def test_faulty_controller_is_skipped_and_reported(bad):
     base = _run(make_controller("none"))[2]
     hook, _, ends = _run(bad, on_error="skip")
@@ -140,7 +116,7 @@ def test_faulty_controller_is_skipped_and_reported(bad):
 
 
 def test_faulty_controller_stops_the_run_cleanly():
-    hook, eng, ends = _run(_Raises(), on_error="stop")
+    hook, eng, ends = _run(Raises(), on_error="stop")
     assert hook.stopped_at_s == pytest.approx(0.01)
     assert ends == [] and len(hook.issues) == 1 and hook.issues[0].action == "stop"
     assert eng.num_active_flows == 0  # nothing launched after the fault
