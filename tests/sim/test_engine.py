@@ -433,3 +433,18 @@ def test_dropping_finished_flows_without_records_changes_nothing():
     np.testing.assert_allclose(drop.result().coflow_finish_s, keep.result().coflow_finish_s,
                                rtol=1e-12)
     np.testing.assert_allclose(drop.result().link_bytes, keep.result().link_bytes, rtol=1e-9)
+
+
+def test_routes_reused_across_coflows_are_still_checked_against_each_coflow():
+    # the engine remembers Routes objects it has checked; a reused one must still fit the coflow
+    fab = star(3)
+    r = star_routes([(0, 2)], latency_s=0.0)
+    eng = Engine(fab, None)
+    eng.add_coflow(0, 2, MiB, routes=r)
+    eng.add_coflow(0, 2, MiB, routes=r)  # the same object again: accepted
+    with pytest.raises(ConfigError, match="one row per flow"):
+        eng.add_coflow([0, 1], [2, 2], [MiB, MiB], routes=r)
+    bad = Routes(ptr=r.ptr, link=r.link, frac=r.frac * 2, latency_s=r.latency_s)
+    for _ in range(2):  # a bad one is rejected every time, never remembered
+        with pytest.raises(ConfigError, match=r"routes\.frac"):
+            eng.add_coflow(0, 2, MiB, routes=bad)
