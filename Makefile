@@ -9,6 +9,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	# PyTorch CPU first, pinned: this machine has the 2.13.0 CPU wheel on disk; an unpinned torch
+	# (what the rl extra's range would pull) is a multi-GB CUDA build
+	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 

@@ -16,7 +16,7 @@ LAYERS = {
     "sim": 4,
     "planning": 5,
     "control": 6,
-    "experiments": 7,
+    "experiments": 7, "rl": 7,
     "report": 8,
     "cli": 9,
 }

@@ -274,3 +274,25 @@ def test_rank_to_class_preserves_order_and_range():
         cls = [rank_to_class(r, n) for r in range(n)]
         assert cls == sorted(cls) and cls[0] == 0 and cls[-1] <= 7 and (n > 8 or cls == list(range(n)))
     assert math.isclose(rank_to_class(99, 100), 7)
+
+
+def test_cassini_controller_shifts_once_per_set_of_jobs():
+    """CASSINI (NSDI'24, Sec. 4.3) delays a job's iterations once when the job set changes; asked
+    again at every collective it must not add the shift again."""
+    from flowherd.control import make_controller
+
+    T, w = 0.4, 0.1
+    a = _periodic_job("a", T, w, [0], comm_bytes=2e9)
+    b = _periodic_job("b", T, w, [0], comm_bytes=1e9)
+    view = _view(1, util=[1.0], jobs={"a": a, "b": b}, now_s=0.0)
+    c = make_controller("cassini")
+    c.reset(0)
+    pb = DecisionPoint(kind="collective", now_s=0.0, job="b", link_idx=[0], link_bytes=[1e9], phase_s=0.0)
+    assert c.decide(pb, view).delay_s == pytest.approx(T / 2)
+    assert c.decide(pb, view) is None  # same jobs: no second shift, even though b looks unaligned
+    c3 = _periodic_job("c", T, w, [0], comm_bytes=0.5e9)
+    view3 = _view(1, util=[1.0], jobs={"a": a, "b": b, "c": c3}, now_s=0.0)
+    shifts = cassini_shifts([a, b, c3], np.full(1, 1.0))
+    d = c.decide(DecisionPoint(kind="collective", now_s=0.0, job="c", link_idx=[0], link_bytes=[1e9],
+                               phase_s=0.0), view3)
+    assert (d.delay_s if d else 0.0) == pytest.approx(shifts.get("c", 0.0))

@@ -60,6 +60,29 @@ def test_trace_replay_maps_philly_jobs_onto_llm_jobs():
     assert all(j.gpus <= 64 and j.iterations <= 50 for j in s.jobs)
 
 
+def test_trace_windows_filter_scale_and_move_with_the_seed():
+    from flowherd.workload import load_trace
+
+    big = [j for j in load_trace("philly") if j.num_gpus >= 4]
+    trace = {"path": "philly", "min_gpus": 4, "gpu_scale": 2, "max_jobs": 5, "seed_stride": 3,
+             "time_scale": 1e-5, "duration_scale": 1e-5, "max_iterations": 1000, "micro_batches": 2,
+             "medium_from_gpus": 64}
+    runs = {}
+    for seed in (0, 1):
+        m = _with(("workload", "traces"), [trace])
+        m = {**m, "seed": seed, "workload": {**m["workload"], "jobs": []}}
+        runs[seed] = scenario_from_mapping(m).jobs
+    # seed s replays the 5 multi-GPU jobs after the first 3 s of them, with twice their GPUs
+    for seed, jobs in runs.items():
+        window = big[3 * seed:3 * seed + 5]
+        assert [j.name for j in jobs] == [w.job_id for w in window]
+        assert [j.gpus for j in jobs] == [2 * w.num_gpus for w in window]
+        assert all(j.model.name == "llama3-8b" and j.global_batch == 2 * j.dp for j in jobs)
+    # durations scaled: the iterations follow duration x 1e-5 over the modelled iteration time
+    j, w = runs[0][0], big[0]
+    assert j.iterations == max(1, round(w.duration_s * 1e-5 / j.estimate_iteration_s(8)))
+
+
 def test_jobs_submitted_after_the_horizon_are_left_out():
     # the first 30 Philly jobs span days; unscaled, only those of the first 4 h remain
     s = scenario_from_mapping(_with(("workload", "traces"), [{"path": "philly", "max_jobs": 30}]))

@@ -82,3 +82,18 @@ def test_unknown_placer_names_the_closest():
         make_placer("first-fti")
     with pytest.raises(ConfigError, match="placer"):
         make_placer(42)
+
+
+def test_spread_takes_whole_servers_one_leaf_after_the_other(fab):
+    # 12 GPUs = 3 servers of 4: one server in each of three leaves (never two in one leaf while a
+    # leaf has none), so every ring of the job crosses the spine
+    free = np.ones(fab.num_gpus, bool)
+    got = make_placer("spread").place(job(12), free, fab)
+    servers = np.unique(fab.gpu_server[got])
+    assert got.size == 12 and servers.size == 3
+    leaf = server_leaf(fab)
+    assert np.unique(leaf[servers]).size == 3
+    # a job that fits in a server stays in one (best fit, as packed)
+    free[[0, 1]] = False  # server 0 has 2 free GPUs left
+    one = make_placer("spread").place(job(2), free, fab)
+    assert np.unique(fab.gpu_server[one]).size == 1 and set(one.tolist()) == {2, 3}

@@ -6,4 +6,5 @@ from flowherd.cli import (
     report_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401
     sweep_cmd,  # noqa: F401
+    train_cmd,  # noqa: F401
 )

@@ -1,4 +1,4 @@
-"""Online controllers: the baselines of the literature and the structured `threshold` policy.
+"""Online controllers: the baselines of the literature and flowherd's structured policies.
 
 The protocol and the values they exchange with the simulator (`Controller`, `DecisionPoint`,
 `NetworkView`, `Decision`, `validate`) live in `flowherd.sim.control_api`, since the simulator
@@ -15,20 +15,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flowherd.control.baselines import (
+    CassiniController,
     FunctionController,
     decide_adaptive,
-    decide_cassini,
     decide_crux,
     decide_none,
     decide_sincronia,
     decide_varys,
 )
+from flowherd.control.herd import HerdController, HerdParams
 from flowherd.control.threshold import ThresholdController, ThresholdParams, tune
 from flowherd.errors import ConfigError
 from flowherd.registry import Registry
 from flowherd.sim.control_api import Controller, Decision, DecisionPoint, NetworkView, validate
 
-__all__ = ["CONTROLLERS", "Controller", "Decision", "DecisionPoint", "NetworkView", "ThresholdController",
+__all__ = ["CONTROLLERS", "FLOWHERD_POLICIES", "LITERATURE_BASELINES", "Controller", "Decision",
+           "DecisionPoint", "HerdController", "HerdParams", "NetworkView", "ThresholdController",
            "ThresholdParams", "make_controller", "tune", "validate"]
 
 
@@ -44,15 +46,22 @@ def _threshold(theta: float = 0.5, max_delay_fraction: float = 0.5) -> Controlle
     return ThresholdController(ThresholdParams(theta=theta, max_delay_fraction=max_delay_fraction))
 
 
+def _herd(**params) -> Controller:
+    return HerdController(HerdParams(**params))
+
+
 CONTROLLERS: Registry[Callable[..., Controller]] = Registry("controller", {
     "none": _pure("none", decide_none),
     "adaptive": _pure("adaptive", decide_adaptive),
-    "cassini": _pure("cassini", decide_cassini),
+    "cassini": CassiniController,
     "crux": _pure("crux", decide_crux),
     "sincronia": _pure("sincronia", decide_sincronia),
     "varys": _pure("varys", decide_varys),
     "threshold": _threshold,
+    "flowherd": _herd,
 })
+LITERATURE_BASELINES = ("adaptive", "cassini", "crux", "sincronia", "varys")
+FLOWHERD_POLICIES = ("threshold", "flowherd")
 
 
 def make_controller(spec: str | Controller, **params) -> Controller:

@@ -15,16 +15,16 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from flowherd.errors import ConfigError
 from flowherd.sim.control_api import Decision, DecisionPoint, JobState, NetworkView
 
-__all__ = ["NUM_PRIORITY_CLASSES", "FunctionController", "cassini_shifts", "decide_adaptive",
-           "decide_cassini", "decide_crux", "decide_none", "decide_sincronia", "decide_varys",
-           "rank_to_class", "sincronia_order", "varys_order"]
+__all__ = ["NUM_PRIORITY_CLASSES", "CassiniController", "FunctionController", "cassini_shifts",
+           "decide_adaptive", "decide_cassini", "decide_crux", "decide_none", "decide_sincronia",
+           "decide_varys", "rank_to_class", "sincronia_order", "varys_order"]
 
 NUM_PRIORITY_CLASSES = 8
 
@@ -288,6 +288,50 @@ def decide_cassini(point: DecisionPoint, view: NetworkView) -> Decision | None:
     if s <= 1e-9 * float(me.period_s):
         return None
     return Decision(delay_s=float(s))
+
+
+@dataclass(slots=True)
+class CassiniController:
+    """CASSINI as its scheduler runs it: shifts computed when the set of running jobs changes, and
+    each job's shift applied once, to its next collective (`decide_cassini` is the same decision
+    as a pure function of one point; asked at every collective of a job whose iterations are
+    dilated by contention, it would shift it again and again).
+
+    Rajasekaran et al., NSDI 2024, Sec. 4.3: the time shifts are computed at job arrival and
+    departure, and each job's iteration start is delayed once; the periodic pattern then keeps the
+    interleaving.
+    """
+
+    name: str = "cassini"
+    _key: tuple = ()
+    _shifts: dict = field(default_factory=dict)
+    _pending: set = field(default_factory=set)
+
+    def reset(self, seed: int) -> None:
+        """Forget the shifts."""
+        self._key, self._shifts, self._pending = (), {}, set()
+
+    def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
+        if point.kind != "collective" or point.job not in view.jobs:
+            return None
+        periodic = {n: _profile(j) for n, j in view.jobs.items()}
+        key = tuple(sorted(n for n, j in periodic.items() if _periodic(j)))
+        if key != self._key:
+            self._key = key
+            anchors = {n: j.iteration_start_s for n, j in view.jobs.items()}
+            if _periodic(periodic[point.job]):
+                anchors[point.job] = _anchor_for_point(point, periodic[point.job])
+            self._shifts = cassini_shifts(list(view.jobs.values()), view.link_capacity_bytes_per_s,
+                                          anchors_s=anchors)
+            self._pending = set(self._shifts)
+        if point.job not in self._pending:
+            return None
+        self._pending.discard(point.job)
+        me = periodic[point.job]
+        s = self._shifts.get(point.job, 0.0)
+        if not _periodic(me) or s <= 1e-9 * float(me.period_s):
+            return None
+        return Decision(delay_s=float(s))
 
 
 # ---- crux ---------------------------------------------------------------------------------------

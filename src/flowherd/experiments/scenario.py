@@ -11,7 +11,14 @@ The contract (fields beyond these are documented on each model below)::
            parallelism: {tp: 8, pp: 1, dp: 2}, seq_len: 4096, micro_batch: 1, global_batch: 32,
            iterations: 20, submit: 0s}
       arrivals: []        # e.g. {process: poisson, rate: 4/h, mix: [...], until: 2h}
-      traces: []          # e.g. {path: philly, max_jobs: 200}
+      traces: []          # e.g. {path: philly, max_jobs: 200}; min_gpus: N (only jobs that
+                          # large), skip: N (of those: another window of the trace),
+                          # seed_stride: k (seed s skips s*k more: each seed another window),
+                          # gpu_scale: k (k times the GPUs: today's LLM jobs are larger than
+                          # the trace's), time_scale
+                          # (submit times), duration_scale (durations, hence iterations),
+                          # medium_from_gpus / large_from_gpus (the mapping rule's model sizes),
+                          # micro_batches (per replica and iteration: the global batch)
       background: {load: 0.0}
     placement: {method: first-fit}
     simulation: {fidelity: collective, horizon: 4h}
@@ -46,9 +53,10 @@ from flowherd.workload import (
     PoissonArrivals,
     TraceMapping,
     TrainingJob,
+    load_trace,
+    map_trace_jobs,
     merge_arrivals,
     parse_rate_per_s,
-    replay_trace,
 )
 
 Job = TrainingJob | InferenceJob
@@ -101,6 +109,14 @@ class ArrivalModel(_Model):
 class TraceModel(_Model):
     path: str
     max_jobs: int | None = Field(None, ge=1)
+    skip: int = Field(0, ge=0)
+    seed_stride: int = Field(0, ge=0)
+    min_gpus: int = Field(1, ge=1)
+    gpu_scale: int = Field(1, ge=1)
+    duration_scale: float = Field(1.0, gt=0)
+    micro_batches: int = Field(8, ge=1)
+    medium_from_gpus: int = Field(16, ge=1)
+    large_from_gpus: int = Field(128, ge=1)
     max_iterations: int | None = Field(None, ge=1)
     time_scale: float = Field(1.0, gt=0)
 
@@ -132,7 +148,8 @@ class PlacementModel(_Model):
 
 
 class ControllerModel(_Model):
-    """The online controller (`flowherd.control.CONTROLLERS`) and its parameters."""
+    """The online controller (`flowherd.control.CONTROLLERS`, or the path of a model trained by
+    `flowherd train`, a .zip file) and its parameters."""
 
     name: str = "none"
     params: dict[str, Any] = Field(default_factory=dict)
@@ -272,9 +289,16 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
     gps = int(np.bincount(fabric.gpu_server).max())
     for i, t in enumerate(m.workload.traces):
         field = f"workload.traces[{i}]"
-        rule = TraceMapping(gpu=default_gpu, gpus_per_server=gps, max_iterations=t.max_iterations)
+        rule = TraceMapping(gpu=default_gpu, gpus_per_server=gps, max_iterations=t.max_iterations,
+                            medium_from_gpus=t.medium_from_gpus, large_from_gpus=t.large_from_gpus,
+                            micro_batches=t.micro_batches)
         try:
-            trace_jobs = replay_trace(t.path, max_jobs=t.max_jobs, rule=rule)
+            first = t.skip + m.seed * t.seed_stride  # in the jobs of at least min_gpus GPUs
+            rows = [r for r in load_trace(t.path) if r.num_gpus >= t.min_gpus][first:]
+            rows = rows[:t.max_jobs]
+            rows = [dataclasses.replace(r, num_gpus=r.num_gpus * t.gpu_scale,
+                                        duration_s=r.duration_s * t.duration_scale) for r in rows]
+            trace_jobs = map_trace_jobs(rows, rule)
         except FlowherdError as err:
             raise ConfigError(f"{err} [in {field}.path]") from None
         if t.time_scale != 1.0:
@@ -303,10 +327,15 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
                                     sample_every_s=_time(bg.sample_every, "workload.background.sample_every"))
     from flowherd.control import CONTROLLERS
 
-    try:
-        CONTROLLERS[m.controller.name]
-    except FlowherdError as err:
-        raise ConfigError(f"{err} (controller.name)") from None
+    if m.controller.name.endswith(".zip"):  # a trained model (flowherd train), run by flowherd.rl.policy
+        if not Path(m.controller.name).is_file():
+            raise ConfigError(f"no trained model file {m.controller.name!r} (controller.name); expected a "
+                              f"controller name ({', '.join(CONTROLLERS)}) or an existing .zip model file")
+    else:
+        try:
+            CONTROLLERS[m.controller.name]
+        except FlowherdError as err:
+            raise ConfigError(f"{err} (controller.name)") from None
     return Scenario(name=m.name, seed=m.seed, fabric=fabric, jobs=tuple(all_jobs), background=background,
                     placement=m.placement.method, fidelity=m.simulation.fidelity, horizon_s=horizon_s,
                     routing=m.simulation.routing, controller=m.controller.name,

@@ -713,7 +713,8 @@ class _Cluster:
                     tot = sum(float(t.size_bytes.sum()) for t in g.tasks if t.routes is not None)
                     self.hook.job_started(run.req.name, now_s=now, num_gpus=len(gpus),
                                           compute_flops_per_iteration=float(run.spec.iteration_flops()),
-                                          comm_bytes_per_iteration=tot, link_idx=run.footprint)
+                                          comm_bytes_per_iteration=tot, link_idx=run.footprint,
+                                          iterations_total=int(run.planned))
                 run.begin_training(now)
 
     def _check_placement(self, run: _Run, gpus: np.ndarray) -> None:

@@ -162,6 +162,9 @@ class JobState:
         solo_period_s: Iteration time alone on the fabric (its profile), seconds; None if unknown.
         solo_comm_offsets_s, solo_comm_durations_s: ``float64[w]``: its communication windows
             alone on the fabric (earliest starts and durations of its communication tasks), seconds.
+        iterations_total: Iterations the job will run (its size, as a cluster scheduler knows it
+            from the job's submission); None if unknown.
+        iterations_done: Iterations it has completed.
     """
 
     name: str
@@ -179,6 +182,8 @@ class JobState:
     solo_period_s: float | None = None
     solo_comm_offsets_s: np.ndarray = field(default_factory=lambda: _EMPTY_F)
     solo_comm_durations_s: np.ndarray = field(default_factory=lambda: _EMPTY_F)
+    iterations_total: int | None = None
+    iterations_done: int = 0
 
     def __post_init__(self) -> None:
         for name, conv in (("comm_offsets_s", _f64), ("comm_durations_s", _f64),
@@ -198,6 +203,15 @@ class JobState:
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise ConfigError(f"job {self.name!r}: {fld} must be a positive time or None, got {v!r} "
                                   f"(JobState.{fld})")
+
+    @property
+    def remaining_s(self) -> float | None:
+        """Predicted time to finish alone: iterations left times the solo period (else the current
+        period), seconds; None when the size or the period is unknown."""
+        period = self.solo_period_s if self.solo_period_s is not None else self.period_s
+        if self.iterations_total is None or period is None:
+            return None
+        return max(self.iterations_total - self.iterations_done, 0) * float(period)
 
     @property
     def intensity_flops_per_byte(self) -> float:
@@ -373,6 +387,8 @@ class _JobTrack:
     weight: float = 1.0
     priority: int | None = None  # None: unmarked (engine priority 0, with background traffic)
     solo: tuple = (None, _EMPTY_F, _EMPTY_F)  # solo period, window offsets, window durations
+    iterations_total: int | None = None
+    iterations_done: int = 0
 
 
 class ControlHook:
@@ -444,12 +460,15 @@ class ControlHook:
 
     # -- job life ---------------------------------------------------------------------------------
     def job_started(self, name: str, *, now_s: float, num_gpus: int, compute_flops_per_iteration: float,
-                    comm_bytes_per_iteration: float, link_idx: np.ndarray) -> None:
+                    comm_bytes_per_iteration: float, link_idx: np.ndarray,
+                    iterations_total: int | None = None) -> None:
         """A job starts (an "arrival" decision point; its weight / priority become the job's)."""
         self._jobs[name] = _JobTrack(num_gpus=int(num_gpus),
                                      compute_flops_per_iteration=float(compute_flops_per_iteration),
                                      comm_bytes_per_iteration=float(comm_bytes_per_iteration),
-                                     link_idx=_i64(link_idx), iteration_start_s=float(now_s))
+                                     link_idx=_i64(link_idx), iteration_start_s=float(now_s),
+                                     iterations_total=(None if iterations_total is None
+                                                       else int(iterations_total)))
         self._job_point("arrival", name, now_s)
 
     def job_finished(self, name: str, *, now_s: float) -> None:
@@ -516,7 +535,8 @@ class ControlHook:
                 comm_durations_s=tr.last_windows[1], slack_s=tr.slack_s, recent_iteration_s=recent,
                 compute_flops_per_iteration=tr.compute_flops_per_iteration,
                 comm_bytes_per_iteration=tr.comm_bytes_per_iteration, link_idx=tr.link_idx,
-                solo_period_s=tr.solo[0], solo_comm_offsets_s=tr.solo[1], solo_comm_durations_s=tr.solo[2])
+                solo_period_s=tr.solo[0], solo_comm_offsets_s=tr.solo[1], solo_comm_durations_s=tr.solo[2],
+                iterations_total=tr.iterations_total, iterations_done=tr.iterations_done)
         hist = max((sum(tr.iterations_s[-self.history_iterations:]) for tr in self._jobs.values()),
                    default=0.0)
         return NetworkView(now_s=float(now_s), link_capacity_bytes_per_s=self._cap, link_utilization=util,
@@ -732,6 +752,7 @@ class _Walk:
     def _end(self, t: float) -> None:
         tr = self.hook._jobs.get(self.job)
         if tr is not None:
+            tr.iterations_done += 1
             tr.iterations_s.append(t - self.start_s)
             del tr.iterations_s[:-max(self.hook.history_iterations, 1)]
             win = sorted(tuple(w) for w in tr.windows.values() if not math.isnan(w[1]))

@@ -9,6 +9,10 @@ A placer satisfies the small `Placer` protocol and is found by name in `PLACERS`
   a larger job takes leaves in decreasing order of free GPUs and, inside a leaf, servers in
   decreasing order of free GPUs (greedy: taking the largest bins first needs the fewest of
   them), the last server being the emptiest one that completes the job.
+* ``spread``: a job that fits in one server goes there as with ``packed``; a larger one takes
+  whole servers one at a time from the leaf it has fewest servers in yet (then the leaf with most
+  free GPUs, then the lowest id), as failure-domain spreading does (Kubernetes topology spread
+  constraints): its traffic crosses the spine, the contended case for the network.
 
 The cluster simulation (`flowherd.sim.cluster`) calls ``place`` whenever GPUs are released or a
 job arrives; a placer returns None when the job does not fit now.
@@ -24,7 +28,8 @@ from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric, LinkKind
 from flowherd.registry import Registry
 
-__all__ = ["PLACERS", "FirstFitPlacer", "PackedPlacer", "Placer", "make_placer", "server_leaf"]
+__all__ = ["PLACERS", "FirstFitPlacer", "PackedPlacer", "Placer", "SpreadPlacer", "make_placer",
+           "server_leaf"]
 
 
 class Placer(Protocol):
@@ -141,7 +146,44 @@ class PackedPlacer:
         return np.sort(gpus)
 
 
-PLACERS: Registry[type] = Registry("placer", {"first-fit": FirstFitPlacer, "packed": PackedPlacer})
+class SpreadPlacer(PackedPlacer):
+    """Servers spread over the leaves (module docstring)."""
+
+    name = "spread"
+
+    def place(self, job: Any, free_mask: np.ndarray, fabric: Fabric) -> np.ndarray | None:
+        n = int(job.world_size)
+        free_mask = np.asarray(free_mask, dtype=bool)
+        if int(free_mask.sum()) < n:
+            return None
+        key = id(fabric)
+        if key not in self._leaf_cache:
+            self._leaf_cache[key] = server_leaf(fabric)
+        leaf_of = self._leaf_cache[key]
+        server = fabric.gpu_server
+        free_per = np.bincount(server[free_mask], minlength=leaf_of.size)
+        if np.any(free_per >= n):  # one server: no network either way
+            return super().place(job, free_mask, fabric)
+        leaves, leaf_idx = np.unique(leaf_of, return_inverse=True)
+        free_leaf = np.bincount(leaf_idx, weights=free_per, minlength=leaves.size)
+        taken = np.zeros(leaves.size, np.int64)
+        left = free_per.copy()
+        out: list[np.ndarray] = []
+        need = n
+        while need > 0:
+            cands = np.flatnonzero(left > 0)
+            li = leaf_idx[cands]
+            s = int(cands[np.lexsort((cands, -left[cands], -free_leaf[li], taken[li]))[0]])
+            g = np.flatnonzero(free_mask & (server == s))[:need]
+            out.append(g)
+            need -= g.size
+            left[s] = 0
+            taken[leaf_idx[s]] += 1
+        return np.sort(np.concatenate(out).astype(np.int64))
+
+
+PLACERS: Registry[type] = Registry("placer", {"first-fit": FirstFitPlacer, "packed": PackedPlacer,
+                                              "spread": SpreadPlacer})
 
 
 def make_placer(placer: str | Placer) -> Placer:

@@ -70,8 +70,9 @@ def trace_path(name_or_path: str | Path) -> Path:
     return p
 
 
-def load_trace(name_or_path: str | Path, *, max_jobs: int | None = None) -> list[TraceJob]:
-    """Read a normalized trace CSV (shipped name or path); the first ``max_jobs`` rows in file order.
+def load_trace(name_or_path: str | Path, *, max_jobs: int | None = None, skip: int = 0) -> list[TraceJob]:
+    """Read a normalized trace CSV (shipped name or path); ``max_jobs`` rows in file order after the
+    first ``skip`` (another window of the trace: other arrivals, sizes and tenants).
 
     Raises:
         ConfigError: The file is missing, unreadable, or lacks a column, naming the path and row.
@@ -79,13 +80,16 @@ def load_trace(name_or_path: str | Path, *, max_jobs: int | None = None) -> list
     path = trace_path(name_or_path)
     if max_jobs is not None and (isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 0):
         raise ConfigError(f"max_jobs must be a non-negative integer, got {max_jobs!r} (traces.max_jobs)")
+    if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
+        raise ConfigError(f"skip must be a non-negative integer, got {skip!r} (traces.skip)")
     try:
         with open(path, newline="") as fh:
             rows = list(csv.DictReader(fh))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise ConfigError(f"cannot read trace {str(path)!r}: {e} (traces.path)") from None
     out: list[TraceJob] = []
-    for i, row in enumerate(rows[:max_jobs] if max_jobs is not None else rows):
+    rows = rows[skip:]
+    for i, row in enumerate(rows[:max_jobs] if max_jobs is not None else rows, start=skip):
         try:
             tenant = (row.get("tenant") or "").strip()
             if not tenant and (row.get("qos") or "").strip():
@@ -169,9 +173,10 @@ def map_trace_jobs(jobs: list[TraceJob], rule: TraceMapping | None = None) -> li
 
 
 def replay_trace(name_or_path: str | Path, *, max_jobs: int | None = None,
-                 rule: TraceMapping | None = None) -> list[TrainingJob]:
-    """Load a trace and map its jobs onto LLM training jobs (module docstring)."""
-    return map_trace_jobs(load_trace(name_or_path, max_jobs=max_jobs), rule)
+                 rule: TraceMapping | None = None, skip: int = 0) -> list[TrainingJob]:
+    """Load a trace (``max_jobs`` rows after the first ``skip``) and map its jobs onto LLM training
+    jobs (module docstring)."""
+    return map_trace_jobs(load_trace(name_or_path, max_jobs=max_jobs, skip=skip), rule)
 
 
 def _replace_iterations(job: TrainingJob, iterations: int) -> TrainingJob:

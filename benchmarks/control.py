@@ -1,0 +1,167 @@
+"""Online controllers side by side: every controller on light, medium and heavy contention.
+
+Runs each controller (no control, the literature baselines, flowherd's policies, and trained RL
+models given with --model) on the scenarios of benchmarks/scenarios/ over several seeds (each seed
+another window of the Philly trace and other background traffic), and prints per scenario and
+controller: mean and p99 JCT and mean iteration slowdown, each with its 95% confidence interval
+over the seeds (Student t), the change of mean JCT against no control, jobs finished, and the
+controller's mean decision time. Jobs still running at the horizon count with their time so far
+(their JCT is censored at the horizon), so a controller cannot gain by leaving jobs unfinished.
+
+With --model, the learning curve saved next to each model (MODEL_curve.csv, by `flowherd train`)
+is printed too. Evaluation seeds default to 0..4: train models on other seeds
+(`flowherd train ... --first-seed 8`) so that they are evaluated on arrivals they never saw.
+
+    python benchmarks/control.py                      # 3 scenarios x 5 seeds x 9 controllers
+    python benchmarks/control.py --model rl/heavy.zip --json-out control.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+HERE = Path(__file__).resolve().parent
+SCENARIOS = {lvl: HERE / "scenarios" / f"control_{lvl}.yaml" for lvl in ("light", "medium", "heavy")}
+# (label, controller name, params): every registered controller, and one ablation of flowherd's
+CONTROLLERS = [
+    ("none", "none", {}),
+    ("adaptive", "adaptive", {}),
+    ("cassini", "cassini", {}),
+    ("crux", "crux", {}),
+    ("sincronia", "sincronia", {}),
+    ("varys", "varys", {}),
+    ("threshold", "threshold", {}),
+    ("flowherd", "flowherd", {}),
+    ("flowherd/1-class", "flowherd", {"num_classes": 1}),
+]
+LITERATURE = ("adaptive", "cassini", "crux", "sincronia", "varys")
+
+
+def run_one(task: tuple) -> dict:
+    """One simulation: (scenario level, path, label, controller, params, seed) -> its figures."""
+    from flowherd.experiments.runner import run_scenario
+    from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
+
+    level, path, label, name, params, seed = task
+    base = read_scenario_mapping(str(path))
+    source = {**base, "seed": int(seed), "controller": {"name": name, "params": params}}
+    t0 = time.perf_counter()
+    run = run_scenario(scenario_from_mapping(source), solo=True)
+    wall = time.perf_counter() - t0
+    horizon = run.scenario.horizon_s
+    jct = np.array([(r.finish_s if r.finish_s is not None else horizon) - r.submit_s
+                    for r in run.cluster.jobs if r.submit_s < horizon])
+    finished = sum(r.finish_s is not None for r in run.cluster.jobs)
+    c = run.cluster
+    return {"scenario": level, "controller": label, "seed": int(seed),
+            "mean_jct_s": float(jct.mean()) if jct.size else math.nan,
+            "p99_jct_s": float(np.percentile(jct, 99)) if jct.size else math.nan,
+            "mean_iteration_slowdown": float(run.summary.get("mean_iteration_slowdown") or math.nan),
+            "jobs": int(jct.size), "finished": int(finished),
+            "decision_us": 1e6 * c.decision_wall_s / c.num_decisions if c.num_decisions else 0.0,
+            "decisions": int(c.num_decisions), "issues": len(c.controller_issues), "wall_s": wall}
+
+
+def ci95(x: np.ndarray) -> tuple[float, float]:
+    """Mean and the half-width of its 95% confidence interval (Student t over the samples)."""
+    x = np.asarray(x, dtype=float)
+    if x.size < 2:
+        return float(x.mean()), math.nan
+    return float(x.mean()), float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+
+
+def print_curve(model: Path) -> None:
+    curve = model.with_name(model.stem + "_curve.csv")
+    if not curve.is_file():
+        print(f"(no learning curve next to {model})")
+        return
+    with open(curve) as f:
+        rows = list(csv.DictReader(f))
+    print(f"\nlearning curve of {model.name} (mean JCT on its validation seeds):")
+    print(f"{'steps':>8} {'wall s':>8} {'mean JCT s':>11}")
+    for r in rows:
+        print(f"{int(r['steps']):>8} {float(r['wall_s']):>8.0f} {float(r['mean_jct_s']):>11.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), help="light medium heavy or YAML paths")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (each another trace window)")
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--controllers", nargs="+", default=None, help="labels to run (default: all)")
+    ap.add_argument("--model", nargs="*", default=[], help="trained RL models (.zip) to evaluate too")
+    ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
+    ap.add_argument("--json-out", type=Path, default=None, help="write every run's figures here")
+    args = ap.parse_args(argv)
+
+    ctrls = [c for c in CONTROLLERS if args.controllers is None or c[0] in args.controllers]
+    for m in args.model:
+        p = Path(m).resolve()
+        if not p.is_file():
+            print(f"no model file {p} (--model)", file=sys.stderr)
+            return 2
+        ctrls.append((f"rl:{p.stem}", str(p), {}))
+    levels = {s: (SCENARIOS[s] if s in SCENARIOS else Path(s)) for s in args.scenarios}
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    tasks = [(lvl, path, label, name, params, sd) for lvl, path in levels.items()
+             for label, name, params in ctrls for sd in seeds]
+    print(f"{len(tasks)} runs: {len(levels)} scenarios x {len(ctrls)} controllers x {args.seeds} seeds, "
+          f"{args.workers} workers", flush=True)
+    t0 = time.perf_counter()
+    rows = []
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for i, r in enumerate(pool.map(run_one, tasks), 1):
+            rows.append(r)
+            if i % 10 == 0 or i == len(tasks):
+                print(f"  {i}/{len(tasks)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(rows, indent=1))
+
+    for lvl in levels:
+        sub = [r for r in rows if r["scenario"] == lvl]
+        base = np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
+                         if r["controller"] == "none"])
+        print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}: mean +- 95% CI over seeds ==")
+        print(f"{'controller':<18} {'mean JCT s':>16} {'vs none':>8} {'p99 JCT s':>16} {'iter slowdown':>16} "
+              f"{'finished':>9} {'decision us':>11}")
+        for label, *_ in ctrls:
+            rs = sorted((r for r in sub if r["controller"] == label), key=lambda r: r["seed"])
+            m, h = ci95([r["mean_jct_s"] for r in rs])
+            p, ph = ci95([r["p99_jct_s"] for r in rs])
+            s, sh = ci95([r["mean_iteration_slowdown"] for r in rs])
+            vs = (f"{100 * (np.mean([r['mean_jct_s'] for r in rs]) / base.mean() - 1):+7.1f}%"
+                  if base.size else "")
+            fin = f"{sum(r['finished'] for r in rs)}/{sum(r['jobs'] for r in rs)}"
+            dec = np.mean([r["decision_us"] for r in rs])
+            print(f"{label:<18} {m:>9.2f} +-{h:>5.2f} {vs:>8} {p:>9.2f} +-{ph:>5.2f} {s:>9.3f} +-{sh:>5.3f} "
+                  f"{fin:>9} {dec:>11.0f}")
+        # paired comparison on the same seeds: the best flowherd policy against each baseline
+        ours = [c[0] for c in ctrls if c[0] in ("threshold", "flowherd") or c[0].startswith("rl:")]
+        if ours:
+            mean_of = {lab: np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
+                                      if r["controller"] == lab]) for lab, *_ in ctrls}
+            best = min(ours, key=lambda lab: mean_of[lab].mean())
+            print(f"best flowherd policy: {best}; paired difference of mean JCT on the same seeds "
+                  f"(baseline - {best}), 95% CI:")
+            for lab in ("none", *LITERATURE):
+                if lab in mean_of and mean_of[lab].size == mean_of[best].size:
+                    d, dh = ci95(mean_of[lab] - mean_of[best])
+                    print(f"  {lab:<10} {d:+8.2f} +-{dh:.2f} s ({100 * d / mean_of[lab].mean():+.1f}% of its JCT)")
+    for m in args.model:
+        print_curve(Path(m).resolve())
+    print(f"\nwall {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""`flowherd train`: behaviour cloning of the structured policy, then PPO; prints the learning curve."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from flowherd.cli import app
+
+
+@app.command("train")
+def train(
+    scenario: str = typer.Argument(..., help="a scenario YAML file or an embedded scenario name (default)"),
+    algo: str = typer.Option("ppo", "--algo", help="ppo or a2c (stable-baselines3)"),
+    steps: int = typer.Option(20_000, "--steps", help="environment steps of RL training"),
+    out: Path = typer.Option(..., "--out", help="the model file to write (.zip); MODEL_curve.csv (the "
+                             "learning curve) and MODEL_last.zip (the last model) go next to it"),
+    seed: int = typer.Option(0, "--seed", help="seed of the training (network initialization, sampling)"),
+    eval_every: int = typer.Option(None, "--eval-every", help="validate every this many steps "
+                                   "(default: about 10 points)"),
+    first_seed: int = typer.Option(None, "--first-seed", help="first scenario seed to train on (default: "
+                                   "the scenario's seed); keep evaluation seeds out of the range"),
+    train_seeds: int = typer.Option(4, "--train-seeds", min=1,
+                                    help="train on scenario seeds first..first+N-1"),
+    val_seeds: int = typer.Option(2, "--val-seeds", min=1,
+                                  help="validate on the held-out seeds that follow: first+N..first+N+V-1"),
+    horizon: str = typer.Option(None, "--horizon", help="override the scenario's horizon (e.g. 30s)"),
+    time_limit: str = typer.Option(None, "--time-limit", help="stop RL training after this wall time, "
+                                   "cloning included (e.g. 30min)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object (curve and figures)"),
+) -> None:
+    """Train a policy for a scenario's collectives (priority class, buffer or not) and save it;
+    `flowherd simulate SCENARIO --controller MODEL` runs it. The saved model is the best one on
+    the validation seeds."""
+    from flowherd.rl.train import ALGOS
+
+    ALGOS[algo]  # an unknown --algo fails before anything is read
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from flowherd.experiments.scenario import read_scenario_mapping
+    from flowherd.rl.train import train as run_training
+    from flowherd.units import parse_time
+
+    horizon_s = None if horizon is None else parse_time(horizon, field="--horizon")
+    limit_s = None if time_limit is None else parse_time(time_limit, field="--time-limit")
+    source = read_scenario_mapping(scenario)
+    base = int(source.get("seed", 0)) if first_seed is None else int(first_seed)
+    err = Console(stderr=True)
+    with Progress(TextColumn("[bold]train[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task(f"{algo} on {source.get('name', scenario)}", total=steps, last="cloning ...")
+
+        def tick(done: int, total: int, point) -> None:
+            last = "" if point is None else f"mean JCT {point.mean_jct_s:.4g} s at {point.steps} steps"
+            if point is None:
+                bar.update(task, completed=min(done, total))
+            else:
+                bar.update(task, completed=min(done, total), last=last)
+                if not err.is_terminal:
+                    err.print(f"[{done}/{total}] {last}", highlight=False)
+
+        res = run_training(source, out=out, algo=algo, steps=steps, seed=seed, eval_every=eval_every,
+                           train_seeds=[base + i for i in range(train_seeds)],
+                           val_seeds=[base + train_seeds + i for i in range(val_seeds)], horizon_s=horizon_s,
+                           time_limit_s=limit_s,
+                           progress=tick)
+    if as_json:
+        typer.echo(json.dumps({
+            "model": str(res.model_path), "last_model": str(res.last_model_path),
+            "curve_csv": str(res.curve_path),
+            "algo": algo, "steps": res.steps, "n_steps": res.n_steps, "best_steps": res.best_steps,
+            "train_seeds": list(res.train_seeds), "val_seeds": list(res.val_seeds),
+            "bc_accuracy": res.bc_accuracy, "bc_samples": res.bc_samples,
+            "structured_mean_jct_s": res.structured_mean_jct_s, "none_mean_jct_s": res.none_mean_jct_s,
+            "curve": [{"steps": p.steps, "wall_s": p.wall_s, "mean_jct_s": p.mean_jct_s} for p in res.curve],
+            "wall_s": res.wall_s}))
+        return
+    from rich.table import Table
+
+    con = Console()
+    table = Table(title=f"learning curve: {algo}, mean JCT on validation seeds {list(res.val_seeds)}")
+    for col in ("steps", "wall", "mean JCT", "vs structured"):
+        table.add_column(col, justify="right")
+    for p in res.curve:
+        table.add_row(str(p.steps), f"{p.wall_s:.1f} s", f"{p.mean_jct_s:.4g} s",
+                      f"{100 * (p.mean_jct_s / res.structured_mean_jct_s - 1):+.2f}%")
+    con.print(table)
+    con.print(f"behaviour cloning copies the structured policy on {100 * res.bc_accuracy:.1f}% of "
+              f"{res.bc_samples} samples; structured policy {res.structured_mean_jct_s:.4g} s, no control "
+              f"{res.none_mean_jct_s:.4g} s")
+    con.print(f"model (best on validation, at {res.best_steps} steps) written to {res.model_path}; last "
+              f"model {res.last_model_path}; curve {res.curve_path}; {res.wall_s:.1f} s")

@@ -1,0 +1,258 @@
+"""The `flowherd` policy: shortest-remaining-job-first classes, threshold buffering, least-loaded paths.
+
+A structured policy for the objective the benchmarks score, the mean job completion time. At a
+collective about to start it decides three things:
+
+* **Priority** (which transfer goes first on a shared link). Jobs are ranked by their predicted
+  remaining time alone, ``(iterations left) x (solo iteration time)`` (`JobState.remaining_s`), and
+  the rank is compressed onto `NUM_CLASSES` strict-priority classes, shortest first.
+* **Buffering** (whether to hold the collective back). The `threshold` rule
+  (`flowherd.control.threshold`): wait for the competing burst on the bottleneck to drain while the
+  contention there exceeds ``theta`` and the job's slack allows, capped.
+* **Load balancing** (which path each of its GPU pairs takes). The candidate path whose most
+  utilized link is least utilized, its earlier pairs counted (CONGA/LetFlow's choice, as the
+  `adaptive` baseline).
+
+Structural property relied on for the priority: **on a shared bottleneck, serving the job with
+the least remaining work first minimizes the mean completion time** (SRPT is optimal for the sum
+of completion times on one server with preemption, Schrage, "A proof of the optimality of the
+shortest remaining processing time discipline", Operations Research 16(3), 1968; for many jobs
+over many links the order remains a 2-approximation of the sum of weighted completion times for
+concurrent open shop, Mastrolilli et al., "Minimizing the sum of weighted completion times in a
+concurrent open shop", Oper. Res. Lett. 38(5), 2010, which is what coflow ordering reduces to,
+Sincronia Sec. 3). Why it holds here: every byte a job sends on the contended link delays the
+others by the time the link spends on it, and a job that finishes leaves for good (its GPUs go to
+the queue): an exchange argument on two adjacent transfers in the order shows that putting the
+shorter remaining job first lowers the sum of the two completion times and changes no other.
+The literature baselines order by what is local to the transfer (Varys: the coflow's own
+bottleneck time; Sincronia: its bytes on the most loaded link) or by GPU intensity (Crux,
+which maximizes utilization rather than completion time); a job's remaining size is what the
+completion-time objective depends on, and a cluster scheduler knows it (the job's iteration
+count is part of its submission, as in Tiresias/Gandiva's profiles, and the iteration time is
+measured once alone).
+
+The property fails when the remaining-time estimate is wrong (a job slowed down more than its
+solo profile says); the rank then is only as good as the estimate, which is why the buffering and
+path parts are kept independent of it. With one class per job rank the order is exact; with
+fewer classes than jobs it is quantized (`rank_to_class`).
+
+The same pieces define the action space the reinforcement-learning agent acts in
+(`flowherd.rl`): at an *agent point* (`asks_agent`: a collective that crosses the network) the
+agent picks one of `ACTIONS` (a priority class and whether to buffer), `features` describes the
+point, `action_mask` says which actions change anything, `decision_for` turns an action into a
+`Decision` (paths are always the least-loaded ones), and `structured_action` is this policy's
+choice, which a learned policy is warm-started from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowherd.control.baselines import _least_loaded, rank_to_class
+from flowherd.control.threshold import ThresholdParams, bottleneck_link, threshold_delay_s
+from flowherd.errors import ConfigError
+from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
+
+__all__ = ["ACTIONS", "FEATURE_NAMES", "NUM_CLASSES", "NUM_FEATURES", "HerdController", "HerdParams",
+           "action_mask", "asks_agent", "decision_for", "features", "srpt_class", "structured_action"]
+
+NUM_CLASSES = 8
+ACTIONS: tuple[tuple[int, bool], ...] = tuple((c, d) for d in (False, True) for c in range(NUM_CLASSES))
+GROUPS = ("tp", "pp", "dp", "ep")
+FEATURE_NAMES = ("log_size", "bottleneck_contention", "bottleneck_competitors", "burst_over_period",
+                 "slack_over_period", "srpt_rank", "srpt_class", "log_remaining", "running_jobs",
+                 "progress", "slowdown", "mean_link_utilization", "can_buffer",
+                 *(f"group_{g}" for g in GROUPS), "group_other")
+NUM_FEATURES = len(FEATURE_NAMES)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HerdParams:
+    """Parameters of the `flowherd` policy.
+
+    Attributes:
+        theta: Bottleneck contention above which a collective with slack is buffered (1: never).
+        max_delay_fraction: Longest buffering as a fraction of the job's period.
+        balance: Choose least-loaded paths (False: the default routes).
+        prioritize: Set shortest-remaining-first classes (False: no priorities).
+        num_classes: Classes the ranks are compressed onto (1: every job in one class ahead of
+            unmarked traffic, no order among jobs: an ablation of the order).
+    """
+
+    theta: float = 1.0
+    max_delay_fraction: float = 0.5
+    balance: bool = True
+    prioritize: bool = True
+    num_classes: int = NUM_CLASSES
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) \
+                or not 1 <= self.num_classes <= NUM_CLASSES:
+            raise ConfigError(f"flowherd num_classes must be an int in 1..{NUM_CLASSES}, got "
+                              f"{self.num_classes!r} (controller.num_classes)")
+        ThresholdParams(theta=self.theta, max_delay_fraction=self.max_delay_fraction)  # same checks
+        for f in ("balance", "prioritize"):
+            if not isinstance(getattr(self, f), bool):
+                raise ConfigError(f"flowherd {f} must be true or false, got {getattr(self, f)!r} "
+                                  f"(controller.{f})")
+
+    @property
+    def threshold(self) -> ThresholdParams:
+        return ThresholdParams(theta=self.theta, max_delay_fraction=self.max_delay_fraction)
+
+
+_DEFAULT = HerdParams()
+
+
+def asks_agent(point: DecisionPoint) -> bool:
+    """True at a point an agent decides: a collective that crosses the network."""
+    return point.kind == "collective" and point.link_idx.size > 0
+
+
+def _ranking(view: NetworkView) -> list[str]:
+    """Running jobs, shortest predicted remaining time first (unknown sizes last, by name)."""
+    def key(name: str) -> tuple:
+        r = view.jobs[name].remaining_s
+        return (r is None, math.inf if r is None else r, name)
+
+    return sorted(view.jobs, key=key)
+
+
+def srpt_class(job: str, view: NetworkView, num_classes: int = NUM_CLASSES) -> int:
+    """Priority class of ``job``: its rank by remaining time among the running jobs, on
+    ``num_classes`` classes (0 first)."""
+    order = _ranking(view)
+    if job not in order:
+        return num_classes - 1
+    return rank_to_class(order.index(job), len(order), num_classes)
+
+
+def _delay(point: DecisionPoint, view: NetworkView, params: HerdParams) -> float:
+    if params.theta >= 1.0:
+        return 0.0
+    return threshold_delay_s(point, view, params.threshold)
+
+
+def _buffer_delay(point: DecisionPoint, view: NetworkView, params: HerdParams) -> float:
+    """The delay a "buffer" action gives: the threshold rule's at theta = 0 (wait for the burst on
+    the bottleneck, capped by slack and period), whatever the policy's own theta."""
+    return threshold_delay_s(point, view, ThresholdParams(theta=0.0,
+                                                          max_delay_fraction=params.max_delay_fraction))
+
+
+def features(point: DecisionPoint, view: NetworkView) -> np.ndarray:
+    """``float32[NUM_FEATURES]`` describing an agent point (`FEATURE_NAMES`), each in about [0, 4]."""
+    x = np.zeros(NUM_FEATURES, dtype=np.float32)
+    job = view.jobs.get(point.job) if point.job is not None else None
+    x[0] = math.log10(max(point.size_bytes, 1.0)) / 10.0
+    b = bottleneck_link(point, view)
+    n, competing = 0, 0.0
+    if b is not None:
+        for c in view.coflows:
+            if c.job == point.job:
+                continue
+            hit = c.link_idx == b
+            if hit.any() and float(c.link_remaining_bytes[hit].sum()) > 0:
+                competing += float(c.link_remaining_bytes[hit].sum())
+                n += 1
+        x[1] = max(float(view.link_utilization[b]), n / (n + 1))
+        x[2] = n / (n + 1)
+    period = None
+    if job is not None:
+        period = job.solo_period_s or job.period_s
+    if b is not None and period:
+        x[3] = min(competing / float(view.link_capacity_bytes_per_s[b]) / period, 4.0)
+    if job is not None and period:
+        x[4] = min(job.slack_s / period, 1.0)
+    order = _ranking(view)
+    if job is not None and point.job in order:
+        x[5] = order.index(point.job) / max(len(order) - 1, 1)
+        x[6] = srpt_class(point.job, view) / (NUM_CLASSES - 1)
+        rem = job.remaining_s
+        x[7] = 0.0 if rem is None else math.log1p(rem) / 10.0
+        if job.iterations_total:
+            x[9] = min(job.iterations_done / job.iterations_total, 1.0)
+        if job.solo_period_s and job.period_s:
+            x[10] = min(max(job.period_s / job.solo_period_s - 1.0, 0.0), 4.0)
+    x[8] = min(len(view.jobs) / 32.0, 2.0)
+    if point.link_idx.size:
+        x[11] = float(view.link_utilization[point.link_idx].mean())
+    x[12] = float(_buffer_delay(point, view, _DEFAULT) > 0) if job is not None else 0.0
+    g = point.group if point.group in GROUPS else None
+    x[13 + (GROUPS.index(g) if g is not None else len(GROUPS))] = 1.0
+    return x
+
+
+def action_mask(point: DecisionPoint, view: NetworkView, params: HerdParams | None = None) -> np.ndarray:
+    """``bool[len(ACTIONS)]``: every class without buffering; with buffering only when it would
+    delay (the job has slack and a competing burst is on its bottleneck)."""
+    params = params or _DEFAULT
+    can = point.job in view.jobs and _buffer_delay(point, view, params) > 0
+    return np.array([(not d) or can for _c, d in ACTIONS], dtype=bool)
+
+
+def _paths(point: DecisionPoint, view: NetworkView, params: HerdParams,
+           cls: int | None = None) -> tuple[int, ...] | None:
+    """Least-loaded paths, the load of a link being the seconds its capacity needs to drain the
+    bytes that will be served before or with ours there: other jobs' coflows of a class at most
+    ``cls`` (all of them without a class), the utilization breaking ties. Under strict priority a
+    transfer gets nothing on a link busy with higher classes, whatever that link's utilization."""
+    if not params.balance or point.kind != "collective" or not point.candidate_paths:
+        return None
+    load = np.zeros(view.num_links)
+    for c in view.coflows:
+        if c.job != point.job and (cls is None or c.job is None or c.priority <= cls):
+            np.add.at(load, c.link_idx, c.link_remaining_bytes)
+    load /= view.link_capacity_bytes_per_s
+    return _least_loaded(point, load + 1e-6 * view.link_utilization)
+
+
+def decision_for(action: int, point: DecisionPoint, view: NetworkView,
+                 params: HerdParams | None = None) -> Decision | None:
+    """The `Decision` for ``ACTIONS[action]`` at ``point``: that class, buffered or not, on the
+    least-loaded paths. A buffering action where buffering cannot delay starts at once.
+
+    Raises:
+        ConfigError: an action outside ``0..len(ACTIONS) - 1``.
+    """
+    params = params or _DEFAULT
+    if isinstance(action, bool) or not isinstance(action, int | np.integer) or not 0 <= action < len(ACTIONS):
+        raise ConfigError(f"action must be an int in 0..{len(ACTIONS) - 1}, got {action!r} (action)")
+    cls, buffer = ACTIONS[int(action)]
+    delay = _buffer_delay(point, view, params) if buffer and point.job in view.jobs else 0.0
+    return Decision(delay_s=delay, priority=cls, path_choice=_paths(point, view, params, cls))
+
+
+def structured_action(point: DecisionPoint, view: NetworkView, params: HerdParams | None = None) -> int:
+    """The index in `ACTIONS` of this policy's choice at an agent point."""
+    params = params or _DEFAULT
+    cls = srpt_class(point.job, view, params.num_classes) if params.prioritize else NUM_CLASSES - 1
+    buffer = point.job in view.jobs and _delay(point, view, params) > 0
+    return ACTIONS.index((cls, bool(buffer)))
+
+
+@dataclass(slots=True)
+class HerdController:
+    """The `flowherd` policy as a `Controller` (module docstring); stateless between decisions."""
+
+    params: HerdParams = _DEFAULT
+    name: str = "flowherd"
+
+    def reset(self, seed: int) -> None:
+        """Nothing to forget."""
+
+    def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
+        if asks_agent(point):
+            if point.job not in view.jobs:
+                return None
+            a = structured_action(point, view, self.params)
+            cls, buffer = ACTIONS[a]
+            delay = _delay(point, view, self.params) if buffer else 0.0
+            prio = cls if self.params.prioritize else None
+            return Decision(delay_s=delay, priority=prio, path_choice=_paths(point, view, self.params, prio))
+        if point.kind == "arrival" and self.params.prioritize and point.job in view.jobs:
+            return Decision(priority=srpt_class(point.job, view, self.params.num_classes))
+        return None

@@ -1,0 +1,352 @@
+"""Train a buffering / priority policy: behaviour cloning of the structured policy, then PPO.
+
+Flat on purpose (CleanRL's ``ppo.py`` is the model): `train` reads top to bottom.
+
+1. Episodes of the structured `flowherd` policy on the training seeds give (observation,
+   structured action, return-to-go) triples.
+2. Behaviour cloning: the SB3 policy's action distribution is fitted to the structured actions
+   by maximum likelihood, with label smoothing so that it keeps exploring (and its value head to
+   the returns-to-go, so that the first PPO updates see sensible advantages), for a few epochs
+   with Adam. The greedy agent starts as good as the structured policy
+   (`TrainResult.bc_accuracy` says how closely it copies it).
+3. PPO (stable-baselines3, a small MLP, ``n_steps`` about one episode, a fixed seed) for
+   ``steps`` environment steps. Every ``eval_every`` steps the greedy masked policy
+   (`flowherd.rl.policy.PolicyController`) runs on held-out validation seeds; the mean JCT
+   (a job unfinished at the horizon counted to the horizon) is the learning curve.
+
+The model saved at ``out`` is the one with the best validation mean JCT seen (the cloned one at
+step 0 included); ``<out stem>_last.zip`` is the final one and ``<out stem>_curve.csv`` the curve
+(steps, wall_s, mean_jct_s).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowherd.control.herd import HerdController, HerdParams
+from flowherd.errors import ConfigError
+from flowherd.experiments.scenario import Scenario
+from flowherd.registry import Registry
+from flowherd.rl.env import BufferingEnv, episode_sum_jct_s
+from flowherd.rl.policy import PolicyController, greedy_action
+
+__all__ = ["ALGOS", "CurvePoint", "TrainResult", "behaviour_clone", "collect_structured", "evaluate", "train"]
+
+ALGOS: Registry[str] = Registry("--algo", {"ppo": "PPO", "a2c": "A2C"})  # name -> SB3 class name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CurvePoint:
+    """One evaluation of the learning curve.
+
+    Attributes:
+        steps: Environment steps of RL training so far (0: after behaviour cloning).
+        wall_s: Wall time since training started (cloning included), seconds.
+        mean_jct_s: Mean JCT on the validation seeds, seconds.
+    """
+
+    steps: int
+    wall_s: float
+    mean_jct_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainResult:
+    """What `train` did.
+
+    Attributes:
+        model_path: The best model on validation (``out``).
+        last_model_path: The model at the end of training.
+        curve_path: The learning curve, CSV.
+        curve: The learning curve.
+        best_steps: Steps of the saved best model.
+        structured_mean_jct_s: The structured `flowherd` policy on the validation seeds, seconds.
+        none_mean_jct_s: No control on the validation seeds, seconds.
+        bc_accuracy: Share of the cloning samples where the cloned policy's greedy masked action
+            is the structured one.
+        bc_samples: Number of cloning samples.
+        train_seeds, val_seeds: Scenario seeds trained on and validated on.
+        n_steps: Rollout length of an update.
+        steps: Environment steps of RL training done.
+        wall_s: Total wall time, seconds.
+    """
+
+    model_path: Path
+    last_model_path: Path
+    curve_path: Path
+    curve: tuple[CurvePoint, ...]
+    best_steps: int
+    structured_mean_jct_s: float
+    none_mean_jct_s: float
+    bc_accuracy: float
+    bc_samples: int
+    train_seeds: tuple[int, ...]
+    val_seeds: tuple[int, ...]
+    n_steps: int
+    steps: int
+    wall_s: float
+
+
+def collect_structured(env: BufferingEnv, seeds: Sequence[int], *, gamma: float) -> dict[str, np.ndarray]:
+    """Run the structured policy (``info["structured_action"]``) for one episode per seed.
+
+    Returns:
+        ``obs`` float32[N, F], ``action`` int64[N], ``mask`` bool[N, A], ``ret`` float32[N] (the
+        discounted return-to-go from each observation), ``episode_len`` int64[len(seeds)].
+    """
+    obs_l, act_l, mask_l, ret_l, lens = [], [], [], [], []
+    for s in seeds:
+        obs, info = env.reset(options={"scenario_seed": int(s)})
+        rewards = []
+        while True:
+            a = info["structured_action"]
+            obs_l.append(obs)
+            act_l.append(a)
+            mask_l.append(info["action_mask"])
+            obs, r, terminated, truncated, info = env.step(a)
+            rewards.append(r)
+            if terminated or truncated:
+                break
+        ret = np.zeros(len(rewards))
+        acc = 0.0
+        for i in range(len(rewards) - 1, -1, -1):
+            acc = rewards[i] + gamma * acc
+            ret[i] = acc
+        ret_l.append(ret)
+        lens.append(len(rewards))
+    return {"obs": np.asarray(obs_l, np.float32), "action": np.asarray(act_l, np.int64),
+            "mask": np.asarray(mask_l, bool), "ret": np.concatenate(ret_l).astype(np.float32),
+            "episode_len": np.asarray(lens, np.int64)}
+
+
+def behaviour_clone(policy: Any, data: Mapping[str, np.ndarray], *, epochs: int, seed: int,
+                    smoothing: float = 0.1, min_updates: int = 500, batch_size: int = 64,
+                    learning_rate: float = 1e-3, value_coef: float = 0.5) -> float:
+    """Fit an SB3 actor-critic ``policy`` to ``data`` (`collect_structured`): maximize the log-
+    likelihood of the structured actions, and regress the value head on the returns-to-go.
+
+    The target puts ``1 - smoothing`` on the structured action and spreads ``smoothing`` over the
+    actions the mask allows (label smoothing): the greedy action is the structured one, while the
+    sampled actions still explore the others about a ``smoothing`` of the time, which RL needs to
+    find anything better. Runs ``epochs`` passes over the data, more if that makes fewer than
+    ``min_updates`` gradient steps (a few episodes of a small scenario are a few hundred samples).
+
+    Returns:
+        The share of samples whose greedy masked action is the structured one, after fitting.
+    """
+    import torch
+
+    if not 0 <= smoothing < 1:
+        raise ConfigError(f"smoothing must be in [0, 1), got {smoothing!r} (smoothing)")
+    rng = np.random.default_rng(seed)
+    obs = torch.as_tensor(data["obs"])
+    ret = torch.as_tensor(data["ret"])
+    allowed = torch.as_tensor(data["mask"], dtype=torch.float32)
+    target = smoothing * allowed / allowed.sum(dim=1, keepdim=True).clamp(min=1.0)
+    target[torch.arange(len(target)), torch.as_tensor(data["action"])] += 1.0 - smoothing
+    opt = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    policy.set_training_mode(True)
+    n = len(target)
+    epochs = max(epochs, math.ceil(min_updates / max(math.ceil(n / batch_size), 1))) if n else 0
+    for _ in range(epochs):
+        perm = torch.as_tensor(rng.permutation(n))
+        for lo in range(0, n, batch_size):
+            idx = perm[lo:lo + batch_size]
+            log_p = torch.log_softmax(policy.get_distribution(obs[idx]).distribution.logits, dim=-1)
+            values = policy.predict_values(obs[idx]).flatten()
+            loss = -(target[idx] * log_p).sum(dim=-1).mean() \
+                + value_coef * torch.nn.functional.mse_loss(values, ret[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    policy.set_training_mode(False)
+    hits = sum(greedy_action(policy, o, m) == a for o, m, a in zip(data["obs"], data["mask"], data["action"],
+                                                                   strict=True))
+    return hits / max(n, 1)
+
+
+def evaluate(controller_factory: Callable[[], Any], env: BufferingEnv, seeds: Sequence[int]) -> float:
+    """Mean over ``seeds`` of the mean JCT of one run per seed (unfinished jobs counted to the
+    horizon), with a fresh controller from ``controller_factory`` per run, seconds."""
+    from flowherd.experiments.runner import run_scenario
+
+    means = []
+    for s in seeds:
+        scenario = env.scenario_for(int(s))
+        run = run_scenario(scenario, solo=False, controller=controller_factory())
+        n = max(len(run.cluster.jobs), 1)
+        means.append(episode_sum_jct_s(run.cluster.jobs, scenario.horizon_s) / n)
+    return float(np.mean(means))
+
+
+def _companion(out: Path, suffix: str) -> Path:
+    return out.with_name(f"{out.stem}{suffix}")
+
+
+def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Path, algo: str = "ppo",
+          steps: int = 20_000, seed: int = 0, eval_every: int | None = None,
+          train_seeds: Sequence[int] | None = None, val_seeds: Sequence[int] | None = None,
+          horizon_s: float | None = None, bc_episodes: int | None = None, bc_epochs: int = 10,
+          bc_smoothing: float = 0.1, ent_coef: float = 0.0, time_limit_s: float | None = None,
+          gamma: float = 0.999, learning_rate: float = 3e-4, net_arch: Sequence[int] = (64, 64),
+          num_threads: int = 1,
+          progress: Callable[[int, int, CurvePoint | None], None] | None = None) -> TrainResult:
+    """Behaviour cloning of the structured policy, then RL (module docstring).
+
+    Args:
+        scenario: As `BufferingEnv`.
+        out: The model file to write (``.zip``); the curve and the last model go next to it.
+        algo: "ppo" or "a2c" (`ALGOS`).
+        steps: Environment steps of RL training (SB3 finishes the rollout it is in).
+        seed: Seeds SB3 (network initialization, sampling), torch and the episode draws.
+        eval_every: Evaluate every this many steps (default: about 10 points over the run).
+        train_seeds: Scenario seeds to train on (default: the scenario's seed + 0..3).
+        val_seeds: Held-out scenario seeds for the curve (default: the two after the training
+            seeds).
+        horizon_s: Override of the scenario's horizon, seconds.
+        bc_episodes: Episodes of the structured policy to clone (default: one per training seed).
+        bc_epochs: Passes of behaviour cloning over them.
+        bc_smoothing: Label smoothing of the cloning (`behaviour_clone`): the exploration the
+            cloned policy keeps.
+        ent_coef: Entropy bonus of the RL algorithm.
+        time_limit_s: Stop RL training once this much wall time has passed since the start
+            (cloning included), seconds; None: run all ``steps``.
+        gamma: Discount factor (the objective is undiscounted; close to 1).
+        learning_rate: Of the RL algorithm.
+        net_arch: Hidden layers of the policy and value networks.
+        num_threads: torch threads (at most 2 on this machine's two cores).
+        progress: Called as ``progress(steps_done, steps, new_curve_point_or_None)``.
+
+    Raises:
+        ConfigError / UnknownNameError: a bad algo (naming ``--algo``), steps, seeds, output path
+            or scenario.
+    """
+    import torch
+    from stable_baselines3 import A2C, PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.monitor import Monitor
+
+    algo_cls = {"PPO": PPO, "A2C": A2C}[ALGOS[algo]]
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ConfigError(f"steps must be a positive integer, got {steps!r} (--steps)")
+    if eval_every is not None and (isinstance(eval_every, bool) or not isinstance(eval_every, int)
+                                   or eval_every < 1):
+        raise ConfigError(f"eval_every must be a positive integer, got {eval_every!r} (--eval-every)")
+    out = Path(out)
+    if out.suffix != ".zip":
+        raise ConfigError(f"the model file must end in .zip, got {str(out)!r} (--out)")
+    if time_limit_s is not None and not (isinstance(time_limit_s, int | float) and time_limit_s > 0):
+        raise ConfigError(f"time_limit_s must be a positive time, got {time_limit_s!r} (--time-limit)")
+    if not (isinstance(num_threads, int) and 1 <= num_threads <= 2):
+        raise ConfigError(f"num_threads must be 1 or 2 (two cores), got {num_threads!r} (num_threads)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    torch.set_num_threads(num_threads)
+    torch.manual_seed(seed)
+
+    # -- environments: training seeds, held-out validation seeds -----------------------------------
+    probe = BufferingEnv(scenario, horizon_s=horizon_s)
+    base = probe.scenario.seed
+    train_seeds = tuple(train_seeds) if train_seeds is not None else tuple(base + i for i in range(4))
+    n = len(train_seeds)
+    val_seeds = tuple(val_seeds) if val_seeds is not None else (base + n, base + n + 1)
+    overlap = set(train_seeds) & set(val_seeds)
+    if overlap:
+        raise ConfigError(f"validation seeds must be held out, got {sorted(overlap)} in both (val_seeds)")
+    env = BufferingEnv(scenario, seeds=train_seeds, horizon_s=horizon_s)
+    val_env = BufferingEnv(scenario, seeds=val_seeds, horizon_s=horizon_s)
+    params = HerdParams()
+
+    # -- 1. episodes of the structured policy ------------------------------------------------------
+    n_bc = len(train_seeds) if bc_episodes is None else bc_episodes
+    data = collect_structured(env, [train_seeds[i % len(train_seeds)] for i in range(n_bc)], gamma=gamma)
+    mean_len = float(data["episode_len"].mean()) if n_bc else 64.0
+
+    # -- the model: rollouts of about one episode --------------------------------------------------
+    batch_size = 64
+    # about one episode per update, at most 2048 steps (SB3's default; a longer episode spans
+    # rollouts, the value function bootstraps) and at most the whole budget
+    n_steps = int(min(max(math.ceil(mean_len / batch_size), 1), max(math.ceil(steps / batch_size), 1),
+                      2048 // batch_size) * batch_size)
+    kwargs: dict[str, Any] = {"gamma": gamma, "learning_rate": learning_rate, "seed": seed, "device": "cpu",
+                              "verbose": 0,
+                              "policy_kwargs": {"net_arch": {"pi": list(net_arch), "vf": list(net_arch)}}}
+    if algo_cls is PPO:
+        kwargs.update(n_steps=n_steps, batch_size=batch_size, n_epochs=10, gae_lambda=0.95, ent_coef=ent_coef)
+    else:  # A2C: short rollouts, one gradient step each
+        n_steps = 64
+        kwargs.update(n_steps=n_steps, gae_lambda=0.95, ent_coef=ent_coef)
+    rl_env = Monitor(BufferingEnv(scenario, seeds=train_seeds, horizon_s=horizon_s))
+    rl_env.reset(seed=seed)
+    model = algo_cls("MlpPolicy", rl_env, **kwargs)
+
+    # -- 2. behaviour cloning ----------------------------------------------------------------------
+    bc_accuracy = (behaviour_clone(model.policy, data, epochs=bc_epochs, seed=seed, smoothing=bc_smoothing)
+                   if n_bc else 0.0)
+
+    # -- reference points on the validation seeds --------------------------------------------------
+    structured = evaluate(lambda: HerdController(params=params), val_env, val_seeds)
+    from flowherd.control import make_controller
+
+    none = evaluate(lambda: make_controller("none"), val_env, val_seeds)
+
+    # -- 3. RL with periodic validation ------------------------------------------------------------
+    every = eval_every if eval_every is not None else max(n_steps, steps // 10)
+    last_path = _companion(out, "_last.zip")
+    curve: list[CurvePoint] = []
+    best = {"jct": math.inf, "steps": 0}
+
+    def validate(done: int) -> CurvePoint:
+        jct = evaluate(lambda: PolicyController(model.policy, params=params), val_env, val_seeds)
+        point = CurvePoint(steps=done, wall_s=time.perf_counter() - t0, mean_jct_s=jct)
+        curve.append(point)
+        if jct < best["jct"]:
+            best.update(jct=jct, steps=done)
+            model.save(out)
+        if progress is not None:
+            progress(done, steps, point)
+        return point
+
+    class Validation(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.next_eval = every
+
+        def _on_step(self) -> bool:
+            if time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
+                return False  # the last point is validated after learn()
+            if self.num_timesteps >= self.next_eval:
+                validate(self.num_timesteps)
+                self.next_eval += every
+            elif progress is not None and self.num_timesteps % 64 == 0:
+                progress(self.num_timesteps, steps, None)
+            return True
+
+    validate(0)
+    model.learn(total_timesteps=steps, callback=Validation())
+    done = int(model.num_timesteps)
+    if curve[-1].steps != done:
+        validate(done)
+    model.save(last_path)
+    for e in (env, val_env, rl_env, probe):
+        e.close()
+
+    curve_path = _companion(out, "_curve.csv")
+    with curve_path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["steps", "wall_s", "mean_jct_s"])
+        for p in curve:
+            w.writerow([p.steps, f"{p.wall_s:.3f}", f"{p.mean_jct_s:.9g}"])
+    return TrainResult(model_path=out, last_model_path=last_path, curve_path=curve_path, curve=tuple(curve),
+                       best_steps=int(best["steps"]), structured_mean_jct_s=structured,
+                       none_mean_jct_s=none, bc_accuracy=float(bc_accuracy), bc_samples=len(data["action"]),
+                       train_seeds=train_seeds, val_seeds=val_seeds, n_steps=n_steps, steps=done,
+                       wall_s=time.perf_counter() - t0)

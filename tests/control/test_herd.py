@@ -1,0 +1,112 @@
+"""The `flowherd` policy: SRPT classes, priority-aware paths, the agent's action space (issue 5)."""
+
+import numpy as np
+import pytest
+from test_cluster_control import NIC, _run
+
+from flowherd.control import make_controller
+from flowherd.control.herd import (
+    ACTIONS,
+    NUM_FEATURES,
+    HerdController,
+    HerdParams,
+    action_mask,
+    asks_agent,
+    decision_for,
+    features,
+    srpt_class,
+    structured_action,
+)
+from flowherd.errors import ConfigError
+from flowherd.sim.cluster import JobRequest
+from flowherd.sim.control_api import CoflowState, DecisionPoint, JobState, NetworkView
+from flowherd.workload import TrainingJob
+
+GBps = 1e9
+
+
+def _job(name, done, total=10, period=1.0, slack=0.0):
+    return JobState(name=name, num_gpus=8, period_s=period, solo_period_s=period, iterations_total=total,
+                    iterations_done=done, slack_s=slack)
+
+
+def _view(jobs, coflows=(), util=None, num_links=4):
+    return NetworkView(now_s=0.0, link_capacity_bytes_per_s=np.full(num_links, 10 * GBps),
+                       link_utilization=np.zeros(num_links) if util is None else np.asarray(util, float),
+                       coflows=tuple(coflows), jobs={j.name: j for j in jobs})
+
+
+def test_classes_follow_remaining_time_shortest_first():
+    # remaining = (total - done) * solo period: c 1 s, a 4 s, b 9 s, d unknown size (last)
+    jobs = [_job("a", 6), _job("b", 1), _job("c", 9),
+            JobState(name="d", num_gpus=8, period_s=1.0)]
+    view = _view(jobs)
+    assert [srpt_class(n, view) for n in "cabd"] == [0, 1, 2, 3]
+    assert {srpt_class(n, view, num_classes=1) for n in "abcd"} == {0}
+    assert jobs[0].remaining_s == pytest.approx(4.0) and jobs[3].remaining_s is None
+
+
+def test_paths_avoid_links_busy_with_traffic_served_first():
+    # pair with two candidate paths: over link 0 or link 1; link 0 carries a class-0 coflow of
+    # another job, link 1 a class-5 one. A class-2 transfer goes over link 1 (it would get nothing
+    # on link 0 under strict priority), whatever the utilization says (link 1 busier).
+    jobs = [_job("me", 5), _job("hi", 8), _job("lo", 0)]
+    cof = [CoflowState(name="x", job="hi", remaining_bytes=1e9, link_idx=[0], link_remaining_bytes=[1e9],
+                       priority=0),
+           CoflowState(name="y", job="lo", remaining_bytes=5e9, link_idx=[1], link_remaining_bytes=[5e9],
+                       priority=5)]
+    view = _view(jobs, cof, util=[0.5, 1.0, 0, 0])
+    p = DecisionPoint(kind="collective", now_s=0.0, job="me", link_idx=[0], link_bytes=[1e8],
+                      src_gpu=[0], dst_gpu=[1], candidate_paths=((np.array([0]), np.array([1])),))
+    d = decision_for(ACTIONS.index((2, False)), p, view)
+    assert d.path_choice == (1,) and d.priority == 2 and d.delay_s == 0
+    # as class 6 both coflows are served first: the link with fewer bytes to drain (link 0, 1 GB)
+    assert decision_for(ACTIONS.index((6, False)), p, view).path_choice == (0,)
+
+
+def test_structured_action_is_the_controllers_decision_and_masks_hold():
+    jobs = [_job("a", 2, slack=0.5), _job("b", 7)]
+    cof = [CoflowState(name="x", job="b", remaining_bytes=4e9, link_idx=[0], link_remaining_bytes=[4e9],
+                       priority=0)]
+    view = _view(jobs, cof, util=[1.0, 0, 0, 0])
+    p = DecisionPoint(kind="collective", now_s=0.0, job="a", link_idx=[0], link_bytes=[1e9])
+    assert asks_agent(p) and not asks_agent(DecisionPoint(kind="arrival", now_s=0.0, job="a"))
+    x = features(p, view)
+    assert x.shape == (NUM_FEATURES,) and x.dtype == np.float32 and np.all(np.isfinite(x))
+    m = action_mask(p, view)
+    assert m.all()  # a has slack and b's burst sits on its bottleneck: buffering can delay
+    ctl = HerdController(HerdParams(theta=0.5))
+    a = structured_action(p, view, ctl.params)
+    assert ACTIONS[a] == (1, True)  # a has 8 s left, b 3 s: a is second; contention 1 > 0.5
+    assert ctl.decide(p, view) == decision_for(a, p, view, ctl.params)
+    assert decision_for(a, p, view).delay_s == pytest.approx(min(4e9 / 10e9, 0.5, 0.5 * 1.0))
+    # no slack: buffering masked out
+    view0 = _view([_job("a", 2), _job("b", 7)], cof, util=[1.0, 0, 0, 0])
+    assert not action_mask(p, view0)[[d for _c, d in ACTIONS]].any()
+    with pytest.raises(ConfigError, match="action"):
+        decision_for(len(ACTIONS), p, view)
+    with pytest.raises(ConfigError, match="num_classes"):
+        make_controller("flowherd", num_classes=0)
+
+
+def test_the_job_with_less_left_gets_its_solo_iteration_time():
+    # Closed form (Schrage 1968, SRPT on one server). Two lock-step DP jobs share the uplink U and
+    # are communication-bound (S / U > C). Fair sharing gives both C + 2 S / U per iteration;
+    # shortest-remaining-first gives the shorter job its solo time C + S / U (it always has the
+    # link when it sends) while the longer one fills the gaps, so the short job ends sooner.
+    def job(name, iterations):  # 2-GPU pure DP, one bucket, short sequences: little compute
+        spec = TrainingJob(model="llama3-8b", gpus=2, tp=1, bucket_bytes=1e15, iterations=iterations,
+                           seq_len=256, global_batch=2, micro_batch=1, name=name)
+        return JobRequest(name=name, tenant="t", spec=spec, submit_s=0.0)
+
+    free = _run(None, jobs=[job("a", 3), job("b", 8)])
+    res = _run(make_controller("flowherd"), jobs=[job("a", 3), job("b", 8)])
+    c = free.job("a").compute_only_iteration_s
+    comm = job("a", 1).spec.model.num_params() * job("a", 1).spec.grad_bytes / (2 * NIC / 4)
+    assert comm > c  # communication-bound, or the order could not matter
+    np.testing.assert_allclose(free.job("a").iteration_s, c + 2 * comm, rtol=0.02)
+    np.testing.assert_allclose(res.job("a").iteration_s, c + comm, rtol=0.02)
+    assert res.job("a").finish_s < free.job("a").finish_s
+    mean_free = np.mean([free.job(n).finish_s for n in "ab"])
+    mean_srpt = np.mean([res.job(n).finish_s for n in "ab"])
+    assert mean_srpt < mean_free

@@ -1,0 +1,162 @@
+"""Behaviour cloning, training, and a trained model run as a controller (issue 5)."""
+
+import csv
+import json
+import zipfile
+
+import numpy as np
+import pytest
+import yaml
+
+from flowherd.cli import main
+from flowherd.control.herd import ACTIONS, HerdController
+from flowherd.errors import ConfigError, UnknownNameError
+from flowherd.experiments.runner import run_scenario
+from flowherd.experiments.scenario import scenario_from_mapping
+from flowherd.rl.env import BufferingEnv
+from flowherd.rl.policy import (
+    ModelController,
+    PolicyController,
+    greedy_action,
+    load_controller,
+    numpy_actor,
+    numpy_logits,
+)
+from flowherd.rl.train import behaviour_clone, collect_structured, evaluate, train
+
+
+def _ppo(env, seed=0):
+    from stable_baselines3 import PPO
+
+    return PPO("MlpPolicy", env, n_steps=64, batch_size=64, seed=seed, device="cpu",
+               policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]}})
+
+
+def _accuracy(policy, data):
+    return float(np.mean([greedy_action(policy, o, m) == a
+                          for o, m, a in zip(data["obs"], data["mask"], data["action"], strict=True)]))
+
+
+def test_behaviour_cloning_reproduces_the_structured_policy(tiny):
+    import torch
+
+    torch.set_num_threads(1)
+    env = BufferingEnv(tiny, seeds=[3, 4, 5])
+    data = collect_structured(env, [3, 4, 5], gamma=0.999)
+    assert len(data["action"]) == int(data["episode_len"].sum()) > 150
+    # the structured actions are not all one: copying them takes more than a constant
+    majority = np.bincount(data["action"]).max() / len(data["action"])
+    model = _ppo(BufferingEnv(tiny, seeds=[3]))
+    before = _accuracy(model.policy, data)
+    acc = behaviour_clone(model.policy, data, epochs=10, seed=0)
+    assert acc == pytest.approx(_accuracy(model.policy, data))
+    assert acc > 0.9 and acc > majority + 0.05 and acc > before + 0.2, (before, majority, acc)
+    # the clone, run as a controller on a seed it was not cloned on, is about as good as the original
+    held_out = BufferingEnv(tiny, seeds=[9])
+    cloned = evaluate(lambda: PolicyController(model.policy), held_out, [9])
+    structured = evaluate(HerdController, held_out, [9])
+    assert cloned == pytest.approx(structured, rel=0.1)
+
+
+def test_greedy_action_never_picks_a_masked_action(tiny):
+    model = _ppo(BufferingEnv(tiny, seeds=[3]))
+    obs = np.zeros(model.observation_space.shape, np.float32)
+    free = greedy_action(model.policy, obs, np.ones(len(ACTIONS), bool))
+    mask = np.ones(len(ACTIONS), bool)
+    mask[free] = False
+    assert greedy_action(model.policy, obs, mask) != free
+    only = np.zeros(len(ACTIONS), bool)
+    only[3] = True
+    assert greedy_action(model.policy, obs, only) == 3
+
+
+def test_numpy_actor_gives_the_policy_logits(tiny):
+    import torch
+
+    model = _ppo(BufferingEnv(tiny, seeds=[3]), seed=1)
+    layers = numpy_actor(model.policy)
+    assert layers is not None and [k[0] for k in layers] == ["linear", "tanh", "linear", "tanh", "linear"]
+    obs = np.random.default_rng(0).uniform(-1, 4, size=(50, model.observation_space.shape[0]))
+    with torch.no_grad():
+        want = model.policy.get_distribution(torch.as_tensor(obs, dtype=torch.float32)).distribution.logits
+    got = np.array([numpy_logits(layers, o) for o in obs])
+    # torch's Categorical keeps normalized logits (log-probabilities): compare those
+    got = got - np.log(np.exp(got).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+    assert (got.argmax(axis=1) == want.numpy().argmax(axis=1)).all()
+
+
+def test_tiny_training_writes_a_model_that_simulate_runs(tiny, tiny_yaml, tmp_path, capsys):
+    out = tmp_path / "m.zip"
+    rc = main(["train", str(tiny_yaml), "--steps", "128", "--out", str(out), "--train-seeds", "2",
+               "--val-seeds", "1", "--eval-every", "64", "--json"])
+    assert rc == 0
+    res = json.loads(capsys.readouterr().out)
+    assert out.is_file() and zipfile.is_zipfile(out) and (tmp_path / "m_last.zip").is_file()
+    assert res["bc_accuracy"] > 0.9 and res["steps"] >= 128
+    with open(tmp_path / "m_curve.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["steps"]) for r in rows] == [p["steps"] for p in res["curve"]] == [0, 64, 128]
+    assert all(float(r["mean_jct_s"]) > 0 for r in rows)
+    # the saved model is the best on validation
+    assert min(p["mean_jct_s"] for p in res["curve"]) == pytest.approx(
+        next(p["mean_jct_s"] for p in res["curve"] if p["steps"] == res["best_steps"]))
+
+    val_seed = res["val_seeds"][0]
+    assert val_seed == tiny["seed"] + 2 and res["train_seeds"] == [tiny["seed"], tiny["seed"] + 1]
+    argv = ["simulate", str(tiny_yaml), "--controller", str(out), "--json", "--seed", str(val_seed)]
+    assert main(argv) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["controller"] == "rl:m" and run["num_decisions"] > 0 and not run["controller_issues"]
+    # the run on the validation seed is the best curve point (deterministic policy, same seed)
+    assert run["mean_jct_s"] == pytest.approx(min(p["mean_jct_s"] for p in res["curve"]), rel=1e-9)
+
+    # controller: {name: path} in a scenario does the same
+    sc = scenario_from_mapping({**tiny, "seed": val_seed, "controller": {"name": str(out)}})
+    again = run_scenario(sc, solo=False)
+    assert again.cluster.controller == "rl:m"
+    assert again.summary["mean_jct_s"] == pytest.approx(run["mean_jct_s"], rel=1e-12)
+
+
+def test_train_function_with_a2c(tiny, tmp_path):
+    res = train(tiny, out=tmp_path / "a.zip", algo="a2c", steps=64, train_seeds=[3], val_seeds=[7],
+                bc_epochs=5)
+    assert res.steps >= 64 and res.model_path.is_file() and len(res.curve) >= 2
+    assert isinstance(load_controller(res.model_path), ModelController)
+
+
+def test_time_limit_stops_training_and_keeps_the_last_point(tiny, tmp_path):
+    res = train(tiny, out=tmp_path / "t.zip", steps=1_000_000, train_seeds=[3], val_seeds=[7],
+                bc_epochs=1, time_limit_s=0.5)  # over before RL starts: stops at its first step
+    assert res.steps < 1000 and res.curve[-1].steps == res.steps and res.last_model_path.is_file()
+
+
+def _one_line_error(capsys, argv, expected):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert expected in err, err
+
+
+def test_bad_algo_is_one_clear_error(capsys, tiny_yaml, tmp_path):
+    _one_line_error(capsys, ["train", str(tiny_yaml), "--algo", "ppp", "--out", str(tmp_path / "m.zip")],
+                    "unknown --algo 'ppp'; did you mean 'ppo'?")
+    with pytest.raises(UnknownNameError, match="--algo"):
+        train({}, out=tmp_path / "m.zip", algo="dqn")
+    _one_line_error(capsys, ["train", str(tiny_yaml), "--out", str(tmp_path / "m.txt")], "(--out)")
+
+
+def test_missing_or_bad_model_file_is_one_clear_error(capsys, tiny, tiny_yaml, tmp_path):
+    missing = str(tmp_path / "nope.zip")
+    _one_line_error(capsys, ["simulate", str(tiny_yaml), "--controller", missing],
+                    f"no trained model file {missing!r} (controller.name)")
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump({**tiny, "controller": {"name": missing}}))
+    _one_line_error(capsys, ["simulate", str(path)], "(controller.name)")
+    junk = tmp_path / "junk.zip"
+    with zipfile.ZipFile(junk, "w") as z:
+        z.writestr("hello.txt", "not a model")
+    _one_line_error(capsys, ["simulate", str(tiny_yaml), "--controller", str(junk)],
+                    "is not a stable-baselines3 actor-critic model")
+    with pytest.raises(ConfigError, match=r"\(controller.params\)"):
+        load_controller(junk, bogus=1)
