@@ -134,19 +134,6 @@ def test_demo_runs_the_embedded_default(capsys):
     assert out["jobs_finished"] == out["jobs_total"]
 
 
-@pytest.mark.slow
-def test_demo_stores_both_placements_and_writes_the_report(capsys, tmp_path):
-    from flowherd.experiments.store import ResultStore
-
-    assert main(["demo", "--out", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "report:" in out and "heuristic" in out and "packed" in out
-    assert (tmp_path / "report" / "report.html").stat().st_size > 10_000
-    with ResultStore(tmp_path / "results.duckdb", read_only=True) as store:
-        runs = store.runs()
-    assert len(runs) == 2
-
-
 def test_simulate_out_is_reportable(capsys, small_file, tmp_path):
     from flowherd.report import write_report
 

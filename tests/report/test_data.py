@@ -5,13 +5,16 @@ import math
 import numpy as np
 import pytest
 
+from flowherd.errors import ConfigError
 from flowherd.report.data import (
+    controller_label,
     fabric_layout,
     gantt,
     jain_index,
     jct_cdf,
     load_report_data,
     method_label,
+    method_rank,
     slowdown_vs_load,
     tenant_slowdowns,
 )
@@ -28,6 +31,42 @@ def test_method_labels_name_what_varies_as_users_know_it():
     assert method_label(_run(controller="cassini"), {"controller"}, []) == "CASSINI"
     r = _run("packed", **{"fabric.oversubscription": 2})
     assert method_label(r, {"placement"}, ["fabric.oversubscription"]) == "packed, 2:1 oversubscribed"
+
+
+def test_labels_tell_placement_and_controller_apart_and_name_the_role():
+    # flowherd demo stores each compared run with its role; the label keeps placement and controller
+    runs = [_run("packed", role="no control"), _run("heuristic", role="no control"),
+            _run("heuristic", controller="crux", role="best baseline"),
+            _run("heuristic", controller="threshold", role="flowherd")]
+    labels = [method_label(r, {"placement", "controller"}, []) for r in runs]
+    assert labels == ["packed + no control", "flowherd planner + no control",
+                      "flowherd planner + best baseline (Crux)", "flowherd planner + flowherd threshold"]
+    # the role is shown even when only the placement varies, and is never an axis of the label
+    assert method_label(runs[2], {"placement"}, []) == "flowherd planner + best baseline (Crux)"
+    assert method_label(_run("heuristic", controller="crux"), {"placement", "controller"}, []) == (
+        "flowherd planner + Crux")
+
+
+def test_controller_label_adds_the_role_only_where_the_name_lacks_it():
+    assert controller_label("varys", "best baseline") == "best baseline (Varys)"
+    assert controller_label("flowherd", "flowherd") == "flowherd policy"
+    assert controller_label(None) == controller_label("none", "no control") == "no control"
+    assert controller_label("my-policy", "flowherd") == "flowherd (my-policy)"  # unknown names as given
+
+
+def test_methods_rank_baselines_before_flowherd():
+    order = [_run("heuristic", controller="flowherd"), _run("heuristic", controller="cassini"),
+             _run("packed", controller="cassini"), _run("heuristic"), _run("packed")]
+    ranked = sorted(order, key=method_rank)
+    assert [(r["placement"], r["controller"]) for r in ranked] == [
+        ("packed", None), ("heuristic", None), ("packed", "cassini"), ("heuristic", "cassini"),
+        ("heuristic", "flowherd")]
+
+
+def test_report_data_can_be_limited_to_sweeps(store_dir):
+    assert len(load_report_data(store_dir, sweeps=["report-test"]).runs) == 5
+    with pytest.raises(ConfigError, match=r"no runs of sweeps \['demo'\]; expected some of \['report-test"):
+        load_report_data(store_dir, sweeps=["demo"])
 
 
 def test_jain_index_closed_forms():

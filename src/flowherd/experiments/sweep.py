@@ -376,7 +376,7 @@ def run_record(run: Any, *, wall_s: float | None = None) -> dict[str, Any]:
 
 
 def store_run_result(store_path: str | Path, scenario: Mapping[str, Any], run: Any, *,
-                     sweep: str = "simulate") -> str:
+                     sweep: str = "simulate", params: Mapping[str, Any] | None = None) -> str:
     """Store one in-process run (e.g. of `flowherd simulate --out DIR`) so that it can be reported.
 
     Args:
@@ -384,6 +384,8 @@ def store_run_result(store_path: str | Path, scenario: Mapping[str, Any], run: A
         scenario: The scenario mapping that was run (its ``seed`` is the run's).
         run: Its `flowherd.experiments.runner.RunResult`.
         sweep: The name the run is stored under.
+        params: Stored as the run's parameters (e.g. ``{"role": "best baseline"}``, which the
+            report shows in the method's name); they do not change the run id.
 
     Returns:
         The run id.
@@ -391,7 +393,8 @@ def store_run_result(store_path: str | Path, scenario: Mapping[str, Any], run: A
     from flowherd.experiments.store import ResultStore
 
     body = dict(scenario)
-    r = Run(point=Point(params={}, scenario=body, hash=canonical_hash(body)), seed=int(run.scenario.seed))
+    r = Run(point=Point(params=dict(params or {}), scenario=body, hash=canonical_hash(body)),
+            seed=int(run.scenario.seed))
     with ResultStore(store_path) as store:
         store.write_run(sweep=sweep, run=r, record=run_record(run))
     return r.run_id

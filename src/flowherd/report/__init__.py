@@ -38,7 +38,7 @@ def default_out_dir(results: str | Path) -> Path:
 
 
 def write_report(results: str | Path, out_dir: str | Path | None = None, *,
-                 run_id: str | None = None) -> ReportFiles:
+                 run_id: str | None = None, sweeps: list[str] | tuple[str, ...] | None = None) -> ReportFiles:
     """Draw the figures and the HTML page of a result store.
 
     Args:
@@ -46,15 +46,17 @@ def write_report(results: str | Path, out_dir: str | Path | None = None, *,
         out_dir: Where to write (default: ``report/`` beside the store).
         run_id: Draw this run in the per-run figures (heatmap, Gantt, fabric) instead of one
             representative run per method.
+        sweeps: Draw only the runs stored under these sweep names (default: all).
 
     Raises:
-        ConfigError: No store at `results`, an empty store, an unknown `run_id`.
+        ConfigError: No store at `results`, an empty store (or no run of `sweeps`), an unknown
+            `run_id`.
     """
     from flowherd.report.data import load_report_data
     from flowherd.report.figures import write_figures
     from flowherd.report.html import write_html
 
-    data = load_report_data(results, run_id=run_id)
+    data = load_report_data(results, run_id=run_id, sweeps=sweeps)
     out = Path(out_dir) if out_dir is not None else default_out_dir(results)
     figures = write_figures(data, out)
     page = write_html(data, out)

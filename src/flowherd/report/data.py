@@ -8,7 +8,12 @@ arithmetic done.
 A *method* is what a user compares: the placement method, the routing and the online controller,
 named as users know them ("first-fit", "packed", "ECMP"). When other axes vary too (say the
 oversubscription), their values join the label ("packed, 2:1 oversubscribed"); the background load
-is the x axis of the slowdown figure and never part of a label.
+is the x axis of the slowdown figure and never part of a label. A run stored with a ``role``
+parameter (`ROLE_PARAM`; `flowherd demo` stores "no control", "best baseline" and "flowherd")
+names its controller by that role where the name does not say it already: "flowherd planner +
+best baseline (Crux)", but "flowherd planner + flowherd threshold". Methods are listed
+baselines first: no control before the literature's controllers before flowherd's, and within
+each the baseline placers before flowherd's planner.
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ PLACEMENT_LABELS = {"first-fit": "first-fit", "packed": "packed", "heuristic": "
                     "milp": "flowherd MILP", "random": "random"}
 ROUTING_LABELS = {"ecmp": "ECMP", "spray": "packet spraying", "shortest": "shortest path",
                   "explicit": "LP-split routing", "ksp": "k-shortest paths"}
-CONTROLLER_LABELS = {"none": "no control", "cassini": "CASSINI", "crux": "Crux",
-                     "threshold": "flowherd threshold", "rl": "flowherd RL"}
+CONTROLLER_LABELS = {"none": "no control", "adaptive": "adaptive routing", "cassini": "CASSINI",
+                     "crux": "Crux", "sincronia": "Sincronia", "varys": "Varys",
+                     "threshold": "flowherd threshold", "flowherd": "flowherd policy", "rl": "flowherd RL"}
 TIER_LABELS = {"nvlink": "NVLink", "pcie": "PCIe", "host-leaf": "host-leaf", "leaf-spine": "leaf-spine",
                "spine-core": "spine-core", "core-up": "core-up"}
 LOAD_PATH = "workload.background.load"
-_METHOD_PATHS = {"placement.method", "simulation.routing", "controller.name"}
+ROLE_PARAM = "role"
+_METHOD_PATHS = {"placement.method", "simulation.routing", "controller.name", ROLE_PARAM}
 MAX_REPRESENTATIVE = 4
 
 
@@ -46,21 +53,41 @@ def _axis_label(path: str, value: Any) -> str:
     return f"{last.replace('_', ' ')} {value}"
 
 
+def controller_label(controller: str | None, role: str | None = None) -> str:
+    """A controller's name as users know it, with its role in a comparison if that adds to it.
+
+    >>> controller_label("crux", "best baseline"), controller_label("threshold", "flowherd")
+    ('best baseline (Crux)', 'flowherd threshold')
+    >>> controller_label(None), controller_label("none", "no control")
+    ('no control', 'no control')
+    """
+    ctrl = controller or "none"
+    label = CONTROLLER_LABELS.get(ctrl, ctrl)
+    if not role or label == role or label.startswith(role + " "):
+        return label
+    return f"{role} ({label})"
+
+
+def _controller_label(run: dict[str, Any]) -> str:
+    return controller_label(run.get("controller"), run["params"].get(ROLE_PARAM))
+
+
 def method_label(run: dict[str, Any], vary: set[str], other_axes: list[str]) -> str:
     """The user-facing name of a run's method (module docstring)."""
     parts: list[str] = []
     place = PLACEMENT_LABELS.get(run["placement"], run["placement"])
     route = ROUTING_LABELS.get(run["routing"], run["routing"])
     ctrl = run.get("controller")
+    role = run["params"].get(ROLE_PARAM)
     if not vary:
-        parts = [place, route] + ([CONTROLLER_LABELS.get(ctrl, ctrl)] if ctrl else [])
+        parts = [place, route] + ([_controller_label(run)] if ctrl or role else [])
     else:
         if "placement" in vary:
             parts.append(place)
         if "routing" in vary:
             parts.append(route)
-        if "controller" in vary:
-            parts.append(CONTROLLER_LABELS.get(ctrl, ctrl) if ctrl else "no control")
+        if "controller" in vary or role:
+            parts.append(_controller_label(run))
     axes = [_axis_label(p, run["params"][p]) for p in other_axes if p in run["params"]]
     label = " + ".join(parts)
     if axes:
@@ -113,24 +140,43 @@ class ReportData:
         return [r for r in self.runs if r["status"] != "ok"]
 
 
-def load_report_data(results: str | Path, *, run_id: str | None = None) -> ReportData:
+def method_rank(run: dict[str, Any]) -> tuple[int, int]:
+    """Where a run's method is listed: (controller, placement), each 0 for a baseline and 1 for
+    flowherd's (no control is -1), so that the baselines come first and flowherd's methods last."""
+    ctrl = run.get("controller") or "none"
+    c = -1 if ctrl == "none" else int(CONTROLLER_LABELS.get(ctrl, "").startswith("flowherd"))
+    return c, int(PLACEMENT_LABELS.get(run["placement"], "").startswith("flowherd"))
+
+
+def load_report_data(results: str | Path, *, run_id: str | None = None,
+                     sweeps: list[str] | tuple[str, ...] | None = None) -> ReportData:
     """Read a result store (the DuckDB file or a sweep directory).
 
     Args:
         results: The store.
         run_id: Draw this run in detail instead of one per method.
+        sweeps: Only the runs stored under these sweep names (default: every run).
 
     Raises:
-        ConfigError: No store there, no run in it, or an unknown `run_id`.
+        ConfigError: No store there, no run in it (of `sweeps`), or an unknown `run_id`.
     """
     from flowherd.experiments.store import ResultStore
 
     with ResultStore(results, read_only=True) as store:
         runs = store.runs()
+        if sweeps is not None:
+            known = sorted({r["sweep"] for r in runs})
+            runs = [r for r in runs if r["sweep"] in sweeps]
+            if not runs:
+                raise ConfigError(f"the result store {str(store.path)!r} holds no runs of sweeps "
+                                  f"{list(sweeps)}; expected some of {known} (sweeps)")
         if not runs:
             raise ConfigError(f"the result store {str(store.path)!r} holds no runs (results)")
+        # stable: runs of equal rank keep the store's order (sweep, parameters, seed)
+        runs.sort(key=method_rank)
         ok = [r for r in runs if r["status"] == "ok"]
-        vary = {k for k in ("placement", "routing", "controller") if len({r[k] for r in ok}) > 1}
+        vary = {k for k in ("placement", "routing", "controller")
+                if len({r[k] or ("none" if k == "controller" else None) for r in ok}) > 1}
         other = sorted({p for r in ok for p in r["params"]
                         if p != LOAD_PATH and p not in _METHOD_PATHS
                         and len({json.dumps(x["params"].get(p), default=str) for x in ok}) > 1})

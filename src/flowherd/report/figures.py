@@ -79,7 +79,8 @@ def fig_jct_cdf(data: ReportData) -> Figure:
         hi = max(s[0][-1] for s in series.values())
         if lo > 0 and hi / lo > 20:
             ax.set_xscale("log")
-        ax.legend(title="method", fontsize=8, title_fontsize=8, loc="lower right")
+        # which corner a CDF leaves empty depends on the data
+        ax.legend(title="method", fontsize=8, title_fontsize=8, loc="best")
     else:
         _empty(ax, "no finished jobs")
     ax.set_xlabel("job completion time (s)")

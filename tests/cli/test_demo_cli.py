@@ -1,0 +1,141 @@
+"""`flowherd demo`: plan, simulate without control and with the controllers, pick the best of each
+group, store the runs with their roles, and report no control / best baseline / flowherd."""
+
+import copy
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("duckdb", reason="the sweep extra (duckdb) is not installed")
+
+from flowherd.cli import main
+from flowherd.cli.simulate_cmd import DEMO_CANDIDATES_SWEEP, DEMO_SWEEP, run_demo
+from flowherd.errors import ConfigError
+from flowherd.experiments.store import ResultStore
+from flowherd.report.data import CONTROLLER_LABELS, load_report_data
+
+# 32 GPUs, three jobs of two tenants contending on a 2:1 oversubscribed leaf-spine; they end well
+# before the 3 s horizon (a short horizon keeps the background traffic to simulate small)
+SMALL = {
+    "name": "small-demo",
+    "seed": 3,
+    "fabric": {"kind": "leaf-spine", "servers": 4, "gpus_per_server": 8, "gpu": "h100",
+               "nic_bandwidth": "400Gbps", "nvlink_bandwidth": "450GB/s", "leaves": 2, "spines": 1,
+               "oversubscription": 2, "link_latency": "1us"},
+    "workload": {
+        "jobs": [
+            {"name": "a", "tenant": "t1", "model": "llama3-8b", "gpus": 16,
+             "parallelism": {"tp": 8, "dp": 2}, "seq_len": 1024, "global_batch": 4, "iterations": 4},
+            {"name": "b", "tenant": "t2", "model": "llama3-8b", "gpus": 16,
+             "parallelism": {"tp": 8, "dp": 2}, "seq_len": 1024, "global_batch": 4, "iterations": 4,
+             "submit": "0.1s"},
+            {"name": "c", "tenant": "t2", "model": "llama3-8b", "gpus": 8,
+             "parallelism": {"tp": 8}, "seq_len": 1024, "global_batch": 2, "iterations": 3, "submit": "0.2s"},
+        ],
+        "background": {"load": 0.02, "max_flows_per_s": 50},
+    },
+    "placement": {"method": "first-fit"},
+    "simulation": {"fidelity": "collective", "horizon": "3s"},
+}
+
+
+def _small():
+    return copy.deepcopy(SMALL)
+
+
+def _runs(store_path):
+    with ResultStore(store_path, read_only=True) as st:
+        return st.runs()
+
+
+@pytest.fixture(scope="module")
+def small_demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    # "not-yet-registered" stands for a flowherd policy that has not landed: it is skipped
+    outcome = run_demo(out, scenario=_small(), baselines=("cassini", "crux", "varys"),
+                       policies=("not-yet-registered", "threshold"))
+    return out, outcome
+
+
+def test_demo_stores_every_controller_run_under_its_name(small_demo):
+    out, outcome = small_demo
+    runs = _runs(out)
+    assert outcome.store_path == out / "results.duckdb"
+    # 2 placements without control + 3 baselines + 1 registered policy, each stored once
+    assert len(runs) == 6 and len({r["run_id"] for r in runs}) == 6
+    assert sorted(r["controller"] or "none" for r in runs) == ["cassini", "crux", "none", "none", "threshold",
+                                                                "varys"]
+    assert all(r["status"] == "ok" for r in runs)
+    assert set(outcome.candidates) == {"cassini", "crux", "varys", "threshold"}
+    assert (out / "plan-heuristic.json").is_file()
+
+
+def test_demo_compares_no_control_the_best_baseline_and_the_flowherd_policy(small_demo):
+    out, outcome = small_demo
+    runs = _runs(out)
+    compared = [r for r in runs if r["sweep"] == DEMO_SWEEP]
+    roles = sorted((r["params"]["role"], r["placement"], r["controller"] or "none") for r in compared)
+    assert roles == sorted([("no control", "packed", "none"), ("no control", "heuristic", "none"),
+                            ("best baseline", "heuristic", outcome.best_baseline),
+                            ("flowherd", "heuristic", "threshold")])
+    # the best baseline is the one of most finished jobs, then lowest mean JCT, among the candidates
+    baselines = [r for r in runs if r["controller"] in ("cassini", "crux", "varys")]
+    best = min(baselines, key=lambda r: (-r["jobs_finished"], r["mean_jct_s"]))
+    assert best["mean_jct_s"] == min(r["mean_jct_s"] for r in baselines)
+    assert outcome.best_baseline == best["controller"]
+    # the candidates that were not chosen stay in the store, under their own sweep
+    others = {r["controller"] for r in runs if r["sweep"] == DEMO_CANDIDATES_SWEEP}
+    assert others == {"cassini", "crux", "varys"} - {outcome.best_baseline}
+
+
+def test_the_report_names_placement_and_controller_of_each_method(small_demo):
+    out, outcome = small_demo
+    data = load_report_data(out, sweeps=[DEMO_SWEEP])
+    best = CONTROLLER_LABELS[outcome.best_baseline]
+    expected = ["packed + no control", "flowherd planner + no control",
+                f"flowherd planner + best baseline ({best})", "flowherd planner + flowherd threshold"]
+    assert data.methods == expected and list(outcome.methods) == expected
+    page = outcome.report_html.read_text()
+    assert all(m in page for m in expected)
+    assert (out / "report" / "jct_cdf.png").is_file()
+
+
+def test_a_second_demo_replaces_the_first_and_never_mixes_other_results(small_demo, tmp_path):
+    again = tmp_path / "again"
+    shutil.copytree(small_demo[0], again)
+    run_demo(again, scenario=_small(), baselines=("varys",), policies=("threshold",))
+    controllers = sorted(r["controller"] or "none" for r in _runs(again))
+    assert controllers == ["none", "none", "threshold", "varys"]
+    # a directory holding other results is refused before anything is simulated
+    other = tmp_path / "sim"
+    (tmp_path / "s.yaml").write_text(json.dumps(_small()))
+    assert main(["simulate", str(tmp_path / "s.yaml"), "--out", str(other)]) == 0
+    with pytest.raises(ConfigError, match=r"other sweeps \['simulate'\].*--out"):
+        run_demo(other, scenario=_small(), baselines=("crux",), policies=("threshold",))
+
+
+def test_unknown_baseline_is_one_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"\['crucks'\] are not controllers.*\(baselines\)"):
+        run_demo(tmp_path, scenario=_small(), baselines=("crucks",))
+
+
+@pytest.mark.slow
+def test_demo_runs_the_whole_pipeline_on_the_embedded_default(capsys, tmp_path):
+    from flowherd.cli.simulate_cmd import DEMO_BASELINES, FLOWHERD_POLICIES
+    from flowherd.control import CONTROLLERS
+
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "report:" in out and str(tmp_path / "report" / "report.html") in out
+    policies = [p for p in FLOWHERD_POLICIES if p in CONTROLLERS]
+    runs = _runs(tmp_path)
+    assert len(runs) == 2 + len(DEMO_BASELINES) + len(policies)
+    assert all(r["status"] == "ok" and r["num_gpus"] == 256 for r in runs)
+    compared = [r for r in runs if r["sweep"] == DEMO_SWEEP]
+    assert sorted(r["params"]["role"] for r in compared) == ["best baseline", "flowherd", "no control",
+                                                              "no control"]
+    methods = load_report_data(tmp_path, sweeps=[DEMO_SWEEP]).methods
+    assert methods[:2] == ["packed + no control", "flowherd planner + no control"]
+    assert "best baseline (" in methods[2] and methods[3].startswith("flowherd planner + flowherd")
+    assert (tmp_path / "report" / "report.html").stat().st_size > 10_000
