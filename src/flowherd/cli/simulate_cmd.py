@@ -13,6 +13,7 @@ import typer
 import yaml
 
 from flowherd.cli import app
+from flowherd.control import FLOWHERD_POLICIES, LITERATURE_BASELINES
 
 
 def _clean(value: Any) -> Any:
@@ -144,9 +145,7 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
 # control; then, on the heuristic's plan, every literature baseline and every flowherd policy, of
 # which the best of each group is reported beside no control.
 DEMO_PLACEMENTS = ("packed", "heuristic")
-DEMO_BASELINES = ("adaptive", "cassini", "crux", "sincronia", "varys")
-# flowherd's own online policies, best first on ties; those not (yet) registered are skipped
-FLOWHERD_POLICIES = ("flowherd", "threshold")
+DEMO_BASELINES = LITERATURE_BASELINES
 DEMO_SWEEP = "demo"
 DEMO_CANDIDATES_SWEEP = "demo-candidates"
 

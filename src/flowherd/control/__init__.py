@@ -61,7 +61,7 @@ CONTROLLERS: Registry[Callable[..., Controller]] = Registry("controller", {
     "flowherd": _herd,
 })
 LITERATURE_BASELINES = ("adaptive", "cassini", "crux", "sincronia", "varys")
-FLOWHERD_POLICIES = ("threshold", "flowherd")
+FLOWHERD_POLICIES = ("flowherd", "threshold")  # best first on ties
 
 
 def make_controller(spec: str | Controller, **params) -> Controller:
