@@ -95,7 +95,8 @@ def print_curve(model: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), help="light medium heavy or YAML paths")
+    ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS),
+                    help="light medium heavy or YAML paths")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (each another trace window)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--controllers", nargs="+", default=None, help="labels to run (default: all)")
@@ -156,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             for lab in ("none", *LITERATURE):
                 if lab in mean_of and mean_of[lab].size == mean_of[best].size:
                     d, dh = ci95(mean_of[lab] - mean_of[best])
-                    print(f"  {lab:<10} {d:+8.2f} +-{dh:.2f} s ({100 * d / mean_of[lab].mean():+.1f}% of its JCT)")
+                    pct = 100 * d / mean_of[lab].mean()
+                    print(f"  {lab:<10} {d:+8.2f} +-{dh:.2f} s ({pct:+.1f}% of its JCT)")
     for m in args.model:
         print_curve(Path(m).resolve())
     print(f"\nwall {time.perf_counter() - t0:.0f} s")

@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pytest
+from test_simulate_cli import SMALL as SIM_SMALL
 
 pytest.importorskip("duckdb", reason="the sweep extra (duckdb) is not installed")
 
@@ -15,29 +16,9 @@ from flowherd.errors import ConfigError
 from flowherd.experiments.store import ResultStore
 from flowherd.report.data import CONTROLLER_LABELS, load_report_data
 
-# 32 GPUs, three jobs of two tenants contending on a 2:1 oversubscribed leaf-spine; they end well
-# before the 3 s horizon (a short horizon keeps the background traffic to simulate small)
-SMALL = {
-    "name": "small-demo",
-    "seed": 3,
-    "fabric": {"kind": "leaf-spine", "servers": 4, "gpus_per_server": 8, "gpu": "h100",
-               "nic_bandwidth": "400Gbps", "nvlink_bandwidth": "450GB/s", "leaves": 2, "spines": 1,
-               "oversubscription": 2, "link_latency": "1us"},
-    "workload": {
-        "jobs": [
-            {"name": "a", "tenant": "t1", "model": "llama3-8b", "gpus": 16,
-             "parallelism": {"tp": 8, "dp": 2}, "seq_len": 1024, "global_batch": 4, "iterations": 4},
-            {"name": "b", "tenant": "t2", "model": "llama3-8b", "gpus": 16,
-             "parallelism": {"tp": 8, "dp": 2}, "seq_len": 1024, "global_batch": 4, "iterations": 4,
-             "submit": "0.1s"},
-            {"name": "c", "tenant": "t2", "model": "llama3-8b", "gpus": 8,
-             "parallelism": {"tp": 8}, "seq_len": 1024, "global_batch": 2, "iterations": 3, "submit": "0.2s"},
-        ],
-        "background": {"load": 0.02, "max_flows_per_s": 50},
-    },
-    "placement": {"method": "first-fit"},
-    "simulation": {"fidelity": "collective", "horizon": "3s"},
-}
+# test_simulate_cli's 32 GPUs, three jobs of two tenants contending on a 2:1 oversubscribed
+# leaf-spine; they end well before a 3 s horizon (which keeps the background traffic small)
+SMALL = {**SIM_SMALL, "name": "small-demo", "simulation": {"fidelity": "collective", "horizon": "3s"}}
 
 
 def _small():

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowherd.control.baselines import _least_loaded, rank_to_class
-from flowherd.control.threshold import ThresholdParams, bottleneck_link, threshold_delay_s
+from flowherd.control.threshold import ThresholdParams, bottleneck_link, competing_burst, threshold_delay_s
 from flowherd.errors import ConfigError
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
@@ -151,13 +151,7 @@ def features(point: DecisionPoint, view: NetworkView) -> np.ndarray:
     b = bottleneck_link(point, view)
     n, competing = 0, 0.0
     if b is not None:
-        for c in view.coflows:
-            if c.job == point.job:
-                continue
-            hit = c.link_idx == b
-            if hit.any() and float(c.link_remaining_bytes[hit].sum()) > 0:
-                competing += float(c.link_remaining_bytes[hit].sum())
-                n += 1
+        n, competing = competing_burst(point, view, b)
         x[1] = max(float(view.link_utilization[b]), n / (n + 1))
         x[2] = n / (n + 1)
     period = None

@@ -56,8 +56,8 @@ import numpy as np
 from flowherd.errors import ConfigError
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
-__all__ = ["ThresholdController", "ThresholdParams", "TuneResult", "bottleneck_link", "threshold_delay_s",
-           "tune"]
+__all__ = ["ThresholdController", "ThresholdParams", "TuneResult", "bottleneck_link", "competing_burst",
+           "threshold_delay_s", "tune"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +107,20 @@ def bottleneck_link(point: DecisionPoint, view: NetworkView) -> int | None:
     return int(point.link_idx[int(best)])
 
 
+def competing_burst(point: DecisionPoint, view: NetworkView, link: int) -> tuple[int, float]:
+    """Other jobs' (and background) coflows with bytes left on ``link``: their number and their
+    remaining bytes there."""
+    n, competing = 0, 0.0
+    for c in view.coflows:
+        if c.job == point.job:
+            continue
+        left = float(c.link_remaining_bytes[c.link_idx == link].sum())
+        if left > 0:
+            competing += left
+            n += 1
+    return n, competing
+
+
 def threshold_delay_s(point: DecisionPoint, view: NetworkView, params: ThresholdParams) -> float:
     """The delay the policy gives ``point`` (module docstring), seconds; 0 means start now."""
     if point.kind != "collective" or point.job not in view.jobs:
@@ -115,14 +129,7 @@ def threshold_delay_s(point: DecisionPoint, view: NetworkView, params: Threshold
     if b is None:
         return 0.0
     job = view.jobs[point.job]
-    competing, n = 0.0, 0
-    for c in view.coflows:
-        if c.job == point.job:
-            continue
-        hit = c.link_idx == b
-        if hit.any() and float(c.link_remaining_bytes[hit].sum()) > 0:
-            competing += float(c.link_remaining_bytes[hit].sum())
-            n += 1
+    n, competing = competing_burst(point, view, b)
     contention = max(float(view.link_utilization[b]), n / (n + 1))
     if contention <= params.theta or job.slack_s <= 0:
         return 0.0

@@ -91,17 +91,21 @@ class PackedPlacer:
     def __init__(self) -> None:
         self._leaf_cache: dict[int, np.ndarray] = {}
 
+    def _servers(self, free_mask: np.ndarray, fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
+        """Each server's leaf and its number of free GPUs."""
+        key = id(fabric)
+        if key not in self._leaf_cache:
+            self._leaf_cache[key] = server_leaf(fabric)
+        leaf_of = self._leaf_cache[key]
+        return leaf_of, np.bincount(fabric.gpu_server[free_mask], minlength=leaf_of.size)
+
     def place(self, job: Any, free_mask: np.ndarray, fabric: Fabric) -> np.ndarray | None:
         n = int(job.world_size)
         free_mask = np.asarray(free_mask, dtype=bool)
         if int(free_mask.sum()) < n:
             return None
-        key = id(fabric)
-        if key not in self._leaf_cache:
-            self._leaf_cache[key] = server_leaf(fabric)
-        leaf_of = self._leaf_cache[key]
+        leaf_of, free_per = self._servers(free_mask, fabric)
         server = fabric.gpu_server
-        free_per = np.bincount(server[free_mask], minlength=leaf_of.size)
         fits = np.flatnonzero(free_per >= n)
         if fits.size:  # best fit in one server
             s = int(fits[np.argmin(free_per[fits])])
@@ -156,12 +160,8 @@ class SpreadPlacer(PackedPlacer):
         free_mask = np.asarray(free_mask, dtype=bool)
         if int(free_mask.sum()) < n:
             return None
-        key = id(fabric)
-        if key not in self._leaf_cache:
-            self._leaf_cache[key] = server_leaf(fabric)
-        leaf_of = self._leaf_cache[key]
+        leaf_of, free_per = self._servers(free_mask, fabric)
         server = fabric.gpu_server
-        free_per = np.bincount(server[free_mask], minlength=leaf_of.size)
         if np.any(free_per >= n):  # one server: no network either way
             return super().place(job, free_mask, fabric)
         leaves, leaf_idx = np.unique(leaf_of, return_inverse=True)
