@@ -13,7 +13,8 @@ is printed too. Evaluation seeds default to 0..4: train models on other seeds
 (`flowherd train ... --first-seed 8`) so that they are evaluated on arrivals they never saw.
 
     python benchmarks/control.py                      # 3 scenarios x 5 seeds x 9 controllers
-    python benchmarks/control.py --model rl/heavy.zip --json-out control.json
+    python benchmarks/control.py --json-out control.json
+    python benchmarks/control.py --model heavy.zip --reuse control.json   # adds the model's runs
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", nargs="*", default=[], help="trained RL models (.zip) to evaluate too")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
     ap.add_argument("--json-out", type=Path, default=None, help="write every run's figures here")
+    ap.add_argument("--reuse", type=Path, default=None,
+                    help="a --json-out file of an earlier run: its runs are not repeated")
     args = ap.parse_args(argv)
 
     ctrls = [c for c in CONTROLLERS if args.controllers is None or c[0] in args.controllers]
@@ -120,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.workers} workers", flush=True)
     t0 = time.perf_counter()
     rows = []
+    if args.reuse is not None:
+        done = {(r["scenario"], r["controller"], r["seed"]): r for r in json.loads(args.reuse.read_text())}
+        rows = [done[k] for k in ((t[0], t[2], t[5]) for t in tasks) if k in done]
+        tasks = [t for t in tasks if (t[0], t[2], t[5]) not in done]
+        print(f"  {len(rows)} runs reused from {args.reuse}, {len(tasks)} to run", flush=True)
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         for i, r in enumerate(pool.map(run_one, tasks), 1):
             rows.append(r)
