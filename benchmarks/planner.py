@@ -13,9 +13,14 @@ Simulated (``--simulate``): every method plans the embedded ``default`` scenario
 trace-driven one (the first 300 Microsoft Philly jobs, 40 of them on 2-16 GPUs, arrivals compressed
 1000x, on 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves, spraying routes);
 each plan runs in `flowherd.sim.cluster` pinned to its GPUs; prints simulated and predicted mean
-JCT and the prediction error per method.
+JCT and the prediction error per method. The heuristic is given the scenario's simulation
+settings (`flowherd.planning.plan.SimCheck`, the scenario's seed: it checks its candidate plans
+in the simulator, `flowherd.planning.plan`); ``heuristic-model`` is the heuristic without them
+(the model alone). Since the scenario's seed is the one the evaluation runs, every plan of a
+scenario with background traffic is also simulated on ``--heldout`` other seeds (same plans;
+background flows and hash draws the planner did not see) and the means are printed.
 
-    .venv/bin/python benchmarks/planner.py [--instances 20] [--skip-large] [--simulate]
+    .venv/bin/python benchmarks/planner.py [--instances 20] [--skip-large] [--simulate [--heldout 3]]
 """
 
 from __future__ import annotations
@@ -95,14 +100,29 @@ TRACE_SCENARIO = {
 }
 
 
-def run_simulated(methods: tuple[str, ...] = ("random", "packed", "topology", "hetero", "heuristic")) -> None:
+def run_simulated(methods: tuple[str, ...] = ("random", "packed", "topology", "hetero", "heuristic-model",
+                                              "heuristic"), heldout: int = 3,
+                  check_wall_s: float = 240.0) -> None:
     from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import load_scenario, scenario_from_mapping
+    from flowherd.planning.plan import SimCheck, simulated_mean_jct_s
 
     for sc in (load_scenario("default"), scenario_from_mapping(TRACE_SCENARIO)):
-        print(f"\nscenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, routing {sc.routing}")
+        print(f"\nscenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, "
+              f"routing {sc.routing}, background {'yes' if sc.background else 'no'}, seed {sc.seed}")
+        # the check simulates with the run's own seed, so it knows that run's background draw; the
+        # held-out seeds below show what carries over to background it has not seen
+        check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
+                         fidelity=sc.fidelity, seed=sc.seed, candidates=3, max_wall_s=check_wall_s)
+        plans = {}
         for method in methods:
-            plan = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed)
+            if method == "heuristic-model":
+                plan = make_plan(sc.fabric, sc.jobs, method="heuristic", seed=sc.seed)
+            elif method == "heuristic":
+                plan = make_plan(sc.fabric, sc.jobs, method="heuristic", seed=sc.seed, check=check)
+            else:
+                plan = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed)
+            plans[method] = plan
             run = run_scenario(sc, plan=plan, solo=False)
             s = run.summary
             pred = {j.name: j.predicted_jct_s for j in plan.jobs}
@@ -112,12 +132,32 @@ def run_simulated(methods: tuple[str, ...] = ("random", "packed", "topology", "h
             # so that a method leaving jobs unfinished does not look faster
             censored = np.mean([(r.finish_s if r.finish_s is not None else sc.horizon_s) - r.submit_s
                                 for r in run.cluster.jobs])
-            print(f"  {method:9s}: simulated mean JCT {s['mean_jct_s']:.2f} s over {s['jobs_finished']}/"
-                  f"{s['jobs_total']} finished, {censored:.2f} s with unfinished ones at the horizon; "
-                  f"predicted {plan.predicted_mean_jct_s:.2f} s "
-                  f"(objective {plan.objective:.2f} s); per-job prediction error median "
-                  f"{100 * np.median(err):+.1f}%, mean |err| {100 * np.mean(np.abs(err)):.1f}%; "
-                  f"planned in {plan.solve_s:.2f} s, simulated in {run.wall_s:.1f} s")
+            queue = np.mean([(r.start_s if r.start_s is not None else sc.horizon_s) - r.submit_s
+                             for r in run.cluster.jobs])
+            gap = 100 * (plan.predicted_mean_jct_s / s["mean_jct_s"] - 1) if s["mean_jct_s"] else float("nan")
+            print(f"  {method:15s}: simulated mean JCT {s['mean_jct_s']:.3f} s over {s['jobs_finished']}/"
+                  f"{s['jobs_total']} finished, {censored:.3f} s with unfinished ones at the horizon, "
+                  f"mean queueing {queue:.2f} s; predicted {plan.predicted_mean_jct_s:.2f} s "
+                  f"(objective {plan.objective:.2f} s, predicted/simulated mean {gap:+.1f}%); per-job "
+                  f"prediction error median {100 * np.median(err):+.1f}%, mean |err| "
+                  f"{100 * np.mean(np.abs(err)):.1f}%; planned in {plan.solve_s:.1f} s, simulated in "
+                  f"{run.wall_s:.1f} s")
+            info = plan.info.get("sim_check")
+            if info:
+                cands = [round(v, 3) for v in info["candidates_simulated"]]
+                print(f"  {'':15s}  sim check: candidates {cands} s, chosen #{info['chosen']}, "
+                      f"moves kept {info['moves_kept']}, final "
+                      f"{info['simulated_mean_jct_s']:.3f} s, {info['wall_s']:.0f} s of simulation")
+        if sc.background is None or heldout <= 0:
+            continue
+        seeds = [sc.seed + 1000 + k for k in range(heldout)]
+        print(f"  held-out seeds {seeds} (same plans, background and hashing the planner did not see):")
+        for method, plan in plans.items():
+            vals = [simulated_mean_jct_s(sc.fabric, sc.jobs, plan.placements(),
+                                         SimCheck(horizon_s=sc.horizon_s, routing=sc.routing,
+                                                  background=sc.background, fidelity=sc.fidelity, seed=x))
+                    for x in seeds]
+            print(f"    {method:15s}: mean {np.mean(vals):.3f} s ({', '.join(f'{v:.3f}' for v in vals)})")
 
 
 def main() -> None:
@@ -126,9 +166,10 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=120.0, help="MILP time limit, seconds")
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--simulate", action="store_true", help="only the simulated comparison")
+    ap.add_argument("--heldout", type=int, default=3, help="held-out seeds of the simulated comparison")
     args = ap.parse_args()
     if args.simulate:
-        run_simulated()
+        run_simulated(heldout=args.heldout)
         return
     run_small(args.instances, args.time_limit)
     if not args.skip_large:

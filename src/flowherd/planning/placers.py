@@ -79,8 +79,14 @@ class Planner:
 
     def place_batch(self, view: FabricView, batch: Sequence[JobProfile], free: np.ndarray,
                     running: Sequence[tuple[JobProfile, np.ndarray]], *, rng: np.random.Generator,
-                    time_limit_s: float | None = None) -> BatchResult:
-        """Place ``batch`` into the ``free`` GPUs (``running`` jobs hold the others)."""
+                    time_limit_s: float | None = None, server_slack: np.ndarray | None = None,
+                    background_bytes: np.ndarray | None = None, shuffle: bool = False) -> BatchResult:
+        """Place ``batch`` into the ``free`` GPUs (``running`` jobs hold the others).
+
+        ``server_slack``, ``background_bytes`` and ``shuffle``
+        (`flowherd.planning.heuristic.heuristic_batch`) are used by the heuristic only; the
+        baselines and the MILP ignore them.
+        """
         out: list[np.ndarray | None] = []
         for p in batch:
             g = self.place_one(view, p, free, rng)
@@ -164,7 +170,8 @@ class MilpPlanner(Planner):
     name = "milp"
     typed = True
 
-    def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None):
+    def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None, server_slack=None,
+                    background_bytes=None, shuffle=False):
         from flowherd.planning.milp import solve_batch
 
         return solve_batch(view, batch, free, running, time_limit_s=time_limit_s)
@@ -174,7 +181,8 @@ class HeuristicPlanner(Planner):
     name = "heuristic"
     typed = True
 
-    def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None):
+    def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None, server_slack=None,
+                    background_bytes=None, shuffle=False):
         from flowherd.errors import SolverError
         from flowherd.planning.heuristic import heuristic_batch
         from flowherd.planning.milp import lp_bound
@@ -185,7 +193,8 @@ class HeuristicPlanner(Planner):
             bound = None
         # the search stops early once it meets the LP bound (then the placement is optimal)
         res = heuristic_batch(view, batch, free.copy(), running, rng=rng, time_limit_s=time_limit_s,
-                              target_cost=bound)
+                              target_cost=bound, server_slack=server_slack,
+                              background_bytes=background_bytes, shuffle=shuffle)
         return BatchResult(placements=res.placements, lower_bound=bound, status=res.status)
 
 
