@@ -110,3 +110,30 @@ def test_the_job_with_less_left_gets_its_solo_iteration_time():
     mean_free = np.mean([free.job(n).finish_s for n in "ab"])
     mean_srpt = np.mean([res.job(n).finish_s for n in "ab"])
     assert mean_srpt < mean_free
+
+
+@pytest.mark.parametrize("fidelity", ["collective", "phase"])
+def test_views_count_every_iteration_done_fast_forwarded_ones_included(fidelity):
+    # the remaining time SRPT ranks by needs iterations done, also those a job alone ran as one
+    # fast-forwarded delay (phase fidelity), which the controller is never asked about
+    seen = {}
+
+    class Recorder:
+        name = "recorder"
+
+        def reset(self, seed):
+            pass
+
+        def decide(self, point, view):
+            if point.kind == "departure":
+                seen[point.job] = (view.jobs[point.job].iterations_done, view.jobs[point.job].remaining_s)
+            return None
+
+    from test_cluster_control import dp_job
+
+    res = _run(Recorder(), jobs=[dp_job("a", iterations=6)], fidelity=fidelity)
+    assert seen["a"][0] == 6
+    ff = res.job("a").fast_forwarded_iterations
+    assert (ff > 0) == (fidelity == "phase")
+    if ff < 6:  # a walked iteration gave the hook the job's solo period: nothing left
+        assert seen["a"][1] == 0.0

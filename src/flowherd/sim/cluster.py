@@ -737,6 +737,8 @@ class _Cluster:
         self.serve(now)
 
     def credit_ff(self, run: _Run, a: float, b: float, k: int) -> None:
+        if self.hook is not None:
+            self.hook.iterations_advanced(run.req.name, k)
         if run.solo_link_idx.size:
             self.ff_bytes[run.solo_link_idx] += run.solo_link_bytes * k
 

@@ -471,6 +471,11 @@ class ControlHook:
                                                        else int(iterations_total)))
         self._job_point("arrival", name, now_s)
 
+    def iterations_advanced(self, name: str, k: int) -> None:
+        """``k`` iterations of a job ran without the controller (fast-forwarded): counted as done."""
+        if name in self._jobs:
+            self._jobs[name].iterations_done += int(k)
+
     def job_finished(self, name: str, *, now_s: float) -> None:
         """A job leaves (a "departure" decision point)."""
         if name in self._jobs:
