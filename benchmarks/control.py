@@ -59,9 +59,7 @@ def run_one(task: tuple) -> dict:
     t0 = time.perf_counter()
     run = run_scenario(scenario_from_mapping(source), solo=True)
     wall = time.perf_counter() - t0
-    horizon = run.scenario.horizon_s
-    jct = np.array([(r.finish_s if r.finish_s is not None else horizon) - r.submit_s
-                    for r in run.cluster.jobs if r.submit_s < horizon])
+    jct = run.cluster.censored_jct_s()
     finished = sum(r.finish_s is not None for r in run.cluster.jobs)
     c = run.cluster
     return {"scenario": level, "controller": label, "seed": int(seed),

@@ -130,8 +130,7 @@ def run_simulated(methods: tuple[str, ...] = ("random", "packed", "topology", "h
             err = np.array([pred[j["name"]] / j["jct_s"] - 1 for j in done if j["jct_s"]])
             # unfinished jobs count with their time up to the horizon (a lower bound of their JCT),
             # so that a method leaving jobs unfinished does not look faster
-            censored = np.mean([(r.finish_s if r.finish_s is not None else sc.horizon_s) - r.submit_s
-                                for r in run.cluster.jobs])
+            censored = run.cluster.censored_jct_s().mean()
             queue = np.mean([(r.start_s if r.start_s is not None else sc.horizon_s) - r.submit_s
                              for r in run.cluster.jobs])
             gap = 100 * (plan.predicted_mean_jct_s / s["mean_jct_s"] - 1) if s["mean_jct_s"] else float("nan")

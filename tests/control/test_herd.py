@@ -116,22 +116,13 @@ def test_the_job_with_less_left_gets_its_solo_iteration_time():
 def test_views_count_every_iteration_done_fast_forwarded_ones_included(fidelity):
     # the remaining time SRPT ranks by needs iterations done, also those a job alone ran as one
     # fast-forwarded delay (phase fidelity), which the controller is never asked about
-    seen = {}
-
-    class Recorder:
-        name = "recorder"
-
-        def reset(self, seed):
-            pass
-
-        def decide(self, point, view):
-            if point.kind == "departure":
-                seen[point.job] = (view.jobs[point.job].iterations_done, view.jobs[point.job].remaining_s)
-            return None
-
+    from scripted import Fixed
     from test_cluster_control import dp_job
 
-    res = _run(Recorder(), jobs=[dp_job("a", iterations=6)], fidelity=fidelity)
+    rec = Fixed(None)
+    res = _run(rec, jobs=[dp_job("a", iterations=6)], fidelity=fidelity)
+    seen = {p.job: (v.jobs[p.job].iterations_done, v.jobs[p.job].remaining_s)
+            for p, v in zip(rec.points, rec.views, strict=True) if p.kind == "departure"}
     assert seen["a"][0] == 6
     ff = res.job("a").fast_forwarded_iterations
     assert (ff > 0) == (fidelity == "phase")

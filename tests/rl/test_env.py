@@ -12,7 +12,7 @@ from flowherd.control.herd import ACTIONS, NUM_FEATURES, HerdController
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.experiments.runner import run_scenario
 from flowherd.rl import ENV_ID
-from flowherd.rl.env import BufferingEnv, episode_sum_jct_s, jobs_in_system_integral
+from flowherd.rl.env import BufferingEnv, jobs_in_system_integral
 
 
 def _env_threads():
@@ -81,7 +81,7 @@ def test_return_is_minus_mean_jct_over_horizon(tiny):
     horizon = env.scenario.horizon_s
     n = len(run.cluster.jobs)
     assert n == info["jobs_total"] >= 3 and info["jobs_finished"] == run.summary["jobs_finished"]
-    total = episode_sum_jct_s(run.cluster.jobs, horizon)
+    total = run.cluster.censored_jct_s().sum()
     assert info["sum_jct_s"] == pytest.approx(total, rel=1e-12)
     assert sum(rewards) == pytest.approx(-total / (n * horizon), rel=1e-9)
     # the rewards before the last charge exactly the job-seconds up to the last agent point (all

@@ -46,6 +46,7 @@ choice, which a learned policy is warm-started from.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -242,11 +243,8 @@ class HerdController:
         if asks_agent(point):
             if point.job not in view.jobs:
                 return None
-            a = structured_action(point, view, self.params)
-            cls, buffer = ACTIONS[a]
-            delay = _delay(point, view, self.params) if buffer else 0.0
-            prio = cls if self.params.prioritize else None
-            return Decision(delay_s=delay, priority=prio, path_choice=_paths(point, view, self.params, prio))
+            d = decision_for(structured_action(point, view, self.params), point, view, self.params)
+            return d if self.params.prioritize else dataclasses.replace(d, priority=None)
         if point.kind == "arrival" and self.params.prioritize and point.job in view.jobs:
             return Decision(priority=srpt_class(point.job, view, self.params.num_classes))
         return None

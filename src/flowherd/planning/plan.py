@@ -290,8 +290,8 @@ def simulated_mean_jct_s(fabric: Fabric, jobs: Sequence[Any], placements: Mappin
     res = simulate_cluster(fabric, reqs, placer="first-fit", fidelity=check.fidelity,
                            horizon_s=check.horizon_s, router=check.routing, background=check.background,
                            seed=check.seed, placements=placements)
-    return float(np.mean([(r.finish_s if r.finish_s is not None else check.horizon_s) - r.submit_s
-                          for r in res.jobs])) if res.jobs else 0.0
+    jct = res.censored_jct_s()
+    return float(jct.mean()) if jct.size else 0.0
 
 
 @dataclass(slots=True, kw_only=True)

@@ -42,7 +42,7 @@ from flowherd.errors import ConfigError, SimulationError
 from flowherd.experiments.scenario import Scenario, read_scenario_mapping, scenario_from_mapping
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
-__all__ = ["OBS_BOUND", "BufferingEnv", "episode_sum_jct_s", "jobs_in_system_integral"]
+__all__ = ["OBS_BOUND", "BufferingEnv", "jobs_in_system_integral"]
 
 # Observations are clipped to [-OBS_BOUND, OBS_BOUND] (features are documented to stay in about
 # [-1, 10]; the clip only keeps the Box honest).
@@ -99,16 +99,6 @@ def jobs_in_system_integral(submit_s: np.ndarray, finish_s: np.ndarray, t0_s: fl
     lo = np.maximum(submit_s, t0_s)
     hi = np.minimum(finish_s, t1_s)
     return float(np.clip(hi - lo, 0.0, None).sum())
-
-
-def episode_sum_jct_s(records: Sequence[Any], horizon_s: float) -> float:
-    """Sum over jobs of their completion time, a job unfinished at the horizon counted to the
-    horizon (``min(finish, horizon) - submit``), seconds."""
-    total = 0.0
-    for r in records:
-        end = horizon_s if r.finish_s is None else min(float(r.finish_s), horizon_s)
-        total += max(end - float(r.submit_s), 0.0)
-    return total
 
 
 def _work(scenario: Scenario, bridge: _Bridge, to_env: queue.Queue) -> None:
@@ -350,8 +340,7 @@ class BufferingEnv(gymnasium.Env):
 
     def _finish(self, result, projected: bool):
         self._live = False
-        horizon_s = self.scenario.horizon_s
-        total = episode_sum_jct_s(result.cluster.jobs, horizon_s)
+        total = float(result.cluster.censored_jct_s().sum())
         reward = -(total - self._counted) / self._norm
         n = len(result.cluster.jobs)
         info = {**self._info(), "projected": projected, "sum_jct_s": total,

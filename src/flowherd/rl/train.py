@@ -35,7 +35,7 @@ from flowherd.control.herd import HerdController, HerdParams
 from flowherd.errors import ConfigError
 from flowherd.experiments.scenario import Scenario
 from flowherd.registry import Registry
-from flowherd.rl.env import BufferingEnv, episode_sum_jct_s
+from flowherd.rl.env import BufferingEnv
 from flowherd.rl.policy import PolicyController, greedy_action
 
 __all__ = ["ALGOS", "CurvePoint", "TrainResult", "behaviour_clone", "collect_structured", "evaluate", "train"]
@@ -183,7 +183,7 @@ def evaluate(controller_factory: Callable[[], Any], env: BufferingEnv, seeds: Se
         scenario = env.scenario_for(int(s))
         run = run_scenario(scenario, solo=False, controller=controller_factory())
         n = max(len(run.cluster.jobs), 1)
-        means.append(episode_sum_jct_s(run.cluster.jobs, scenario.horizon_s) / n)
+        means.append(float(run.cluster.censored_jct_s().sum()) / n)
     return float(np.mean(means))
 
 

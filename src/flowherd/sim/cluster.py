@@ -269,6 +269,14 @@ class ClusterResult:
     num_decisions: int = 0
     decision_wall_s: float = 0.0
 
+    def censored_jct_s(self) -> np.ndarray:
+        """``float64[n]``: completion time of each job submitted before the horizon, one still
+        unfinished then counted up to it (``min(finish, horizon) - submit``: a lower bound, so that
+        leaving jobs unfinished never looks faster), seconds."""
+        h = self.horizon_s
+        return np.array([min(h if j.finish_s is None else j.finish_s, h) - j.submit_s
+                         for j in self.jobs if j.submit_s < h], dtype=np.float64)
+
     def job(self, name: str) -> JobRecord:
         """The record of job ``name``."""
         for j in self.jobs:

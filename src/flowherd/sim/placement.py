@@ -91,20 +91,24 @@ class PackedPlacer:
     def __init__(self) -> None:
         self._leaf_cache: dict[int, np.ndarray] = {}
 
-    def _servers(self, free_mask: np.ndarray, fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
-        """Each server's leaf and its number of free GPUs."""
-        key = id(fabric)
-        if key not in self._leaf_cache:
-            self._leaf_cache[key] = server_leaf(fabric)
-        leaf_of = self._leaf_cache[key]
-        return leaf_of, np.bincount(fabric.gpu_server[free_mask], minlength=leaf_of.size)
-
-    def place(self, job: Any, free_mask: np.ndarray, fabric: Fabric) -> np.ndarray | None:
+    def _servers(self, job: Any, free_mask: np.ndarray, fabric: Fabric) -> tuple | None:
+        """(GPUs needed, free mask, each server's leaf, each server's free GPUs), or None when
+        fewer GPUs than needed are free."""
         n = int(job.world_size)
         free_mask = np.asarray(free_mask, dtype=bool)
         if int(free_mask.sum()) < n:
             return None
-        leaf_of, free_per = self._servers(free_mask, fabric)
+        key = id(fabric)
+        if key not in self._leaf_cache:
+            self._leaf_cache[key] = server_leaf(fabric)
+        leaf_of = self._leaf_cache[key]
+        return n, free_mask, leaf_of, np.bincount(fabric.gpu_server[free_mask], minlength=leaf_of.size)
+
+    def place(self, job: Any, free_mask: np.ndarray, fabric: Fabric) -> np.ndarray | None:
+        got = self._servers(job, free_mask, fabric)
+        if got is None:
+            return None
+        n, free_mask, leaf_of, free_per = got
         server = fabric.gpu_server
         fits = np.flatnonzero(free_per >= n)
         if fits.size:  # best fit in one server
@@ -156,11 +160,10 @@ class SpreadPlacer(PackedPlacer):
     name = "spread"
 
     def place(self, job: Any, free_mask: np.ndarray, fabric: Fabric) -> np.ndarray | None:
-        n = int(job.world_size)
-        free_mask = np.asarray(free_mask, dtype=bool)
-        if int(free_mask.sum()) < n:
+        got = self._servers(job, free_mask, fabric)
+        if got is None:
             return None
-        leaf_of, free_per = self._servers(free_mask, fabric)
+        n, free_mask, leaf_of, free_per = got
         server = fabric.gpu_server
         if np.any(free_per >= n):  # one server: no network either way
             return super().place(job, free_mask, fabric)
