@@ -248,6 +248,26 @@ def _steps(coll: Collective, graph: GpuGraph, per_epoch: list[np.ndarray], proto
     return tuple(steps)
 
 
+class _Coefficients:
+    """The constraint matrix of a time-expanded program, built from blocks of (row, column, value)
+    triplets (values broadcast to the rows' shape); duplicates add up."""
+
+    def __init__(self) -> None:
+        self.rows: list[np.ndarray] = []
+        self.cols: list[np.ndarray] = []
+        self.vals: list[np.ndarray] = []
+
+    def put(self, r, c, v) -> None:
+        r = np.asarray(r)
+        self.rows.append(r.ravel())
+        self.cols.append(np.asarray(c).ravel())
+        self.vals.append(np.broadcast_to(np.asarray(v, dtype=float), r.shape).ravel())
+
+    def matrix(self, shape: tuple[int, int]) -> sp.csc_matrix:
+        ij = (np.concatenate(self.rows), np.concatenate(self.cols))
+        return sp.csc_matrix((np.concatenate(self.vals), ij), shape=shape)
+
+
 def _alltoall_lp(graph: GpuGraph, d_chunks: np.ndarray, cap_chunks: np.ndarray, horizon: int,
                  time_limit_s: float | None):
     """The max-delivery LP over ``horizon`` epochs (in chunk units); returns (LpResult, shapes)."""
@@ -269,13 +289,8 @@ def _alltoall_lp(graph: GpuGraph, d_chunks: np.ndarray, cap_chunks: np.ndarray, 
     nrow = 2 * nh + n * n + used_links.size * t_num
     S, E, T = np.meshgrid(np.arange(n), np.arange(e_num), np.arange(t_num), indexing="ij")
     fcol = f_id[S, E, T].ravel()
-    rows, cols, vals = [], [], []
-
-    def put(r, c, v):
-        r = np.asarray(r)
-        rows.append(r.ravel())
-        cols.append(np.asarray(c).ravel())
-        vals.append(np.broadcast_to(np.asarray(v, dtype=float), r.shape).ravel())
+    coef = _Coefficients()
+    put = coef.put
 
     put(cons[S, es[E], T], fcol, 1.0)  # leaves the sender
     put(cons[S, ed[E], T], fcol, -1.0)  # arrives at the receiver
@@ -293,8 +308,7 @@ def _alltoall_lp(graph: GpuGraph, d_chunks: np.ndarray, cap_chunks: np.ndarray, 
     li, le, lv = lc.row.astype(np.int64), lc.col.astype(np.int64), lc.data
     for s in range(n):
         put(capr[lpos[li]], f_id[s][le], np.repeat(lv[:, None], t_num, axis=1))  # [nnz, T]
-    a = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                      shape=(nrow, nf + 2 * nh))
+    a = coef.matrix((nrow, nf + 2 * nh))
     init = np.zeros((n, n))
     init[np.arange(n), np.arange(n)] = d_chunks.sum(axis=1)
     lo = np.full(nrow, -np.inf)
@@ -483,13 +497,8 @@ def _allgather_milp(graph: GpuGraph, chunks: int, cap_chunks: np.ndarray, horizo
     lpos[used_links] = np.arange(used_links.size)
     capr = nh + nx_ + np.arange(used_links.size * t_num).reshape(used_links.size, t_num)
     nrow = nh + nx_ + used_links.size * t_num
-    rows, cols, vals = [], [], []
-
-    def put(r, c, v):
-        r = np.asarray(r)
-        rows.append(r.ravel())
-        cols.append(np.asarray(c).ravel())
-        vals.append(np.broadcast_to(np.asarray(v, dtype=float), r.shape).ravel())
+    coef = _Coefficients()
+    put = coef.put
 
     C, E, T = np.meshgrid(np.arange(k), np.arange(e_num), np.arange(t_num), indexing="ij")
     # hold[c, v, t]: h[c,v,t] - h[c,v,t-1] - sum_{e into v} x[c,e,t] <= init (t == 0)
@@ -506,8 +515,7 @@ def _allgather_milp(graph: GpuGraph, chunks: int, cap_chunks: np.ndarray, horizo
     li, le, lv = lc.row.astype(np.int64), lc.col.astype(np.int64), lc.data
     for c in range(k):
         put(capr[lpos[li]], x_id[c][le], np.repeat(lv[:, None], t_num, axis=1))
-    a = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                      shape=(nrow, nx_ + nh))
+    a = coef.matrix((nrow, nx_ + nh))
     init_h = np.zeros((k, n))
     init_h[np.arange(k), owner] = 1.0
     lo = np.full(nrow, -np.inf)
