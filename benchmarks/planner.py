@@ -11,24 +11,29 @@ heuristic's solve time and its gap to the LP lower bound (`flowherd.planning.mil
 
 Simulated (``--simulate``): every method plans the embedded ``default`` scenario and a
 trace-driven one (the first 300 Microsoft Philly jobs, 40 of them on 2-16 GPUs, arrivals compressed
-1000x, on 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves, spraying routes);
-each plan runs in `flowherd.sim.cluster` pinned to its GPUs; prints simulated and predicted mean
-JCT and the prediction error per method. The heuristic is given the scenario's simulation
-settings (`flowherd.planning.plan.SimCheck`, the scenario's seed: it checks its candidate plans
-in the simulator, `flowherd.planning.plan`); ``heuristic-model`` is the heuristic without them
-(the model alone). Since the scenario's seed is the one the evaluation runs, every plan of a
-scenario with background traffic is also simulated on ``--heldout`` other seeds (same plans;
-background flows and hash draws the planner did not see) and the means are printed.
+1000x, on 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves, spraying routes); each plan
+runs in `flowherd.sim.cluster` pinned to its GPUs in its order; prints simulated and predicted
+mean JCT, queueing and the prediction error per method. The baseline placers schedule FIFO (as the
+cluster does); the heuristic also schedules (EASY backfilling, `flowherd.planning.plan`); two
+ablations split its gain: ``topology+backfill`` (the topology placer with the heuristic's
+schedule) and ``heuristic-fifo`` (the heuristic's placement, FIFO). Every plan of a scenario with
+background traffic is also simulated on ``--heldout`` other seeds (same plans; background flows
+and hash draws the planner did not see); the heuristic's paired difference to the best baseline
+placer of each seed is printed with its 95% confidence interval. ``--check`` adds the heuristic
+with the simulator check (`flowherd.planning.plan.SimCheck`, the scenario's own seed).
 
-    .venv/bin/python benchmarks/planner.py [--instances 20] [--skip-large] [--simulate [--heldout 3]]
+    .venv/bin/python benchmarks/planner.py [--instances 20] [--skip-large]
+    .venv/bin/python benchmarks/planner.py --simulate [--heldout 3] [--check]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import numpy as np
+from scipy import stats
 
 from flowherd.planning.instances import large_instance, small_instance
 from flowherd.planning.milp import lp_bound
@@ -100,29 +105,36 @@ TRACE_SCENARIO = {
 }
 
 
-def run_simulated(methods: tuple[str, ...] = ("random", "packed", "topology", "hetero", "heuristic-model",
-                                              "heuristic"), heldout: int = 3,
-                  check_wall_s: float = 240.0) -> None:
+BASELINES = ("random", "packed", "topology", "hetero")
+# (label, method, make_plan options): the baseline placers (FIFO, as the cluster schedules), two
+# ablations that split the heuristic's gain into schedule and placement, and the heuristic
+VARIANTS = [(m, m, {}) for m in BASELINES] + [
+    ("topology+backfill", "topology", {"backfill": True}),
+    ("heuristic-fifo", "heuristic", {"backfill": False}),
+    ("heuristic", "heuristic", {}),
+]
+
+
+def run_simulated(heldout: int = 3, check: bool = False, check_wall_s: float = 240.0) -> None:
     from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import load_scenario, scenario_from_mapping
     from flowherd.planning.plan import SimCheck, simulated_mean_jct_s
 
+    variants = [*VARIANTS, ("heuristic+check", "heuristic", {"check": True})] if check else VARIANTS
     for sc in (load_scenario("default"), scenario_from_mapping(TRACE_SCENARIO)):
         print(f"\nscenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, "
               f"routing {sc.routing}, background {'yes' if sc.background else 'no'}, seed {sc.seed}")
-        # the check simulates with the run's own seed, so it knows that run's background draw; the
-        # held-out seeds below show what carries over to background it has not seen
-        check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
-                         fidelity=sc.fidelity, seed=sc.seed, candidates=3, max_wall_s=check_wall_s)
-        plans = {}
-        for method in methods:
-            if method == "heuristic-model":
-                plan = make_plan(sc.fabric, sc.jobs, method="heuristic", seed=sc.seed)
-            elif method == "heuristic":
-                plan = make_plan(sc.fabric, sc.jobs, method="heuristic", seed=sc.seed, check=check)
-            else:
-                plan = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed)
-            plans[method] = plan
+        seeds = [sc.seed + 1000 + k for k in range(heldout)] if sc.background is not None else []
+        sims: dict[str, list[float]] = {}
+        for label, method, opts in variants:
+            kw = dict(opts)
+            if kw.pop("check", False):
+                # simulates with the run's own seed, so it knows that run's background draw; the
+                # held-out seeds show what carries over to background it has not seen
+                kw["check"] = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
+                                       fidelity=sc.fidelity, seed=sc.seed, candidates=3,
+                                       max_wall_s=check_wall_s)
+            plan = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed, **kw)
             run = run_scenario(sc, plan=plan, solo=False)
             s = run.summary
             pred = {j.name: j.predicted_jct_s for j in plan.jobs}
@@ -130,33 +142,40 @@ def run_simulated(methods: tuple[str, ...] = ("random", "packed", "topology", "h
             err = np.array([pred[j["name"]] / j["jct_s"] - 1 for j in done if j["jct_s"]])
             # unfinished jobs count with their time up to the horizon (a lower bound of their JCT),
             # so that a method leaving jobs unfinished does not look faster
-            censored = run.cluster.censored_jct_s().mean()
+            censored = float(run.cluster.censored_jct_s().mean())
             queue = np.mean([(r.start_s if r.start_s is not None else sc.horizon_s) - r.submit_s
                              for r in run.cluster.jobs])
             gap = 100 * (plan.predicted_mean_jct_s / s["mean_jct_s"] - 1) if s["mean_jct_s"] else float("nan")
-            print(f"  {method:15s}: simulated mean JCT {s['mean_jct_s']:.3f} s over {s['jobs_finished']}/"
-                  f"{s['jobs_total']} finished, {censored:.3f} s with unfinished ones at the horizon, "
-                  f"mean queueing {queue:.2f} s; predicted {plan.predicted_mean_jct_s:.2f} s "
-                  f"(objective {plan.objective:.2f} s, predicted/simulated mean {gap:+.1f}%); per-job "
-                  f"prediction error median {100 * np.median(err):+.1f}%, mean |err| "
-                  f"{100 * np.mean(np.abs(err)):.1f}%; planned in {plan.solve_s:.1f} s, simulated in "
-                  f"{run.wall_s:.1f} s")
+            sims[label] = [censored] + [
+                simulated_mean_jct_s(sc.fabric, sc.jobs, plan.placements(),
+                                     SimCheck(horizon_s=sc.horizon_s, routing=sc.routing,
+                                              background=sc.background, fidelity=sc.fidelity, seed=x),
+                                     plan.planned_starts()) for x in seeds]
+            held = f"; held-out seeds mean {np.mean(sims[label][1:]):.3f} s" if seeds else ""
+            print(f"  {label:17s}: simulated mean JCT {s['mean_jct_s']:.3f} s over {s['jobs_finished']}/"
+                  f"{s['jobs_total']} finished ({censored:.3f} s with unfinished ones at the horizon), "
+                  f"mean queueing {queue:.2f} s{held}; predicted {plan.predicted_mean_jct_s:.2f} s "
+                  f"(predicted/simulated mean {gap:+.1f}%); per-job prediction error median "
+                  f"{100 * np.median(err):+.1f}%, mean |err| {100 * np.mean(np.abs(err)):.1f}%; planned in "
+                  f"{plan.solve_s:.1f} s, simulated in {run.wall_s:.1f} s")
             info = plan.info.get("sim_check")
             if info:
                 cands = [round(v, 3) for v in info["candidates_simulated"]]
-                print(f"  {'':15s}  sim check: candidates {cands} s, chosen #{info['chosen']}, "
-                      f"moves kept {info['moves_kept']}, final "
-                      f"{info['simulated_mean_jct_s']:.3f} s, {info['wall_s']:.0f} s of simulation")
-        if sc.background is None or heldout <= 0:
-            continue
-        seeds = [sc.seed + 1000 + k for k in range(heldout)]
-        print(f"  held-out seeds {seeds} (same plans, background and hashing the planner did not see):")
-        for method, plan in plans.items():
-            vals = [simulated_mean_jct_s(sc.fabric, sc.jobs, plan.placements(),
-                                         SimCheck(horizon_s=sc.horizon_s, routing=sc.routing,
-                                                  background=sc.background, fidelity=sc.fidelity, seed=x))
-                    for x in seeds]
-            print(f"    {method:15s}: mean {np.mean(vals):.3f} s ({', '.join(f'{v:.3f}' for v in vals)})")
+                print(f"  {'':17s}  sim check: candidates {cands} s, chosen #{info['chosen']}, moves kept "
+                      f"{info['moves_kept']}, final {info['simulated_mean_jct_s']:.3f} s, "
+                      f"{info['wall_s']:.0f} s of simulation")
+        # paired over the scenario's seed and the held-out ones: heuristic minus the best baseline
+        # placer of each seed
+        h = np.array(sims["heuristic"])
+        best = np.min([sims[m] for m in BASELINES], axis=0)
+        d = h - best
+        half = stats.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else math.nan
+        print(f"  heuristic - best baseline placer, per seed {[round(float(x), 3) for x in d]} s: mean "
+              f"{d.mean():+.3f} +- {half:.3f} s ({100 * (h / best - 1).mean():+.2f}%), heuristic better on "
+              f"{int((d < 0).sum())}/{d.size} seeds")
+        for label in ("topology+backfill", "heuristic-fifo"):
+            print(f"  heuristic vs {label}: {100 * (h / np.array(sims[label]) - 1).mean():+.2f}% (mean over "
+                  "seeds)")
 
 
 def main() -> None:
@@ -166,9 +185,11 @@ def main() -> None:
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--simulate", action="store_true", help="only the simulated comparison")
     ap.add_argument("--heldout", type=int, default=3, help="held-out seeds of the simulated comparison")
+    ap.add_argument("--check", action="store_true",
+                    help="also the heuristic with the simulator check (SimCheck, the scenario's seed)")
     args = ap.parse_args()
     if args.simulate:
-        run_simulated(heldout=args.heldout)
+        run_simulated(heldout=args.heldout, check=args.check)
         return
     run_small(args.instances, args.time_limit)
     if not args.skip_large:

@@ -123,3 +123,28 @@ def test_cluster_simulator_runs_the_plans_routes(small_file, tmp_path):
     run = run_scenario(sc, plan=plan, solo=False)
     assert run.cluster.router == "explicit"
     assert run.summary["jobs_finished"] == 2
+
+
+def test_schedule_option_chooses_fifo_or_backfill(tmp_path, capsys):
+    # 32 GPUs: a (24) runs, b (24) waits for a, c (8, one iteration) fits beside a: the heuristic
+    # backfills c at once; --schedule fifo starts it with b
+    data = json.loads(json.dumps(SMALL))
+    job = {"model": "llama3-8b", "parallelism": {"tp": 8}, "seq_len": 1024, "iterations": 3}
+    data["workload"]["jobs"] = [
+        {**job, "name": "a", "gpus": 24, "parallelism": {"tp": 8, "dp": 3}, "global_batch": 3,
+         "iterations": 30},
+        {**job, "name": "b", "gpus": 24, "parallelism": {"tp": 8, "dp": 3}, "global_batch": 3,
+         "submit": "0.1s"},
+        {**job, "name": "c", "gpus": 8, "global_batch": 1, "iterations": 1, "submit": "0.2s"}]
+    path = tmp_path / "queue.yaml"
+    path.write_text(yaml.safe_dump(data))
+    starts = {}
+    for schedule in ("backfill", "fifo"):
+        assert main(["plan", str(path), "--json", "--schedule", schedule]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["info"]["schedule"] == schedule
+        starts[schedule] = {j["name"]: j["start_s"] for j in out["jobs"]}
+    assert starts["backfill"]["c"] == pytest.approx(0.2)
+    assert starts["fifo"]["c"] >= starts["fifo"]["b"] > 0.2
+    assert main(["plan", str(path), "--schedule", "easy"]) == 2
+    assert "--schedule" in capsys.readouterr().err

@@ -58,6 +58,49 @@ def test_jobs_that_do_not_fit_together_start_when_gpus_free_up():
     assert b.predicted_jct_s > b.predicted_iteration_s * 3  # queueing counted in its JCT
 
 
+def test_heuristic_backfills_without_delaying_the_head():
+    # 16 GPUs. a (12 GPUs) runs; b (12) cannot start until a ends; c (4 GPUs, 1 iteration) and d
+    # (4 GPUs, 30 iterations) come after b. EASY backfilling: b's shadow time is a's end, when
+    # 4 + 12 GPUs are free, 4 more than b needs. c fits now and ends before the shadow time (with
+    # the overrun margin): it starts at once. d, when c ends, would outlast the shadow time but
+    # fits in the 4 extra GPUs: it starts then too. FIFO starts c and d after b.
+    jobs = [_job("a", 12), _job("b", 12, submit_s=0.01), _job("c", 4, iters=1, submit_s=0.02),
+            _job("d", 4, iters=30, submit_s=0.03)]
+    bf = {j.name: j for j in make_plan(_fabric(), jobs, method="heuristic").jobs}
+    fifo = {j.name: j for j in make_plan(_fabric(), jobs, method="heuristic", backfill=False).jobs}
+    assert bf["c"].start_s == pytest.approx(0.02)
+    assert fifo["c"].start_s >= fifo["b"].start_s > 0.02
+    assert bf["c"].predicted_jct_s * 1.25 < bf["b"].start_s
+    assert bf["d"].start_s == pytest.approx(bf["c"].start_s + bf["c"].predicted_jct_s)
+    assert 0.03 + bf["d"].predicted_jct_s > bf["b"].start_s  # d ends after b starts
+    # the head's promised start is FIFO's, on GPUs the backfilled jobs leave it
+    assert bf["b"].start_s == pytest.approx(fifo["b"].start_s)
+    assert not set(bf["b"].gpus) & set(bf["d"].gpus)
+    plan = make_plan(_fabric(), jobs, method="heuristic")
+    assert plan.info["schedule"] == "backfill" and plan.objective < make_plan(
+        _fabric(), jobs, method="heuristic", backfill=False).objective
+
+
+def test_backfilling_never_takes_gpus_the_head_needs_past_its_shadow_time():
+    # as above with one extra GPU fewer: b needs 16 of the 16 GPUs at a's end, so d (which would
+    # outlast a) may not start before b, and c starts only because it ends in time
+    jobs = [_job("a", 12), _job("b", 16, submit_s=0.01), _job("c", 4, iters=1, submit_s=0.02),
+            _job("d", 4, iters=30, submit_s=0.03)]
+    bf = {j.name: j for j in make_plan(_fabric(), jobs, method="heuristic").jobs}
+    assert bf["c"].start_s == pytest.approx(0.02)
+    assert bf["d"].start_s >= bf["b"].start_s + bf["b"].predicted_iteration_s
+
+
+def test_baseline_placers_keep_fifo_unless_asked_to_backfill():
+    jobs = [_job("a", 12), _job("b", 12, submit_s=0.01), _job("c", 4, iters=1, submit_s=0.02)]
+    fifo = make_plan(_fabric(), jobs, method="topology")
+    assert fifo.info["schedule"] == "fifo"
+    starts = {j.name: j.start_s for j in fifo.jobs}
+    assert starts["c"] >= starts["b"] > 0.02
+    bf = make_plan(_fabric(), jobs, method="topology", backfill=True)
+    assert {j.name: j.start_s for j in bf.jobs}["c"] == pytest.approx(0.02)
+
+
 def test_job_larger_than_fabric_is_infeasible_naming_it():
     with pytest.raises(InfeasibleError, match="'huge'"):
         make_plan(_fabric(), [_job("ok", 4), _job("huge", 32)], method="heuristic")

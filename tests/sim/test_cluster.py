@@ -77,6 +77,59 @@ def test_jobs_queue_fifo_without_backfill_and_start_when_gpus_are_released():
         assert j.finish_s == pytest.approx(j.start_s + j.iteration_s.sum())
 
 
+def _three_jobs():
+    fab = leaf_spine(servers=2, gpus_per_server=8, leaves=1, spines=1)
+    mk = lambda name, n, t: JobRequest(  # noqa: E731
+        name=name, tenant="t", submit_s=t,
+        spec=TrainingJob(model="llama3-8b", gpus=n, tp=4, iterations=2, name=name))
+    return fab, [mk("a", 12, 0.0), mk("b", 8, 0.01), mk("c", 4, 0.02)]
+
+
+def test_a_plan_keeps_its_order_on_every_gpu_not_the_fifo_queue():
+    # a holds GPUs 0-11; b is pinned to 8-15 (four of them a's), c to 12-15 (free).
+    fab, jobs = _three_jobs()
+    pins = {"a": list(range(12)), "b": list(range(8, 16)), "c": list(range(12, 16))}
+    fifo = simulate_cluster(fab, jobs, horizon_s=100.0, placements=pins)
+    a = fifo.job("a")
+    # FIFO: c waits behind b, which waits for a
+    assert fifo.job("b").start_s == pytest.approx(a.finish_s)
+    assert fifo.job("c").start_s == pytest.approx(fifo.job("b").finish_s)
+    # the plan backfills c before b on GPUs 12-15 (c ends long before a): c starts at once, b
+    # follows c and a on their GPUs
+    plan = simulate_cluster(fab, jobs, horizon_s=100.0, placements=pins,
+                            planned_start={"a": 0.0, "b": a.finish_s, "c": 0.02})
+    pa, pb, pc = (plan.job(x) for x in "abc")
+    assert pc.start_s == pytest.approx(0.02)
+    assert pb.start_s == pytest.approx(max(pa.finish_s, pc.finish_s))
+    # the same plan with b planned before c: c may not take GPUs b needs first, though they are free
+    later = simulate_cluster(fab, jobs, horizon_s=100.0, placements=pins,
+                             planned_start={"a": 0.0, "b": 0.01, "c": 0.02})
+    assert later.job("c").start_s == pytest.approx(later.job("b").finish_s)
+
+
+def test_a_plan_does_not_let_a_late_job_block_jobs_on_other_gpus():
+    # b is planned before c but its GPUs are busy; c's GPUs are disjoint from b's: c starts
+    fab, jobs = _three_jobs()
+    pins = {"a": list(range(12)), "b": list(range(0, 8)), "c": list(range(12, 16))}
+    res = simulate_cluster(fab, jobs, horizon_s=100.0, placements=pins,
+                           planned_start={"a": 0.0, "b": 0.01, "c": 0.02})
+    assert res.job("c").start_s == pytest.approx(0.02)
+    assert res.job("b").start_s == pytest.approx(res.job("a").finish_s)
+
+
+@pytest.mark.parametrize("pins, starts, match", [
+    ({"a": [0]}, {"a": 0.0, "b": 0.0}, r"needs every job pinned.*'b'"),
+    ({"a": [0], "b": [1]}, {"a": 0.0}, r"lacks jobs \['b'\]"),
+    ({"a": [0], "b": [1]}, {"a": 0.0, "b": float("nan")}, r"planned_start\.b"),
+    ({"a": [0], "b": [1]}, {"a": 0.0, "b": 0.0, "z": 1.0}, "unknown job 'z'"),
+])
+def test_bad_plan_orders_get_one_clear_error(pins, starts, match):
+    fab = leaf_spine(servers=2, gpus_per_server=1, leaves=1, spines=1)
+    with pytest.raises(ConfigError, match=match):
+        simulate_cluster(fab, [dp_job("a", 1), dp_job("b", 1)], horizon_s=1.0, placements=pins,
+                         planned_start=starts)
+
+
 def test_unfinished_jobs_and_unstarted_jobs_at_the_horizon():
     fab = leaf_spine(servers=2, gpus_per_server=8, leaves=1, spines=1)
     long = JobRequest(name="long", tenant="t", submit_s=0.0,

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from flowherd.cli import app
+from flowherd.errors import ConfigError
 
 
 @app.command("plan")
@@ -20,6 +21,9 @@ def plan(
     out: Path = typer.Option(None, "--out", help="write the plan to this JSON file"),
     seed: int = typer.Option(None, "--seed", help="override the scenario's seed"),
     routes: bool = typer.Option(False, "--routes", help="also route the traffic (multi-commodity-flow LP)"),
+    schedule: str = typer.Option(None, "--schedule",
+                                 help="fifo or backfill (EASY); default: the method's own (backfill for "
+                                      "heuristic, fifo for the others)"),
 ) -> None:
     """Plan where (and when) each job of a scenario runs; `flowherd simulate --plan` executes it."""
     from flowherd.experiments.scenario import load_scenario
@@ -27,9 +31,11 @@ def plan(
     from flowherd.planning.plan import make_plan
 
     PLANNERS[method]  # an unknown method fails before the scenario is read
+    if schedule not in (None, "fifo", "backfill"):
+        raise ConfigError(f"schedule must be 'fifo' or 'backfill', got {schedule!r} (--schedule)")
     sc = load_scenario(scenario, seed=seed)
     p = make_plan(sc.fabric, sc.jobs, method=method, time_limit_s=time_limit, seed=sc.seed,
-                  routes=routes)
+                  routes=routes, backfill=None if schedule is None else schedule == "backfill")
     if out is not None:
         p.to_json(out)
     if as_json:

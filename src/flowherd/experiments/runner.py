@@ -110,8 +110,11 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
         if placer in PLANNERS:
             plan = make_plan(scenario.fabric, scenario.jobs, method=placer, seed=scenario.seed)
     router: Any = scenario.routing
+    planned_start = None
     if plan is not None:
         placements, placer = plan.placements(), "first-fit"
+        if set(placements) == {j.name for j in scenario.jobs}:  # the plan's order on every GPU
+            planned_start = plan.planned_starts()
         if plan.routes:  # the plan's routes, the scenario's routing for every other flow
             from flowherd.planning.plan import routes_to_splits
             from flowherd.routing.policies import ExplicitRouter
@@ -130,6 +133,7 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
                                fidelity=scenario.fidelity, horizon_s=scenario.horizon_s,
                                router=router, background=scenario.background,
                                seed=scenario.seed, progress=progress, placements=placements,
+                               planned_start=planned_start,
                                controller=controller, on_controller_error=scenario.on_controller_error)
     cache: dict[tuple[Any, ...], float | None] = {}
     jobs = []

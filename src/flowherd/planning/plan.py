@@ -1,15 +1,29 @@
 """A plan (placement, rank mapping, start times, routes, predicted JCT) and the planning timeline.
 
 `Plan` is a value that round-trips through JSON; ``flowherd simulate SCENARIO --plan PLAN.json``
-pins every job to its planned GPUs, so predicted and simulated JCT can be compared.
+pins every job to its planned GPUs and keeps the plan's order of jobs on every GPU
+(`flowherd.sim.cluster`, "Executing a plan"), so predicted and simulated JCT can be compared.
 
-`make_plan` runs the planner over time the way the cluster simulator schedules: jobs are served
-in submission order without backfilling; whenever GPUs free up (at a predicted job end) or jobs
-arrive, the longest run of queued jobs that fits in the free GPUs is handed to the method as one
-batch (`flowherd.planning.placers.PLANNERS`); the method places them jointly (MILP, heuristic) or
-one after the other (baseline placers). A job's run time is predicted when it starts, with the jobs
-running then (`flowherd.planning.predict.evaluate`); the plan's JCTs are predicted at the end with
-the time overlaps of all jobs.
+`make_plan` runs the planner over time: whenever GPUs free up (at a predicted job end) or jobs
+arrive, the longest run of queued jobs, in submission order, that fits in the free GPUs is handed
+to the method as one batch (`flowherd.planning.placers.PLANNERS`); the method places them jointly
+(MILP, heuristic) or one after the other (baseline placers). A job's run time is predicted when it
+starts, with the jobs running then (`flowherd.planning.predict.evaluate`); the plan's JCTs are
+predicted at the end with the time overlaps of all jobs.
+
+The schedule. The baseline placers and the MILP place; they do not schedule: their timeline is
+the cluster's FIFO queue without backfilling (a job behind a head that does not fit waits). The
+heuristic also decides when jobs start (the upper level's schedule): EASY backfilling (Lifka
+1995; Mu'alem and Feitelson, IEEE TPDS 2001), the rule of production schedulers such as Slurm.
+When the queue's head does not fit, it is promised the earliest time at which the predicted ends
+of the running jobs free enough GPUs (its shadow time); a job behind it starts now if it fits
+and either ends before the shadow time with `flowherd.planning.heuristic.OVERRUN_SLACK` of margin
+on its predicted run, or takes only GPUs the head will not need then. So the head's promised
+start is never later than FIFO's, unless a backfilled job overruns its prediction by more than
+the margin; every job behind it that starts early cuts its own queueing. Mean JCT drops when the
+queue is long and holds jobs of mixed sizes; on an uncongested cluster the schedule is FIFO's.
+``make_plan(..., backfill=True)`` gives a baseline placer the same schedule (the ablation that
+separates what the schedule and what the placement gain: `benchmarks/planner.py --simulate`).
 
 The simulator as the evaluator of the heuristic (``check``, a `SimCheck`). The model is exact
 about what placement changes structurally (servers, leaves, uplink load, queueing) but blind to
@@ -114,6 +128,11 @@ class Plan:
     def placements(self) -> dict[str, tuple[int, ...]]:
         """Job name -> GPU ids (for ``simulate_cluster(placements=...)``)."""
         return {j.name: j.gpus for j in self.jobs}
+
+    def planned_starts(self) -> dict[str, float]:
+        """Job name -> planned start, seconds (for ``simulate_cluster(planned_start=...)``, which
+        then keeps the plan's order of jobs on every GPU)."""
+        return {j.name: j.start_s for j in self.jobs}
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object (`to_json`)."""
@@ -280,16 +299,17 @@ class SimCheck:
 
 
 def simulated_mean_jct_s(fabric: Fabric, jobs: Sequence[Any], placements: Mapping[str, Sequence[int]],
-                         check: SimCheck) -> float:
-    """Mean JCT of ``jobs`` pinned to ``placements`` in `flowherd.sim.cluster.simulate_cluster`,
-    seconds; a job unfinished at the horizon counts with its time up to it (a lower bound)."""
+                         check: SimCheck, planned_start: Mapping[str, float] | None = None) -> float:
+    """Mean JCT of ``jobs`` pinned to ``placements`` (in the plan's order on every GPU, given
+    ``planned_start``) in `flowherd.sim.cluster.simulate_cluster`, seconds; a job unfinished at the
+    horizon counts with its time up to it (a lower bound)."""
     from flowherd.sim.cluster import JobRequest, simulate_cluster
 
     reqs = [JobRequest(name=j.name, tenant=getattr(j, "tenant", "default"), spec=j, submit_s=j.submit_s)
             for j in jobs]
     res = simulate_cluster(fabric, reqs, placer="first-fit", fidelity=check.fidelity,
                            horizon_s=check.horizon_s, router=check.routing, background=check.background,
-                           seed=check.seed, placements=placements)
+                           seed=check.seed, placements=placements, planned_start=planned_start)
     jct = res.censored_jct_s()
     return float(jct.mean()) if jct.size else 0.0
 
@@ -342,14 +362,16 @@ def known_background(fabric: Fabric, check: SimCheck) -> _Background | None:
 
 def _run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobProfile], num_gpus: int,
                   rng: np.random.Generator, deadline: float | None, slack_aware: bool,
-                  shuffle: bool = False, background: _Background | None = None) -> _Timeline:
-    """The planning timeline of the module docstring with one method."""
+                  shuffle: bool = False, background: _Background | None = None,
+                  backfill: bool = False) -> _Timeline:
+    """The planning timeline of the module docstring with one method (``backfill``: EASY)."""
     from flowherd.planning.heuristic import OVERRUN_SLACK
     from flowherd.planning.predict import _server_of
 
     server = _server_of(view)
     nj = len(profiles)
-    order = sorted(range(nj), key=lambda i: (profiles[i].submit_s, i))
+    submit = np.array([p.submit_s for p in profiles])
+    waiting = sorted(range(nj), key=lambda i: (profiles[i].submit_s, i))  # the queue, FIFO
     free = np.ones(num_gpus, dtype=bool)
     freed_at = np.full(num_gpus, -math.inf)  # predicted end of each GPU's last holder
     held_s = np.zeros(num_gpus)  # predicted run time of that holder
@@ -357,13 +379,71 @@ def _run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPr
     start = np.zeros(nj)
     end = np.full(nj, math.inf)
     running: list[int] = []
-    queue_pos = 0
     t = 0.0
     bounds: list[float] = []
     statuses: list[str] = []
     risk = 0.0
-    while queue_pos < nj:
-        head = order[queue_pos]
+
+    def place(batch: list[int]) -> list[np.ndarray | None]:
+        """The method's placements of ``batch`` into the free GPUs now (None: not placed)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gpu_slack = np.where(held_s > 0, (t - freed_at) / held_s, math.inf)
+        srv_slack = np.full(view.num_servers, math.inf)
+        np.minimum.at(srv_slack, server[free], gpu_slack[free])
+        left = None if deadline is None else max(0.05, deadline - time.perf_counter())
+        kw: dict[str, Any] = {}
+        if slack_aware:
+            kw["server_slack"] = srv_slack
+        if shuffle:
+            kw["shuffle"] = True
+        if background is not None:
+            kw["background_bytes"] = np.stack([
+                background.bytes_at(t, t + (profiles[i].fixed_duration_s if profiles[i].fixed_duration_s
+                                            is not None else profiles[i].iterations
+                                            * profiles[i].multi_server_s), view.num_servers)
+                for i in batch])
+        res = planner.place_batch(view, [profiles[i] for i in batch], free.copy(),
+                                  [(profiles[k], gpus[k]) for k in running], rng=rng, time_limit_s=left, **kw)
+        if res.lower_bound is not None and len(batch) == nj:
+            bounds.append(res.lower_bound)
+        statuses.append(res.status)
+        out: list[np.ndarray | None] = []
+        for i, g in zip(batch, res.placements, strict=False):
+            if g is None:
+                break
+            g = np.sort(np.asarray(g, dtype=np.int64))
+            if g.size != profiles[i].world_size or not free[g].all():
+                raise ConfigError(f"planner {method!r} returned an invalid placement for job "
+                                  f"{profiles[i].name!r} (placement)")
+            out.append(g)
+        out += [None] * (len(batch) - len(out))
+        return out
+
+    def commit(took: list[int], placed: Sequence[np.ndarray]) -> None:
+        """Start ``took`` on ``placed`` now; their run times are predicted with the jobs running."""
+        nonlocal risk
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gpu_slack = np.where(held_s > 0, (t - freed_at) / held_s, math.inf)
+        for i, g in zip(took, placed, strict=True):
+            free[g] = False
+            gpus[i] = g
+            start[i] = t
+            risk += float(np.min(gpu_slack[g]) < OVERRUN_SLACK)
+        now = running + took
+        res_m = evaluate(view, [profiles[k] for k in now], [gpus[k] for k in now])
+        for k, d in zip(now[len(running):], res_m.duration_s[len(running):], strict=True):
+            end[k] = t + float(d)
+        running.extend(took)
+        for i in took:
+            waiting.remove(i)
+
+    def predict(i: int, g: np.ndarray) -> float:
+        """Run time of job ``i`` on ``g`` started now, predicted with the jobs running."""
+        res_m = evaluate(view, [profiles[k] for k in [*running, i]], [*(gpus[k] for k in running), g])
+        return float(res_m.duration_s[-1])
+
+    while waiting:
+        head = waiting[0]
         t = max(t, profiles[head].submit_s)
         done = [k for k in running if end[k] <= t]
         for k in done:
@@ -373,61 +453,28 @@ def _run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPr
             running.remove(k)
         batch: list[int] = []
         count = int(free.sum())
-        for i in order[queue_pos:]:
+        for i in waiting:
             if profiles[i].submit_s > t or profiles[i].world_size > count:
                 break
             batch.append(i)
             count -= profiles[i].world_size
-        placed: list[np.ndarray | None] = []
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gpu_slack = np.where(held_s > 0, (t - freed_at) / held_s, math.inf)
-        srv_slack = np.full(view.num_servers, math.inf)
-        np.minimum.at(srv_slack, server[free], gpu_slack[free])
         if batch:
-            left = None if deadline is None else max(0.05, deadline - time.perf_counter())
-            kw: dict[str, Any] = {}
-            if slack_aware:
-                kw["server_slack"] = srv_slack
-            if shuffle:
-                kw["shuffle"] = True
-            if background is not None:
-                kw["background_bytes"] = np.stack([
-                    background.bytes_at(t, t + (profiles[i].fixed_duration_s if profiles[i].fixed_duration_s
-                                                is not None else profiles[i].iterations
-                                                * profiles[i].multi_server_s), view.num_servers)
-                    for i in batch])
-            res = planner.place_batch(view, [profiles[i] for i in batch], free.copy(),
-                                      [(profiles[k], gpus[k]) for k in running], rng=rng,
-                                      time_limit_s=left, **kw)
-            placed = list(res.placements)
-            if res.lower_bound is not None and len(batch) == nj:
-                bounds.append(res.lower_bound)
-            statuses.append(res.status)
-        took = []
-        for i, g in zip(batch, placed, strict=False):
-            if g is None:
-                break  # FIFO: nothing behind an unplaced head starts
-            g = np.sort(np.asarray(g, dtype=np.int64))
-            if g.size != profiles[i].world_size or not free[g].all():
-                raise ConfigError(f"planner {method!r} returned an invalid placement for job "
-                                  f"{profiles[i].name!r} (placement)")
-            free[g] = False
-            gpus[i] = g
-            start[i] = t
-            took.append(i)
-            risk += float(np.min(gpu_slack[g]) < OVERRUN_SLACK)
-        if took:
-            now = running + took
-            res_m = evaluate(view, [profiles[k] for k in now], [gpus[k] for k in now])
-            for k, d in zip(now[len(running):], res_m.duration_s[len(running):], strict=True):
-                end[k] = t + float(d)
-            running.extend(took)
-            queue_pos += len(took)
+            placed = place(batch)
+            n = next((k for k, g in enumerate(placed) if g is None), len(batch))
+            if n:  # FIFO: nothing behind an unplaced job starts
+                commit(batch[:n], placed[:n])
+                continue
+        if backfill and _backfill(profiles, waiting, running, gpus, end, free, t, place, predict, commit):
             continue
-        # the head waits for the next end or (if it was not submitted yet) its submission
+        # the head waits for the next end or (if it was not submitted yet) its submission; with
+        # backfilling, also for the next submission of a job behind it
         nxt = min((end[k] for k in running), default=math.inf)
         if profiles[head].submit_s > t:
             nxt = min(nxt, profiles[head].submit_s)
+        if backfill:
+            later = submit[waiting][submit[waiting] > t]
+            if later.size:
+                nxt = min(nxt, float(later.min()))
         if not math.isfinite(nxt):
             raise InfeasibleError(f"job {profiles[head].name!r} ({profiles[head].world_size} GPUs of type "
                                   f"{profiles[head].gpu_type}) fits nowhere on the idle fabric for "
@@ -436,9 +483,53 @@ def _run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPr
     return _Timeline(gpus=gpus, start=start, end=end, bounds=bounds, statuses=statuses, risk=risk)
 
 
+def _backfill(profiles: Sequence[JobProfile], waiting: list[int], running: list[int],
+              gpus: list[np.ndarray | None], end: np.ndarray, free: np.ndarray, t: float,
+              place: Any, predict: Any, commit: Any) -> bool:
+    """EASY backfilling (Lifka 1995; Mu'alem and Feitelson 2001) at time ``t``: the queue's head
+    does not fit; it is promised the earliest time at which enough GPUs will be free by the
+    predicted ends of the running jobs (its *shadow* time). A later submitted job starts now if
+    it fits in the free GPUs and either ends before the shadow time, with `OVERRUN_SLACK` of
+    margin on its predicted run, or uses only GPUs the head will not need then (the *extra*
+    GPUs). So no backfilled job delays the head's promised start unless it overruns its
+    prediction by more than the margin. Returns whether any job started."""
+    from flowherd.planning.heuristic import OVERRUN_SLACK
+
+    head = waiting[0]
+    if profiles[head].submit_s > t:
+        return False
+    need = profiles[head].world_size
+    count = int(free.sum())
+    shadow, extra = math.inf, 0
+    for k in sorted(running, key=lambda k: end[k]):
+        count += len(gpus[k])
+        if count >= need:
+            shadow, extra = float(end[k]), count - need
+            break
+    started = False
+    for i in list(waiting[1:]):
+        p = profiles[i]
+        if p.submit_s > t:
+            break
+        if p.world_size > int(free.sum()):
+            continue
+        g = place([i])[0]
+        if g is None:
+            continue
+        d = predict(i, g)
+        if t + d * (1.0 + OVERRUN_SLACK) <= shadow:
+            commit([i], [g])
+            started = True
+        elif p.world_size <= extra:
+            commit([i], [g])
+            extra -= p.world_size
+            started = True
+    return started
+
+
 def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
               time_limit_s: float | None = None, seed: int = 0, routes: bool = False,
-              check: SimCheck | None = None) -> Plan:
+              check: SimCheck | None = None, backfill: bool | None = None) -> Plan:
     """Plan ``jobs`` on ``fabric`` with ``method`` (module docstring).
 
     Args:
@@ -450,6 +541,9 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
         routes: Also compute routes with the lower level (`plan_routes`).
         check: ``heuristic`` only: simulate its best candidate plans with these settings and
             keep the one of least simulated mean JCT (module docstring); None: the model alone.
+        backfill: Schedule with EASY backfilling (module docstring) instead of FIFO; None: the
+            method's own schedule (backfilling for ``heuristic``, FIFO for the baseline placers
+            and the MILP, which place and do not schedule).
 
     Returns:
         The plan.
@@ -478,13 +572,15 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     deadline = None if time_limit_s is None else wall0 + float(time_limit_s)
     slack_aware = method == "heuristic"
     bg = known_background(fabric, check) if check is not None and slack_aware else None
+    backfill = method == "heuristic" if backfill is None else bool(backfill)
     tl = _run_timeline(planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(seed),
-                       deadline, slack_aware, background=bg)
+                       deadline, slack_aware, background=bg, backfill=backfill)
     submit = np.array([p.submit_s for p in profiles])
-    info: dict[str, Any] = {"num_gpus": fabric.num_gpus, "num_jobs": len(jobs), "seed": int(seed)}
+    info: dict[str, Any] = {"num_gpus": fabric.num_gpus, "num_jobs": len(jobs), "seed": int(seed),
+                            "schedule": "backfill" if backfill else "fifo"}
     if check is not None and method == "heuristic" and jobs:
         tl, info["sim_check"] = _check_in_simulator(tl, planner, method, view, profiles, fabric, jobs,
-                                                    seed, deadline, check, bg)
+                                                    seed, deadline, check, bg, backfill)
     gpus, start, end, bounds, statuses = tl.gpus, tl.start, tl.end, tl.bounds, tl.statuses
     placements = [g for g in gpus]
     # the objective is the planning model the methods optimize (run times predicted at the start,
@@ -521,8 +617,8 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
 
 def _check_in_simulator(base: _Timeline, planner: Any, method: str, view: Any,
                         profiles: Sequence[JobProfile], fabric: Fabric, jobs: Sequence[Any], seed: int,
-                        deadline: float | None, check: SimCheck, bg: _Background | None
-                        ) -> tuple[_Timeline, dict[str, Any]]:
+                        deadline: float | None, check: SimCheck, bg: _Background | None,
+                        backfill: bool = False) -> tuple[_Timeline, dict[str, Any]]:
     """Candidate plans (the model's best first), each simulated; the least simulated mean JCT wins.
 
     Candidates: the plan made with the overrun tie-break, the plan made without it, and plans
@@ -540,7 +636,7 @@ def _check_in_simulator(base: _Timeline, planner: Any, method: str, view: Any,
             break
         tl = base if (slack_aware, shuffle, s, use_bg) == (True, False, seed, True) else _run_timeline(
             planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(s), deadline,
-            slack_aware, shuffle, bg if use_bg else None)
+            slack_aware, shuffle, bg if use_bg else None, backfill)
         key = tuple(tuple(int(x) for x in g) for g in tl.gpus)
         if key in seen:
             continue
@@ -554,7 +650,8 @@ def _check_in_simulator(base: _Timeline, planner: Any, method: str, view: Any,
         if sims and time.perf_counter() - t0 > check.max_wall_s:
             break
         sims.append(simulated_mean_jct_s(fabric, jobs, {j.name: tuple(int(x) for x in g)
-                                                        for j, g in zip(jobs, c.gpus, strict=True)}, check))
+                                                        for j, g in zip(jobs, c.gpus, strict=True)}, check,
+                                         {j.name: float(x) for j, x in zip(jobs, c.start, strict=True)}))
     best = int(np.argmin(sims))
     tl, val, moves = cands[best], sims[best], []
     if bg is not None:  # without background, moves inside a leaf are symmetric for the simulator
@@ -635,7 +732,8 @@ def _refine(tl: _Timeline, value: float, view: Any, profiles: Sequence[JobProfil
             trial = list(gpus)
             trial[j] = new
             v = simulated_mean_jct_s(fabric, jobs, {jb.name: tuple(int(x) for x in gg)
-                                                    for jb, gg in zip(jobs, trial, strict=True)}, check)
+                                                    for jb, gg in zip(jobs, trial, strict=True)}, check,
+                                     {jb.name: float(x) for jb, x in zip(jobs, start, strict=True)})
             if v < value - 1e-9:
                 gpus, value = trial, v
                 moves.append(f"{profiles[j].name}: servers {srv.tolist()} -> {sorted(pick)}")

@@ -10,6 +10,16 @@ FIFO, **without backfilling**: while the head of the queue does not fit, later j
 job pinned by ``placements`` waits until its GPUs are free. A job holds its GPUs from its start
 to its end and releases them then; a job that ends lets the queue be served at that instant.
 
+Executing a plan (``planned_start``, every job pinned). A plan fixes where each job runs and when
+it starts; its start order may differ from submission order (the planner backfills,
+`flowherd.planning.plan`). The simulator then keeps, on every GPU, the order of the jobs the plan
+puts on it (by planned start, ties by submission): a job starts as soon as it is submitted, its
+GPUs are free, and every job planned before it on any of its GPUs has started. Jobs on disjoint
+GPUs never wait for each other, so a job that runs longer than planned delays only the jobs
+that follow it on its own GPUs, and a job never starts on GPUs a job planned before it still
+needs. The planned start times themselves are not waited for: a job whose GPUs free up early
+starts early.
+
 Execution (`flowherd.sim.executor`). A training job runs ``iterations`` iterations of its
 ``stage``-granularity op graph; iteration ``i + 1`` starts when every task of iteration ``i`` has
 finished. An inference job receives Poisson requests for ``duration_s`` from its start, batches
@@ -655,7 +665,7 @@ class _Cluster:
 
     def __init__(self, fabric: Fabric, jobs: Sequence[JobRequest], *, placer: Placer, fidelity: str,
                  router, bg: _Background | None, seed: int, placements: Mapping[str, np.ndarray],
-                 bg_spec: BackgroundSpec | None = None):
+                 bg_spec: BackgroundSpec | None = None, planned_start: Mapping[str, float] | None = None):
         self.fabric = fabric
         self.router = router
         self.engine = Engine(fabric, router, record_flows=False)
@@ -675,6 +685,19 @@ class _Cluster:
         for r in self.runs:
             if r.req.name in placements:
                 r.pinned = placements[r.req.name]
+        # a plan's order on every GPU (module docstring): GPU g's jobs by planned start are
+        # self.gpu_seq[g]; self.gpu_next[g] is the rank of the first of them not started yet
+        self.planned = planned_start is not None
+        if self.planned:
+            ranked = sorted(self.runs, key=lambda r: (float(planned_start[r.req.name]), r.req.submit_s,
+                                                      r.index))
+            self.rank = {r.index: k for k, r in enumerate(ranked)}
+            self.gpu_seq: list[list[int]] = [[] for _ in range(fabric.num_gpus)]
+            for k, r in enumerate(ranked):
+                for g in r.pinned:
+                    self.gpu_seq[int(g)].append(k)
+            self.gpu_ptr = np.zeros(fabric.num_gpus, np.int64)
+            self.gpu_next = np.array([q[0] if q else len(ranked) for q in self.gpu_seq], np.int64)
         self.running: list[_Run] = []
         self.ff_bytes = np.zeros(fabric.num_directed_links)
         self._seeds = np.random.SeedSequence(seed).spawn(len(jobs))
@@ -688,6 +711,17 @@ class _Cluster:
         self.serve(now)
 
     def serve(self, now: float) -> None:
+        if self.planned:  # a plan: every GPU keeps its planned order (module docstring)
+            for run in list(self.queue):
+                g = run.pinned
+                if np.all(self.free[g]) and np.all(self.gpu_next[g] == self.rank[run.index]):
+                    self.queue.remove(run)
+                    for x in g:
+                        self.gpu_ptr[x] += 1
+                        seq, k = self.gpu_seq[x], self.gpu_ptr[x]
+                        self.gpu_next[x] = seq[k] if k < len(seq) else len(self.runs)
+                    self._start(run, g, now)
+            return
         while self.queue:
             run = self.queue[0]
             if run.pinned is not None:
@@ -696,34 +730,36 @@ class _Cluster:
                 gpus = self.placer.place(run.spec, self.free.copy(), self.fabric)
             if gpus is None:
                 return
-            gpus = np.asarray(gpus, dtype=np.int64)
-            self._check_placement(run, gpus)
             self.queue.popleft()
-            self.free[gpus] = False
-            run.gpus = gpus
-            run.start_s = now
-            self.running.append(run)
-            if run.kind == "training":
-                run.start_training(now)
-            else:
-                run.start_inference(now)
-            if run.footprint.size:
-                self.owners[run.footprint] += 1
-                shared = run.footprint[self.owners[run.footprint] > 1]
-                if shared.size:
-                    for other in self.running:
-                        if other is not run and other.ff is not None and other.footprint.size \
-                                and np.intersect1d(other.footprint, shared, assume_unique=True).size:
-                            other.interrupt(now)
-            if run.kind == "training":
-                if self.hook is not None:
-                    g = run.graph
-                    tot = sum(float(t.size_bytes.sum()) for t in g.tasks if t.routes is not None)
-                    self.hook.job_started(run.req.name, now_s=now, num_gpus=len(gpus),
-                                          compute_flops_per_iteration=float(run.spec.iteration_flops()),
-                                          comm_bytes_per_iteration=tot, link_idx=run.footprint,
-                                          iterations_total=int(run.planned))
-                run.begin_training(now)
+            self._start(run, np.asarray(gpus, dtype=np.int64), now)
+
+    def _start(self, run: _Run, gpus: np.ndarray, now: float) -> None:
+        self._check_placement(run, gpus)
+        self.free[gpus] = False
+        run.gpus = gpus
+        run.start_s = now
+        self.running.append(run)
+        if run.kind == "training":
+            run.start_training(now)
+        else:
+            run.start_inference(now)
+        if run.footprint.size:
+            self.owners[run.footprint] += 1
+            shared = run.footprint[self.owners[run.footprint] > 1]
+            if shared.size:
+                for other in self.running:
+                    if other is not run and other.ff is not None and other.footprint.size \
+                            and np.intersect1d(other.footprint, shared, assume_unique=True).size:
+                        other.interrupt(now)
+        if run.kind == "training":
+            if self.hook is not None:
+                g = run.graph
+                tot = sum(float(t.size_bytes.sum()) for t in g.tasks if t.routes is not None)
+                self.hook.job_started(run.req.name, now_s=now, num_gpus=len(gpus),
+                                      compute_flops_per_iteration=float(run.spec.iteration_flops()),
+                                      comm_bytes_per_iteration=tot, link_idx=run.footprint,
+                                      iterations_total=int(run.planned))
+            run.begin_training(now)
 
     def _check_placement(self, run: _Run, gpus: np.ndarray) -> None:
         n = run.spec.world_size
@@ -766,7 +802,8 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                      progress: Callable[[float], None] | None = None,
                      placements: Mapping[str, Sequence[int]] | None = None,
                      utilization_bin_s: float | None = None, controller=None,
-                     on_controller_error: str = "skip") -> ClusterResult:
+                     on_controller_error: str = "skip",
+                     planned_start: Mapping[str, float] | None = None) -> ClusterResult:
     """Run ``jobs`` on ``fabric`` up to ``horizon_s`` (module docstring for the model).
 
     Args:
@@ -790,6 +827,9 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         on_controller_error: What a controller that raises or returns an invalid decision does
             to the run: "skip" (go on without that decision) or "stop" (end the run cleanly at the
             end of that utilization bin); either way it is reported in ``controller_issues``.
+        planned_start: A plan's start time of every job, seconds, by job name (every job must
+            then be pinned by ``placements``): the jobs keep the plan's order on every GPU
+            instead of the FIFO queue (module docstring). None: FIFO.
 
     Returns:
         The raw records.
@@ -829,6 +869,22 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
             raise ConfigError(f"placement of job {name!r} must be {n} distinct GPU ids in "
                               f"0..{fabric.num_gpus - 1}, got {g.tolist()[:16]} (placements.{name})")
         pins[name] = g
+    if planned_start is not None:
+        missing = sorted(names - set(pins))
+        if missing:
+            raise ConfigError(f"a plan's order needs every job pinned; no placement for {missing[:8]} "
+                              "(placements)")
+        for name, v in planned_start.items():
+            if name not in names:
+                raise ConfigError(f"planned_start names unknown job {name!r}; expected one of "
+                                  f"{sorted(names)[:8]} (planned_start)")
+            if isinstance(v, bool) or not isinstance(v, int | float | np.floating) or not math.isfinite(v):
+                raise ConfigError(f"planned start of job {name!r} must be a finite time in seconds, "
+                                  f"got {v!r} (planned_start.{name})")
+        missing = sorted(names - set(planned_start))
+        if missing:
+            raise ConfigError(f"planned_start lacks jobs {missing[:8]}; expected a start for every job "
+                              "(planned_start)")
     plc = make_placer(placer)
     # a Router object (e.g. the planner's ExplicitRouter) is used as given
     rtr = make_router(router, fabric, seed=int(seed)) if isinstance(router, str) else router
@@ -837,7 +893,7 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
     bg = _make_background(background, fabric, rtr, float(horizon_s), bg_rng) if background else None
 
     sim = _Cluster(fabric, jobs, placer=plc, fidelity=fid, router=rtr, bg=bg, seed=int(seed),
-                   placements=pins, bg_spec=background)
+                   placements=pins, bg_spec=background, planned_start=planned_start)
     eng = sim.engine
     if on_controller_error not in ON_CONTROLLER_ERROR:
         raise ConfigError(f"on_controller_error must be one of {ON_CONTROLLER_ERROR}, got "
