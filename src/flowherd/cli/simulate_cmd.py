@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,9 +199,17 @@ def _fresh_demo_store(out: Path) -> Path:
     return path
 
 
+def _demo_run(source: dict[str, Any], plan: Any) -> Any:
+    """One simulation of the demo (in a worker process)."""
+    from flowherd.experiments.runner import run_scenario
+    from flowherd.experiments.scenario import scenario_from_mapping
+
+    return run_scenario(scenario_from_mapping(source), plan=plan)
+
+
 def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
              baselines: tuple[str, ...] = DEMO_BASELINES,
-             policies: tuple[str, ...] = FLOWHERD_POLICIES) -> DemoOutcome:
+             policies: tuple[str, ...] = FLOWHERD_POLICIES, workers: int | None = None) -> DemoOutcome:
     """The pipeline on one scenario: plan, simulate without and with control, store, report.
 
     1. Without control: the scenario under each of `DEMO_PLACEMENTS` (the last is the planner's
@@ -217,6 +226,8 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
         scenario: An embedded scenario name, a YAML path, or a scenario mapping.
         baselines: Literature controllers to try.
         policies: flowherd policies to try (unregistered names are skipped).
+        workers: Simulations run at once, each in its own process (the runs are independent and
+            seeded, so the results do not depend on it); None: one per CPU, at most 4.
 
     Raises:
         ConfigError: A bad scenario, or `out` holding results of something else than a demo.
@@ -235,6 +246,10 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     from flowherd.report.data import ROLE_PARAM, controller_label, load_report_data
 
     wall0 = time.perf_counter()
+    if workers is None:
+        workers = min(4, os.cpu_count() or 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be an integer >= 1, got {workers!r} (--workers)")
     base = dict(scenario) if isinstance(scenario, dict) else read_scenario_mapping(scenario)
     unknown = [c for c in baselines if c not in CONTROLLERS]
     if unknown:
@@ -253,7 +268,8 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
               f"GPUs, {first.horizon_s:g} s horizon; {total} simulations: {len(DEMO_PLACEMENTS)} placements "
               f"without control, then on the {planner} plan {len(baselines)} literature baselines "
               f"({', '.join(baselines)}) and {len(available)} flowherd "
-              f"polic{'y' if len(available) == 1 else 'ies'} ({', '.join(available) or 'none registered'})")
+              f"polic{'y' if len(available) == 1 else 'ies'} ({', '.join(available) or 'none registered'}); "
+              f"{workers} at a time")
     if skipped:
         con.print(f"  (flowherd policies not registered yet, skipped: {', '.join(skipped)})")
     t0 = time.perf_counter()
@@ -267,59 +283,82 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     best: dict[str, tuple[str, Any, dict[str, Any]] | None] = {"baseline": None, "policy": None}
     candidates: dict[str, dict[str, Any] | None] = {}
     uncontrolled: dict[str, dict[str, Any]] = {}
+    # (label, scenario source, with the plan, group, controller): no control per placement, then the
+    # controllers on the heuristic's plan
+    todo = [(f"{m} + no control", plain[m], m == planner, "none", m) for m in DEMO_PLACEMENTS]
+    todo += [(f"{planner} + {name}", {**plain[planner], "controller": {"name": name}}, True, group, name)
+             for group, name in [("baseline", c) for c in baselines] + [("policy", c) for c in available]]
+    runs: dict[str, Any] = {}
     with Progress(TextColumn("[bold]demo[/] {task.description}"), BarColumn(),
                   TextColumn("{task.fields[what]}"), TimeElapsedColumn(), console=con,
                   disable=not con.is_terminal) as bar:
         overall = bar.add_task("pipeline", total=total, what=f"0/{total} simulations")
-        current = bar.add_task("", total=1.0, what="")
+        current = bar.add_task("", total=1.0, what="", visible=workers <= 1)
         done = 0
-
-        def simulate(label: str, source: dict[str, Any], with_plan: bool) -> Any:
-            scen = scenario_from_mapping(source)
-            h = scen.horizon_s
-            bar.reset(current, total=h, description=label, what="  0% of the horizon")
-
-            def tick(t: float) -> None:
-                bar.update(current, completed=min(t, h), what=f"{100 * min(t, h) / h:3.0f}% of the horizon")
-
-            return run_scenario(scen, progress=tick, plan=plan if with_plan else None)
 
         def finished(label: str, run: Any) -> None:
             nonlocal done
             done += 1
             bar.update(overall, completed=done, what=f"{done}/{total} simulations")
-            if run is None:
+            if isinstance(run, BaseException):
+                con.print(f"  [{done}/{total}] {label:<34} [red]failed[/]: {type(run).__name__}: {run}",
+                          highlight=False)
                 return
             s = run.summary
             con.print(f"  [{done}/{total}] {label:<34} mean JCT {_fmt(s['mean_jct_s']):>8}, "
                       f"{s['jobs_finished']}/{s['jobs_total']} jobs finished  ({run.wall_s:.1f} s)",
                       highlight=False)
 
-        for m in DEMO_PLACEMENTS:
-            label = f"{m} + no control"
-            run = simulate(label, plain[m], with_plan=m == planner)
-            store_run_result(store, plain[m], run, sweep=DEMO_SWEEP, params={ROLE_PARAM: "no control"})
-            uncontrolled[m] = run.summary
-            finished(label, run)
-        groups = [("baseline", c) for c in baselines] + [("policy", c) for c in available]
-        for group, name in groups:
-            label = f"{planner} + {name}"
-            source = {**plain[planner], "controller": {"name": name}}
-            try:
-                run = simulate(label, source, with_plan=True)
-            except Exception as err:  # one failing candidate must not end the demo
-                candidates[name] = None
-                finished(label, None)
-                con.print(f"  [{done}/{total}] {label:<34} [red]failed[/]: {type(err).__name__}: {err}",
-                          highlight=False)
-                continue
-            store_run_result(store, source, run, sweep=DEMO_CANDIDATES_SWEEP)
-            candidates[name] = run.summary
-            cur = best[group]
-            if cur is None or _rank(run.summary) < _rank(cur[1].summary):
-                best[group] = (name, run, source)
-            finished(label, run)
+        if workers <= 1:
+            for label, source, with_plan, group, _ in todo:
+                h = plain_scen[planner].horizon_s
+                bar.reset(current, total=h, description=label, what="  0% of the horizon")
+
+                def tick(t: float, h: float = h) -> None:
+                    bar.update(current, completed=min(t, h),
+                               what=f"{100 * min(t, h) / h:3.0f}% of the horizon")
+
+                try:
+                    runs[label] = run_scenario(scenario_from_mapping(source), progress=tick,
+                                               plan=plan if with_plan else None)
+                except Exception as err:
+                    if group == "none":  # no control must run; a failing controller must not end the demo
+                        raise
+                    runs[label] = err
+                finished(label, runs[label])
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            # spawn: no fork of a process that holds the progress bar's thread
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                futures = {pool.submit(_demo_run, source, plan if with_plan else None): (label, group)
+                           for label, source, with_plan, group, _ in todo}
+                for fut in as_completed(futures):
+                    label, group = futures[fut]
+                    err = fut.exception()
+                    if err is not None and group == "none":
+                        raise err
+                    runs[label] = fut.result() if err is None else err
+                    finished(label, runs[label])
         bar.update(current, visible=False)
+
+    # in the listed order, whatever order they finished in: ties go to the first listed
+    for label, source, _, group, name in todo:
+        run = runs[label]
+        if group == "none":
+            store_run_result(store, source, run, sweep=DEMO_SWEEP, params={ROLE_PARAM: "no control"})
+            uncontrolled[name] = run.summary
+            continue
+        if isinstance(run, BaseException):
+            candidates[name] = None
+            continue
+        store_run_result(store, source, run, sweep=DEMO_CANDIDATES_SWEEP)
+        candidates[name] = run.summary
+        cur = best[group]
+        if cur is None or _rank(run.summary) < _rank(cur[1].summary):
+            best[group] = (name, run, source)
 
     # the winners move from the candidates to the compared runs (same run id: the row is replaced)
     roles = {"baseline": "best baseline", "policy": "flowherd"}
@@ -407,6 +446,8 @@ def simulate(
 def demo(
     out: Path = typer.Option(Path("flowherd-demo"), "--out", help="directory for the results and report"),
     as_json: bool = typer.Option(False, "--json", help="only simulate the default; print one JSON object"),
+    workers: int = typer.Option(None, "--workers", help="simulations at once, one process each "
+                                "(default: one per CPU, at most 4)"),
 ) -> None:
     """The whole pipeline on the embedded default: plan (packed placer, flowherd's heuristic),
     simulate without control, with every literature baseline and every flowherd policy, store the
@@ -415,4 +456,4 @@ def demo(
     if as_json:
         run_and_report("default", as_json=True, out=None, seed=None)
         return
-    run_demo(out)
+    run_demo(out, workers=workers)

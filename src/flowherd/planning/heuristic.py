@@ -23,13 +23,12 @@ inside one leaf does), and two things the simulator does decide between them:
 
 * Queueing behind an overrun. A plan pins each job to its GPUs, and the simulator starts a job
   only when its GPUs are free: if the job that held them runs longer than predicted (background
-  traffic and ECMP collisions make the model optimistic, by 3-18 % on the default scenario),
+  traffic and ECMP collisions make the model optimistic, by about 6 % on the default scenario),
   the pinned job waits. So among equal costs the heuristic prefers servers whose GPUs were freed
   at least `OVERRUN_SLACK` of their last holder's predicted run ago (``server_slack``, from
-  `flowherd.planning.plan.make_plan`). On the default scenario this removed the heuristic's only
-  queueing (llama8b-dp waited 0.74 s for llama8b-sft's GPUs; now 0 s). The gain is small there
-  (the default barely queues): on 12 background seeds the plan did not see, 10 of 12 runs beat
-  the topology placer, by 0.037 +- 0.011 s of 55.7 s mean JCT; on 7 others it was a tie.
+  `flowherd.planning.plan.make_plan`). The same margin guards the heuristic's schedule: a job is
+  backfilled before the queue's head only if it ends before the head's promised start with
+  that margin (`flowherd.planning.plan`, "The schedule").
 * Collisions with known background traffic. When the caller gives the simulation settings
   (`flowherd.planning.plan.SimCheck`), the background flows of that simulation are known in
   advance (they are drawn from its seed before any job), and among equal costs and risks a job

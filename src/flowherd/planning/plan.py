@@ -24,6 +24,13 @@ the margin; every job behind it that starts early cuts its own queueing. Mean JC
 queue is long and holds jobs of mixed sizes; on an uncongested cluster the schedule is FIFO's.
 ``make_plan(..., backfill=True)`` gives a baseline placer the same schedule (the ablation that
 separates what the schedule and what the placement gain: `benchmarks/planner.py --simulate`).
+Measured there (mean JCT in simulation): on the embedded default, where a burst of trace jobs
+asks for about three times the cluster, the heuristic's plan beats the best baseline placer on
+each of 5 seeds (the scenario's and 4 held-out background draws) by 3.42 +- 0.20 s (3.7 %),
+almost all from the schedule (the topology placer with the same schedule is 0.2 % behind); on
+the 300-job Philly replay it is 10.9 % ahead of the best baseline (topology), 6.4 % from the
+placement (the topology placer with backfilling) and 3.0 % from the schedule (the heuristic's
+placement with FIFO).
 
 The simulator as the evaluator of the heuristic (``check``, a `SimCheck`). The model is exact
 about what placement changes structurally (servers, leaves, uplink load, queueing) but blind to

@@ -451,7 +451,9 @@ class ControlHook:
         self.decide_wall_s = 0.0
         self.job_priority_base = -(1 << 20)
         self._jobs: dict[str, _JobTrack] = {}
-        self._active: dict[int, tuple] = {}  # coflow id -> (job, name, routes, priority, flow bytes)
+        # coflow id -> (job, name, routes, priority, flow bytes, route entries per flow, links, link
+        # of each route entry among them)
+        self._active: dict[int, tuple] = {}
         self._paths: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
         self._index = None
         self._cpm: dict[int, tuple] = {}
@@ -521,12 +523,10 @@ class ControlHook:
             if eng.coflow_finish_s(cid) is not None:
                 del self._active[cid]
                 continue
-            job, name, routes, prio, size = self._active[cid]
+            job, name, routes, prio, size, lens, lk, inv = self._active[cid]
             # launched, not started yet (its latency term): all its bytes are still to come
             rem = size if eng.coflow_start_s(cid) is None else self._remaining(cid)
-            lens = np.diff(routes.ptr)
             per_link = np.repeat(rem, lens) * routes.frac
-            lk, inv = np.unique(np.asarray(routes.link, dtype=np.int64), return_inverse=True)
             coflows.append(CoflowState(name=name, job=job, remaining_bytes=float(rem.sum()), link_idx=lk,
                                        link_remaining_bytes=np.bincount(inv, weights=per_link,
                                                                         minlength=lk.size),
@@ -740,7 +740,10 @@ class _Walk:
             return
         cid = eng.add_coflow(t.src, t.dst, t.size_bytes, delay_s=t.delay_s + delay, weight=t.weight * weight,
                              priority=engine_prio, routes=routes, name=f"{self.name}/t{i}", on_done=done)
-        hook._active[cid] = (self.job, f"{self.name}/t{i}", routes, 0 if prio is None else prio, t.size_bytes)
+        # the coflow's links and each route entry's link among them, computed once for every view
+        lk_all, inv = np.unique(np.asarray(routes.link, dtype=np.int64), return_inverse=True)
+        hook._active[cid] = (self.job, f"{self.name}/t{i}", routes, 0 if prio is None else prio, t.size_bytes,
+                             np.diff(routes.ptr), lk_all, inv)
 
     def _task_done(self, i: int, t: float) -> None:
         tr = self.hook._jobs.get(self.job)
