@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/sweep.py --repeats 5 --seeds 6 --workers 1 2
     .venv/bin/python benchmarks/sweep.py --sweep scenarios/sweep_default.yaml
 
-The built-in sweep is the embedded default scenario (256 GPUs, 24 jobs; a run takes about 6 s
+The built-in sweep is the embedded default scenario (256 GPUs, 32 jobs; a run takes about 20 s
 alone on this machine) under two placements (first-fit, packed) and 5 seeds: 10 runs of similar
 cost, so that two workers get 5 each and the per-run Ray overhead (a few ms of scheduling and
 pickling, the first task's imports in each worker) is small against the simulation. Every run is
