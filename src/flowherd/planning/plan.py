@@ -22,6 +22,9 @@ on its predicted run, or takes only GPUs the head will not need then. So the hea
 start is never later than FIFO's, unless a backfilled job overruns its prediction by more than
 the margin; every job behind it that starts early cuts its own queueing. Mean JCT drops when the
 queue is long and holds jobs of mixed sizes; on an uncongested cluster the schedule is FIFO's.
+The simulator executes every plan alike (each GPU's planned order, planned times not waited
+for), so a job of a FIFO plan whose GPUs happen to be free early starts early too: the baseline
+placers get that much backfilling for free, which makes the comparison below conservative.
 ``make_plan(..., backfill=True)`` gives a baseline placer the same schedule (the ablation that
 separates what the schedule and what the placement gain: `benchmarks/planner.py --simulate`).
 Measured there (mean JCT in simulation): on the embedded default, where a burst of trace jobs
