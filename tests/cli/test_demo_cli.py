@@ -120,3 +120,16 @@ def test_demo_runs_the_whole_pipeline_on_the_embedded_default(capsys, tmp_path):
     assert methods[:2] == ["packed + no control", "flowherd planner + no control"]
     assert "best baseline (" in methods[2] and methods[3].startswith("flowherd planner + flowherd")
     assert (tmp_path / "report" / "report.html").stat().st_size > 10_000
+
+
+def test_demo_results_do_not_depend_on_the_number_of_workers(small_demo, tmp_path):
+    out, outcome = small_demo  # default workers (one per CPU, at most 4)
+    serial = run_demo(tmp_path / "serial", scenario=_small(), baselines=("cassini", "crux", "varys"),
+                      policies=("not-yet-registered", "threshold"), workers=1)
+    assert serial.candidates == outcome.candidates
+    assert (serial.best_baseline, serial.best_policy) == (outcome.best_baseline, outcome.best_policy)
+    key = lambda r: (r["sweep"], r["placement"], r["controller"] or "none")  # noqa: E731
+    assert sorted((key(r), r["mean_jct_s"]) for r in _runs(tmp_path / "serial")) == sorted(
+        (key(r), r["mean_jct_s"]) for r in _runs(out))
+    with pytest.raises(ConfigError, match="--workers"):
+        run_demo(tmp_path / "bad", scenario=_small(), workers=0)

@@ -296,10 +296,18 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
         current = bar.add_task("", total=1.0, what="", visible=workers <= 1)
         done = 0
 
+        meta = {label: (source, group) for label, source, _, group, _ in todo}
+
         def finished(label: str, run: Any) -> None:
+            """Store a run as soon as it ends (a demo stopped half-way keeps it) and print it."""
             nonlocal done
             done += 1
             bar.update(overall, completed=done, what=f"{done}/{total} simulations")
+            source, group = meta[label]
+            if group == "none":
+                store_run_result(store, source, run, sweep=DEMO_SWEEP, params={ROLE_PARAM: "no control"})
+            elif not isinstance(run, BaseException):
+                store_run_result(store, source, run, sweep=DEMO_CANDIDATES_SWEEP)
             if isinstance(run, BaseException):
                 con.print(f"  [{done}/{total}] {label:<34} [red]failed[/]: {type(run).__name__}: {run}",
                           highlight=False)
@@ -348,13 +356,11 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     for label, source, _, group, name in todo:
         run = runs[label]
         if group == "none":
-            store_run_result(store, source, run, sweep=DEMO_SWEEP, params={ROLE_PARAM: "no control"})
             uncontrolled[name] = run.summary
             continue
         if isinstance(run, BaseException):
             candidates[name] = None
             continue
-        store_run_result(store, source, run, sweep=DEMO_CANDIDATES_SWEEP)
         candidates[name] = run.summary
         cur = best[group]
         if cur is None or _rank(run.summary) < _rank(cur[1].summary):
