@@ -133,3 +133,19 @@ def test_overloaded_serving_job_predicted_with_its_backlog():
     pred = profile_job(job, fabric_view(f)).fixed_duration_s
     assert pred == pytest.approx(np.mean(ends), rel=0.10)
     assert np.mean(ends) > 10.4  # the backlog is real
+
+
+def test_profiles_are_per_fabric_not_per_server_shape():
+    # same servers, GPUs and link speeds, 100x the link latency: the collectives (timed on the
+    # fabric itself) take longer, so a profile cached for one fabric must not serve the other
+    import flowherd.planning.predict as predict
+
+    job = TrainingJob(model="llama3-8b", gpus=8, tp=2, name="j", seq_len=2048, global_batch=8, iterations=3)
+    fast = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, link_latency_s=1e-6)
+    slow = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, link_latency_s=1e-4)
+    a = profile_job(job, fabric_view(fast))
+    b = profile_job(job, fabric_view(slow))
+    predict._PROFILES.clear()
+    fresh = profile_job(job, fabric_view(slow))
+    assert b.base_s == fresh.base_s and b.network_s == fresh.network_s
+    assert b.base_s + b.network_s > a.base_s + a.network_s
