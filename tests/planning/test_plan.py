@@ -7,7 +7,7 @@ import pytest
 
 from flowherd.errors import ConfigError, InfeasibleError, UnknownNameError
 from flowherd.fabric.generators.leaf_spine import leaf_spine
-from flowherd.planning.plan import Plan, make_plan
+from flowherd.planning.plan import Plan, capacity_bound, make_plan
 from flowherd.workload import TrainingJob
 
 
@@ -122,6 +122,26 @@ def test_baseline_placers_keep_fifo_unless_asked_to_backfill():
     assert starts["c"] >= starts["b"] > 0.02
     bf = make_plan(_fabric(), jobs, method="topology", backfill=True)
     assert {j.name: j.start_s for j in bf.jobs}["c"] == pytest.approx(0.02)
+
+
+def test_capacity_bound_is_srpt_on_the_fluid_cluster():
+    # One GPU; A needs 4 GPU-s from t=0, B 1 GPU-s from t=1. Shortest remaining work first on
+    # the fluid relaxation (optimal for 1|r_j, pmtn|sum C_j, Schrage 1968): A runs 0-1 (3 left),
+    # B runs 1-2, A ends at 5: JCTs 5 and 1, mean 3 (FIFO would give 4 and 4).
+    assert capacity_bound(np.array([0.0, 1.0]), np.array([4.0, 1.0]), 1) == pytest.approx(3.0)
+    # all released at once on G GPUs: completions are the running sums of the sorted work / G
+    assert capacity_bound(np.zeros(3), np.array([30.0, 10.0, 20.0]), 10) == pytest.approx((1 + 3 + 6) / 3)
+    assert capacity_bound(np.zeros(0), np.zeros(0), 4) == 0.0
+
+
+def test_plan_bound_counts_the_queueing_a_full_cluster_cannot_avoid():
+    # two jobs that each need all 16 GPUs: one must wait for the other, so the mean JCT is at least
+    # 1.5 times one job's floor run time (the per-job floor alone says 1)
+    plan = make_plan(_fabric(), [_job("a", 16), _job("b", 16)], method="heuristic")
+    floor = min(j.predicted_jct_s for j in plan.jobs)
+    assert plan.lower_bound == pytest.approx(1.5 * floor)
+    assert plan.lower_bound <= plan.objective + 1e-9
+    assert plan.gap < 0.01  # one after the other is optimal here
 
 
 def test_job_larger_than_fabric_is_infeasible_naming_it():
