@@ -29,12 +29,12 @@ with the simulator check (`flowherd.planning.plan.SimCheck`, the scenario's own 
 from __future__ import annotations
 
 import argparse
-import math
+import dataclasses
 import time
 
 import numpy as np
-from scipy import stats
 
+from control import ci95
 from flowherd.planning.instances import large_instance, small_instance
 from flowherd.planning.milp import lp_bound
 from flowherd.planning.plan import make_plan
@@ -125,15 +125,15 @@ def run_simulated(heldout: int = 3, check: bool = False, check_wall_s: float = 2
         print(f"\nscenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, "
               f"routing {sc.routing}, background {'yes' if sc.background else 'no'}, seed {sc.seed}")
         seeds = [sc.seed + 1000 + k for k in range(heldout)] if sc.background is not None else []
+        # the scenario's simulation settings; the check simulates with the run's own seed, so it
+        # knows that run's background draw: the held-out seeds show what carries over
+        settings = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
+                            fidelity=sc.fidelity, seed=sc.seed, candidates=3, max_wall_s=check_wall_s)
         sims: dict[str, list[float]] = {}
         for label, method, opts in variants:
             kw = dict(opts)
             if kw.pop("check", False):
-                # simulates with the run's own seed, so it knows that run's background draw; the
-                # held-out seeds show what carries over to background it has not seen
-                kw["check"] = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
-                                       fidelity=sc.fidelity, seed=sc.seed, candidates=3,
-                                       max_wall_s=check_wall_s)
+                kw["check"] = settings
             plan = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed, **kw)
             run = run_scenario(sc, plan=plan, solo=False)
             s = run.summary
@@ -148,9 +148,8 @@ def run_simulated(heldout: int = 3, check: bool = False, check_wall_s: float = 2
             gap = 100 * (plan.predicted_mean_jct_s / s["mean_jct_s"] - 1) if s["mean_jct_s"] else float("nan")
             sims[label] = [censored] + [
                 simulated_mean_jct_s(sc.fabric, sc.jobs, plan.placements(),
-                                     SimCheck(horizon_s=sc.horizon_s, routing=sc.routing,
-                                              background=sc.background, fidelity=sc.fidelity, seed=x),
-                                     plan.planned_starts()) for x in seeds]
+                                     dataclasses.replace(settings, seed=x), plan.planned_starts())
+                for x in seeds]
             held = f"; held-out seeds mean {np.mean(sims[label][1:]):.3f} s" if seeds else ""
             print(f"  {label:17s}: simulated mean JCT {s['mean_jct_s']:.3f} s over {s['jobs_finished']}/"
                   f"{s['jobs_total']} finished ({censored:.3f} s with unfinished ones at the horizon), "
@@ -169,9 +168,9 @@ def run_simulated(heldout: int = 3, check: bool = False, check_wall_s: float = 2
         h = np.array(sims["heuristic"])
         best = np.min([sims[m] for m in BASELINES], axis=0)
         d = h - best
-        half = stats.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else math.nan
+        mean, half = ci95(d)
         print(f"  heuristic - best baseline placer, per seed {[round(float(x), 3) for x in d]} s: mean "
-              f"{d.mean():+.3f} +- {half:.3f} s ({100 * (h / best - 1).mean():+.2f}%), heuristic better on "
+              f"{mean:+.3f} +- {half:.3f} s ({100 * (h / best - 1).mean():+.2f}%), heuristic better on "
               f"{int((d < 0).sum())}/{d.size} seeds")
         for label in ("topology+backfill", "heuristic-fifo"):
             print(f"  heuristic vs {label}: {100 * (h / np.array(sims[label]) - 1).mean():+.2f}% (mean over "

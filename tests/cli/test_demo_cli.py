@@ -35,7 +35,7 @@ def small_demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
     # "not-yet-registered" stands for a flowherd policy that has not landed: it is skipped
     outcome = run_demo(out, scenario=_small(), baselines=("cassini", "crux", "varys"),
-                       policies=("not-yet-registered", "threshold"))
+                       policies=("not-yet-registered", "threshold"), workers=2)
     return out, outcome
 
 
@@ -123,7 +123,7 @@ def test_demo_runs_the_whole_pipeline_on_the_embedded_default(capsys, tmp_path):
 
 
 def test_demo_results_do_not_depend_on_the_number_of_workers(small_demo, tmp_path):
-    out, outcome = small_demo  # default workers (one per CPU, at most 4)
+    out, outcome = small_demo  # two worker processes
     serial = run_demo(tmp_path / "serial", scenario=_small(), baselines=("cassini", "crux", "varys"),
                       policies=("not-yet-registered", "threshold"), workers=1)
     assert serial.candidates == outcome.candidates

@@ -199,12 +199,12 @@ def _fresh_demo_store(out: Path) -> Path:
     return path
 
 
-def _demo_run(source: dict[str, Any], plan: Any) -> Any:
-    """One simulation of the demo (in a worker process)."""
+def _demo_run(source: dict[str, Any], plan: Any, progress: Any = None) -> Any:
+    """One simulation of the demo (here or in a worker process)."""
     from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import scenario_from_mapping
 
-    return run_scenario(scenario_from_mapping(source), plan=plan)
+    return run_scenario(scenario_from_mapping(source), plan=plan, progress=progress)
 
 
 def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
@@ -238,7 +238,6 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
 
     from flowherd.control import CONTROLLERS
     from flowherd.errors import ConfigError
-    from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
     from flowherd.experiments.sweep import store_run_result
     from flowherd.planning.plan import make_plan
@@ -261,8 +260,7 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     con = _console()
     planner = DEMO_PLACEMENTS[-1]
     plain = {m: {**base, "placement": {"method": m}} for m in DEMO_PLACEMENTS}
-    plain_scen = {m: scenario_from_mapping(src) for m, src in plain.items()}
-    first = plain_scen[planner]
+    first = scenario_from_mapping(plain[planner])
     total = len(DEMO_PLACEMENTS) + len(baselines) + len(available)
     con.print(f"[bold]demo[/]: scenario {first.name!r}, {len(first.jobs)} jobs on {first.fabric.num_gpus} "
               f"GPUs, {first.horizon_s:g} s horizon; {total} simulations: {len(DEMO_PLACEMENTS)} placements "
@@ -318,17 +316,15 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
                       highlight=False)
 
         if workers <= 1:
+            h = first.horizon_s
+
+            def tick(t: float) -> None:
+                bar.update(current, completed=min(t, h), what=f"{100 * min(t, h) / h:3.0f}% of the horizon")
+
             for label, source, with_plan, group, _ in todo:
-                h = plain_scen[planner].horizon_s
                 bar.reset(current, total=h, description=label, what="  0% of the horizon")
-
-                def tick(t: float, h: float = h) -> None:
-                    bar.update(current, completed=min(t, h),
-                               what=f"{100 * min(t, h) / h:3.0f}% of the horizon")
-
                 try:
-                    runs[label] = run_scenario(scenario_from_mapping(source), progress=tick,
-                                               plan=plan if with_plan else None)
+                    runs[label] = _demo_run(source, plan if with_plan else None, tick)
                 except Exception as err:
                     if group == "none":  # no control must run; a failing controller must not end the demo
                         raise
@@ -341,12 +337,12 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
             # spawn: no fork of a process that holds the progress bar's thread
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                futures = {pool.submit(_demo_run, source, plan if with_plan else None): (label, group)
-                           for label, source, with_plan, group, _ in todo}
+                futures = {pool.submit(_demo_run, source, plan if with_plan else None): label
+                           for label, source, with_plan, _, _ in todo}
                 for fut in as_completed(futures):
-                    label, group = futures[fut]
+                    label = futures[fut]
                     err = fut.exception()
-                    if err is not None and group == "none":
+                    if err is not None and meta[label][1] == "none":
                         raise err
                     runs[label] = fut.result() if err is None else err
                     finished(label, runs[label])

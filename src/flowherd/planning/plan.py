@@ -396,10 +396,15 @@ def _run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPr
     statuses: list[str] = []
     risk = 0.0
 
+    def slack_now() -> np.ndarray:
+        """Each GPU's slack now: the overrun of its last holder, as a fraction of its predicted
+        run, that would delay a job placed on it now."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(held_s > 0, (t - freed_at) / held_s, math.inf)
+
     def place(batch: list[int]) -> list[np.ndarray | None]:
         """The method's placements of ``batch`` into the free GPUs now (None: not placed)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gpu_slack = np.where(held_s > 0, (t - freed_at) / held_s, math.inf)
+        gpu_slack = slack_now()
         srv_slack = np.full(view.num_servers, math.inf)
         np.minimum.at(srv_slack, server[free], gpu_slack[free])
         left = None if deadline is None else max(0.05, deadline - time.perf_counter())
@@ -434,8 +439,7 @@ def _run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPr
     def commit(took: list[int], placed: Sequence[np.ndarray]) -> None:
         """Start ``took`` on ``placed`` now; their run times are predicted with the jobs running."""
         nonlocal risk
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gpu_slack = np.where(held_s > 0, (t - freed_at) / held_s, math.inf)
+        gpu_slack = slack_now()
         for i, g in zip(took, placed, strict=True):
             free[g] = False
             gpus[i] = g
@@ -449,10 +453,46 @@ def _run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPr
         for i in took:
             waiting.remove(i)
 
-    def predict(i: int, g: np.ndarray) -> float:
-        """Run time of job ``i`` on ``g`` started now, predicted with the jobs running."""
-        res_m = evaluate(view, [profiles[k] for k in [*running, i]], [*(gpus[k] for k in running), g])
-        return float(res_m.duration_s[-1])
+    def backfill_now() -> bool:
+        """EASY backfilling (Lifka 1995; Mu'alem and Feitelson 2001) now: the queue's head does
+        not fit; it is promised the earliest time at which enough GPUs will be free by the
+        predicted ends of the running jobs (its *shadow* time). A later submitted job starts now
+        if it fits in the free GPUs and either ends before the shadow time, with `OVERRUN_SLACK`
+        of margin on its predicted run, or uses only GPUs the head will not need then (the
+        *extra* GPUs). So no backfilled job delays the head's promised start unless it overruns
+        its prediction by more than the margin. Returns whether any job started."""
+        head = waiting[0]
+        if profiles[head].submit_s > t:
+            return False
+        need = profiles[head].world_size
+        count = int(free.sum())
+        shadow, extra = math.inf, 0
+        for k in sorted(running, key=lambda k: end[k]):
+            count += len(gpus[k])
+            if count >= need:
+                shadow, extra = float(end[k]), count - need
+                break
+        started = False
+        for i in list(waiting[1:]):
+            p = profiles[i]
+            if p.submit_s > t:
+                break
+            if p.world_size > int(free.sum()):
+                continue
+            g = place([i])[0]
+            if g is None:
+                continue
+            # its run time started now, predicted with the jobs running
+            d = float(evaluate(view, [profiles[k] for k in [*running, i]],
+                               [*(gpus[k] for k in running), g]).duration_s[-1])
+            if t + d * (1.0 + OVERRUN_SLACK) <= shadow:
+                commit([i], [g])
+                started = True
+            elif p.world_size <= extra:
+                commit([i], [g])
+                extra -= p.world_size
+                started = True
+        return started
 
     while waiting:
         head = waiting[0]
@@ -476,7 +516,7 @@ def _run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPr
             if n:  # FIFO: nothing behind an unplaced job starts
                 commit(batch[:n], placed[:n])
                 continue
-        if backfill and _backfill(profiles, waiting, running, gpus, end, free, t, place, predict, commit):
+        if backfill and backfill_now():
             continue
         # the head waits for the next end or (if it was not submitted yet) its submission; with
         # backfilling, also for the next submission of a job behind it
@@ -493,50 +533,6 @@ def _run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPr
                                   f"planner {method!r}")
         t = nxt
     return _Timeline(gpus=gpus, start=start, end=end, bounds=bounds, statuses=statuses, risk=risk)
-
-
-def _backfill(profiles: Sequence[JobProfile], waiting: list[int], running: list[int],
-              gpus: list[np.ndarray | None], end: np.ndarray, free: np.ndarray, t: float,
-              place: Any, predict: Any, commit: Any) -> bool:
-    """EASY backfilling (Lifka 1995; Mu'alem and Feitelson 2001) at time ``t``: the queue's head
-    does not fit; it is promised the earliest time at which enough GPUs will be free by the
-    predicted ends of the running jobs (its *shadow* time). A later submitted job starts now if
-    it fits in the free GPUs and either ends before the shadow time, with `OVERRUN_SLACK` of
-    margin on its predicted run, or uses only GPUs the head will not need then (the *extra*
-    GPUs). So no backfilled job delays the head's promised start unless it overruns its
-    prediction by more than the margin. Returns whether any job started."""
-    from flowherd.planning.heuristic import OVERRUN_SLACK
-
-    head = waiting[0]
-    if profiles[head].submit_s > t:
-        return False
-    need = profiles[head].world_size
-    count = int(free.sum())
-    shadow, extra = math.inf, 0
-    for k in sorted(running, key=lambda k: end[k]):
-        count += len(gpus[k])
-        if count >= need:
-            shadow, extra = float(end[k]), count - need
-            break
-    started = False
-    for i in list(waiting[1:]):
-        p = profiles[i]
-        if p.submit_s > t:
-            break
-        if p.world_size > int(free.sum()):
-            continue
-        g = place([i])[0]
-        if g is None:
-            continue
-        d = predict(i, g)
-        if t + d * (1.0 + OVERRUN_SLACK) <= shadow:
-            commit([i], [g])
-            started = True
-        elif p.world_size <= extra:
-            commit([i], [g])
-            extra -= p.world_size
-            started = True
-    return started
 
 
 def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",

@@ -206,10 +206,22 @@ def _cut_bytes(op: Op, size_bytes: float, side: np.ndarray) -> float:
     return steps * busbw_factor(op, n) * size_bytes
 
 
-# Profiles by job shape and fabric view: a profile times collectives on the fabric itself
-# (`_collective_timer`), so two fabrics with the same servers and links speeds may differ; the
-# entry holds its view, so an id reused by another view never hits
+# Profiles and serving times by job shape and fabric view: both time collectives on the fabric
+# itself (`_collective_timer`, `_serving_s`), so two fabrics with the same servers and link speeds
+# may differ
 _PROFILES: dict[tuple[Any, ...], tuple[FabricView, JobProfile]] = {}
+_SERVING: dict[tuple[Any, ...], tuple[FabricView, float]] = {}
+
+
+def _per_view(cache: dict[tuple[Any, ...], tuple[FabricView, Any]], shape: str, view: FabricView,
+              make: Any) -> Any:
+    """``make()`` cached by job ``shape`` and ``view``; an entry holds its view, so an id reused
+    by another view never hits."""
+    key = (shape, id(view))
+    hit = cache.get(key)
+    if hit is None or hit[0] is not view:
+        hit = cache[key] = (view, make())
+    return hit[1]
 
 
 def profile_job(job: TrainingJob | InferenceJob, view: FabricView) -> JobProfile:
@@ -220,11 +232,8 @@ def profile_job(job: TrainingJob | InferenceJob, view: FabricView) -> JobProfile
     tp = int(job.tp)
     unit = tp if gps % tp == 0 and tp <= gps else 1
     if isinstance(job, InferenceJob):
-        key = (repr(dataclasses.replace(job, name="p", tenant="p", submit_s=0.0)), id(view))
-        hit_s = _SERVING.get(key)
-        if hit_s is None or hit_s[0] is not view:
-            hit_s = _SERVING[key] = (view, _serving_s(job, view))
-        dur = hit_s[1]
+        dur = _per_view(_SERVING, repr(dataclasses.replace(job, name="p", tenant="p", submit_s=0.0)), view,
+                        lambda: _serving_s(job, view))
         return JobProfile(name=job.name, kind="inference", world_size=n, unit_gpus=unit, gpu_type=gpu,
                           submit_s=float(job.submit_s), iterations=1, compute_only_s=0.0,
                           single_server_s=dur if n <= gps else None, base_s=dur, network_s=0.0,
@@ -232,16 +241,10 @@ def profile_job(job: TrainingJob | InferenceJob, view: FabricView) -> JobProfile
     if not isinstance(job, TrainingJob):
         raise ConfigError(f"a job must be a TrainingJob or InferenceJob, got {type(job).__name__} (jobs)")
     neutral = dataclasses.replace(job, name="p", tenant="p", submit_s=0.0, iterations=1)
-    key = (repr(neutral), id(view))
-    hit = _PROFILES.get(key)
-    if hit is None or hit[0] is not view:
-        hit = _PROFILES[key] = (view, _profile_training(neutral, gps, view.nvlink_bytes_per_s,
-                                                         view.nic_bytes_per_s, view))
-    return dataclasses.replace(hit[1], name=job.name, submit_s=float(job.submit_s),
+    hit = _per_view(_PROFILES, repr(neutral), view, lambda: _profile_training(
+        neutral, gps, view.nvlink_bytes_per_s, view.nic_bytes_per_s, view))
+    return dataclasses.replace(hit, name=job.name, submit_s=float(job.submit_s),
                                iterations=int(job.iterations), job=job)
-
-
-_SERVING: dict[tuple[Any, ...], tuple[FabricView, float]] = {}  # as _PROFILES
 
 
 def _serving_s(job: InferenceJob, view: FabricView) -> float:

@@ -685,19 +685,16 @@ class _Cluster:
         for r in self.runs:
             if r.req.name in placements:
                 r.pinned = placements[r.req.name]
-        # a plan's order on every GPU (module docstring): GPU g's jobs by planned start are
-        # self.gpu_seq[g]; self.gpu_next[g] is the rank of the first of them not started yet
+        # a plan's order on every GPU (module docstring): self.gpu_seq[g] holds the indices of the
+        # jobs GPU g still has to run, by planned start
         self.planned = planned_start is not None
         if self.planned:
             ranked = sorted(self.runs, key=lambda r: (float(planned_start[r.req.name]), r.req.submit_s,
                                                       r.index))
-            self.rank = {r.index: k for k, r in enumerate(ranked)}
-            self.gpu_seq: list[list[int]] = [[] for _ in range(fabric.num_gpus)]
-            for k, r in enumerate(ranked):
-                for g in r.pinned:
-                    self.gpu_seq[int(g)].append(k)
-            self.gpu_ptr = np.zeros(fabric.num_gpus, np.int64)
-            self.gpu_next = np.array([q[0] if q else len(ranked) for q in self.gpu_seq], np.int64)
+            self.gpu_seq: list[deque[int]] = [deque() for _ in range(fabric.num_gpus)]
+            for r in ranked:
+                for g in r.pinned.tolist():
+                    self.gpu_seq[g].append(r.index)
         self.running: list[_Run] = []
         self.ff_bytes = np.zeros(fabric.num_directed_links)
         self._seeds = np.random.SeedSequence(seed).spawn(len(jobs))
@@ -713,14 +710,12 @@ class _Cluster:
     def serve(self, now: float) -> None:
         if self.planned:  # a plan: every GPU keeps its planned order (module docstring)
             for run in list(self.queue):
-                g = run.pinned
-                if np.all(self.free[g]) and np.all(self.gpu_next[g] == self.rank[run.index]):
+                g = run.pinned.tolist()
+                if all(self.free[x] and self.gpu_seq[x][0] == run.index for x in g):
                     self.queue.remove(run)
                     for x in g:
-                        self.gpu_ptr[x] += 1
-                        seq, k = self.gpu_seq[x], self.gpu_ptr[x]
-                        self.gpu_next[x] = seq[k] if k < len(seq) else len(self.runs)
-                    self._start(run, g, now)
+                        self.gpu_seq[x].popleft()
+                    self._start(run, run.pinned, now)
             return
         while self.queue:
             run = self.queue[0]

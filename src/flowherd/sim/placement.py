@@ -106,10 +106,11 @@ class PackedPlacer:
 
     def place(self, job: Any, free_mask: np.ndarray, fabric: Fabric) -> np.ndarray | None:
         got = self._servers(job, free_mask, fabric)
-        if got is None:
-            return None
-        n, free_mask, leaf_of, free_per = got
-        server = fabric.gpu_server
+        return None if got is None else self._pick(*got, fabric.gpu_server)
+
+    def _pick(self, n: int, free_mask: np.ndarray, leaf_of: np.ndarray, free_per: np.ndarray,
+              server: np.ndarray) -> np.ndarray:
+        """The GPUs of ``n`` free ones (`_servers` figures); ``server``: each GPU's server."""
         fits = np.flatnonzero(free_per >= n)
         if fits.size:  # best fit in one server
             s = int(fits[np.argmin(free_per[fits])])
@@ -159,14 +160,10 @@ class SpreadPlacer(PackedPlacer):
 
     name = "spread"
 
-    def place(self, job: Any, free_mask: np.ndarray, fabric: Fabric) -> np.ndarray | None:
-        got = self._servers(job, free_mask, fabric)
-        if got is None:
-            return None
-        n, free_mask, leaf_of, free_per = got
-        server = fabric.gpu_server
+    def _pick(self, n: int, free_mask: np.ndarray, leaf_of: np.ndarray, free_per: np.ndarray,
+              server: np.ndarray) -> np.ndarray:
         if np.any(free_per >= n):  # one server: no network either way
-            return super().place(job, free_mask, fabric)
+            return super()._pick(n, free_mask, leaf_of, free_per, server)
         leaves, leaf_idx = np.unique(leaf_of, return_inverse=True)
         free_leaf = np.bincount(leaf_idx, weights=free_per, minlength=leaves.size)
         taken = np.zeros(leaves.size, np.int64)
