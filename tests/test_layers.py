@@ -56,3 +56,17 @@ def test_importing_flowherd_reads_no_heavy_dependency():
             "print(sorted(heavy & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_subpackages_import_each_other_in_no_circle():
+    # Lazy imports inside functions count too: a circle between two packages of one layer
+    # (experiments.runner -> rl -> experiments.runner, once) makes neither usable alone.
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for path in SRC.rglob("*.py"):
+        own = path.relative_to(SRC).parts[0].removesuffix(".py")
+        graph.add_edges_from((own, target) for target in _imports(path)
+                             if target != own and target in LAYERS and own in LAYERS)
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, f"subpackage import circles: {cycles}"

@@ -10,11 +10,7 @@ import yaml
 
 from flowherd.cli import main
 from flowherd.control.herd import ACTIONS, HerdController
-from flowherd.errors import ConfigError, UnknownNameError
-from flowherd.experiments.runner import run_scenario
-from flowherd.experiments.scenario import scenario_from_mapping
-from flowherd.rl.env import BufferingEnv
-from flowherd.rl.policy import (
+from flowherd.control.model import (
     ModelController,
     PolicyController,
     greedy_action,
@@ -22,6 +18,10 @@ from flowherd.rl.policy import (
     numpy_actor,
     numpy_logits,
 )
+from flowherd.errors import ConfigError, UnknownNameError
+from flowherd.experiments.runner import run_scenario
+from flowherd.experiments.scenario import scenario_from_mapping
+from flowherd.rl.env import BufferingEnv
 from flowherd.rl.train import behaviour_clone, collect_structured, evaluate, train
 
 

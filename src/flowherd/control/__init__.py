@@ -3,7 +3,9 @@
 The protocol and the values they exchange with the simulator (`Controller`, `DecisionPoint`,
 `NetworkView`, `Decision`, `validate`) live in `flowherd.sim.control_api`, since the simulator
 must not import this package. `CONTROLLERS` maps the names used in scenarios and on the command
-line to factories; `make_controller` builds one.
+line to factories; `make_controller` builds one, and a path to a trained model (``.zip``, saved by
+`flowherd.rl.train`) is loaded by `flowherd.control.model.load_controller` (torch and
+stable-baselines3 imported then only).
 
 >>> c = make_controller("varys")
 >>> c.name
@@ -65,13 +67,18 @@ FLOWHERD_POLICIES = ("flowherd", "threshold")  # best first on ties
 
 
 def make_controller(spec: str | Controller, **params) -> Controller:
-    """A controller from a registry name (with its parameters) or an object satisfying `Controller`.
+    """A controller from a registry name (with its parameters), a trained model's path (``.zip``;
+    its parameters are `HerdParams` fields) or an object satisfying `Controller`.
 
     Raises:
         UnknownNameError: an unknown name (with the closest one).
         ConfigError: parameters the controller does not take, or an object that is not a
             controller.
     """
+    if isinstance(spec, str) and spec.endswith(".zip"):
+        from flowherd.control.model import load_controller
+
+        return load_controller(spec, **params)
     if isinstance(spec, str):
         factory = CONTROLLERS[spec]
         try:

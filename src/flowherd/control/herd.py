@@ -68,6 +68,9 @@ FEATURE_NAMES = ("log_size", "bottleneck_contention", "bottleneck_competitors", 
                  "progress", "slowdown", "mean_link_utilization", "can_buffer",
                  *(f"group_{g}" for g in GROUPS), "group_other")
 NUM_FEATURES = len(FEATURE_NAMES)
+# Observations are clipped to [-OBS_BOUND, OBS_BOUND] (features are documented to stay in about
+# [-1, 10]; the clip only keeps the Box honest).
+OBS_BOUND = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -98,7 +98,7 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
             ``hetero``, ``random``) plans the scenario first.
         controller: A controller object (`flowherd.sim.control_api.Controller`) that overrides
             the scenario's ``controller``; None: the scenario's, by registry name or, for a path
-            to a trained model (.zip), through `flowherd.rl.policy.load_controller`.
+            to a trained model (.zip), through `flowherd.control.make_controller`.
     """
     wall0 = time.perf_counter()
     requests = [JobRequest(name=j.name, tenant=j.tenant, spec=j, submit_s=j.submit_s) for j in scenario.jobs]
@@ -121,11 +121,7 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
 
             router = ExplicitRouter(scenario.fabric, routes_to_splits(plan.routes),
                                     fallback=scenario.routing, seed=scenario.seed)
-    if controller is None and scenario.controller.endswith(".zip"):
-        from flowherd.rl.policy import load_controller
-
-        controller = load_controller(scenario.controller, **scenario.controller_params)
-    elif controller is None and (scenario.controller != "none" or scenario.controller_params):
+    if controller is None and (scenario.controller != "none" or scenario.controller_params):
         from flowherd.control import make_controller
 
         controller = make_controller(scenario.controller, **scenario.controller_params)

@@ -327,7 +327,7 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
                                     sample_every_s=_time(bg.sample_every, "workload.background.sample_every"))
     from flowherd.control import CONTROLLERS
 
-    if m.controller.name.endswith(".zip"):  # a trained model (flowherd train), run by flowherd.rl.policy
+    if m.controller.name.endswith(".zip"):  # a trained model (flowherd train), run by flowherd.control.model
         if not Path(m.controller.name).is_file():
             raise ConfigError(f"no trained model file {m.controller.name!r} (controller.name); expected a "
                               f"controller name ({', '.join(CONTROLLERS)}) or an existing .zip model file")

@@ -30,6 +30,7 @@ from gymnasium import spaces
 from flowherd.control.herd import (
     ACTIONS,
     NUM_FEATURES,
+    OBS_BOUND,
     HerdController,
     HerdParams,
     action_mask,
@@ -43,10 +44,6 @@ from flowherd.experiments.scenario import Scenario, read_scenario_mapping, scena
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["OBS_BOUND", "BufferingEnv", "jobs_in_system_integral"]
-
-# Observations are clipped to [-OBS_BOUND, OBS_BOUND] (features are documented to stay in about
-# [-1, 10]; the clip only keeps the Box honest).
-OBS_BOUND = 10.0
 
 
 class _Abort(BaseException):

@@ -11,7 +11,7 @@ Flat on purpose (CleanRL's ``ppo.py`` is the model): `train` reads top to bottom
    (`TrainResult.bc_accuracy` says how closely it copies it).
 3. PPO (stable-baselines3, a small MLP, ``n_steps`` about one episode, a fixed seed) for
    ``steps`` environment steps. Every ``eval_every`` steps the greedy masked policy
-   (`flowherd.rl.policy.PolicyController`) runs on held-out validation seeds; the mean JCT
+   (`flowherd.control.model.PolicyController`) runs on held-out validation seeds; the mean JCT
    (a job unfinished at the horizon counted to the horizon) is the learning curve.
 
 The model saved at ``out`` is the one with the best validation mean JCT seen (the cloned one at
@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 
 from flowherd.control.herd import HerdController, HerdParams
+from flowherd.control.model import PolicyController, greedy_action
 from flowherd.errors import ConfigError
 from flowherd.experiments.scenario import Scenario
 from flowherd.registry import Registry
 from flowherd.rl.env import BufferingEnv
-from flowherd.rl.policy import PolicyController, greedy_action
 
 __all__ = ["ALGOS", "CurvePoint", "TrainResult", "behaviour_clone", "collect_structured", "evaluate", "train"]
 

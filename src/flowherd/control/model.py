@@ -19,6 +19,7 @@ import numpy as np
 from flowherd.control.herd import (
     ACTIONS,
     NUM_FEATURES,
+    OBS_BOUND,
     HerdController,
     HerdParams,
     action_mask,
@@ -118,8 +119,6 @@ class PolicyController:
     def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
         if not asks_agent(point):
             return self.structured.decide(point, view)
-        from flowherd.rl.env import OBS_BOUND
-
         obs = np.clip(features(point, view), -OBS_BOUND, OBS_BOUND)
         mask = action_mask(point, view, self.params)
         if self._layers is None:
