@@ -5,8 +5,12 @@ models given with --model) on the scenarios of benchmarks/scenarios/ over severa
 another window of the Philly trace and other background traffic), and prints per scenario and
 controller: mean and p99 JCT and mean iteration slowdown, each with its 95% confidence interval
 over the seeds (Student t), the change of mean JCT against no control, jobs finished, and the
-controller's mean decision time. Jobs still running at the horizon count with their time so far
-(their JCT is censored at the horizon), so a controller cannot gain by leaving jobs unfinished.
+controller's mean decision time; and what a gain costs others: the background flows' mean and p99
+flow completion time against no control on the same seed (the same background flows: the
+background is drawn from the seed, not from the controller) and Jain's index of the tenants'
+shares (1 / mean slowdown; `flowherd.experiments.metrics`). Jobs still running at the horizon
+count with their time so far (their JCT is censored at the horizon), so a controller cannot gain
+by leaving jobs unfinished.
 
 With --model, the learning curve saved next to each model (MODEL_curve.csv, by `flowherd train`)
 is printed too. Evaluation seeds default to 0..4: train models on other seeds
@@ -62,13 +66,17 @@ def run_one(task: tuple) -> dict:
     jct = run.cluster.censored_jct_s()
     finished = sum(r.finish_s is not None for r in run.cluster.jobs)
     c = run.cluster
+    bg = run.summary["background"]
     return {"scenario": level, "controller": label, "seed": int(seed),
             "mean_jct_s": float(jct.mean()) if jct.size else math.nan,
             "p99_jct_s": float(np.percentile(jct, 99)) if jct.size else math.nan,
             "mean_iteration_slowdown": float(run.summary.get("mean_iteration_slowdown") or math.nan),
             "jobs": int(jct.size), "finished": int(finished),
             "decision_us": 1e6 * c.decision_wall_s / c.num_decisions if c.num_decisions else 0.0,
-            "decisions": int(c.num_decisions), "issues": len(c.controller_issues), "wall_s": wall}
+            "decisions": int(c.num_decisions), "issues": len(c.controller_issues), "wall_s": wall,
+            "bg_mean_fct_s": bg["mean_fct_s"] if bg["mean_fct_s"] is not None else math.nan,
+            "bg_p99_fct_s": bg["p99_fct_s"] if bg["p99_fct_s"] is not None else math.nan,
+            "tenant_jain": run.summary["tenant_jain"] if run.summary["tenant_jain"] is not None else math.nan}
 
 
 def ci95(x: np.ndarray) -> tuple[float, float]:
@@ -77,6 +85,17 @@ def ci95(x: np.ndarray) -> tuple[float, float]:
     if x.size < 2:
         return float(x.mean()), math.nan
     return float(x.mean()), float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+
+
+def _paired_change(rs: list[dict], none_of: dict[int, dict], key: str) -> str:
+    """Mean +- 95% CI over seeds of the per-seed change of `key` against no control, percent."""
+    ch = [100 * (r[key] / none_of[r["seed"]][key] - 1) for r in rs
+          if r["seed"] in none_of and math.isfinite(r.get(key, math.nan))
+          and math.isfinite(none_of[r["seed"]].get(key, math.nan)) and none_of[r["seed"]][key] > 0]
+    if not ch:
+        return "n/a"
+    m, h = ci95(np.array(ch))
+    return f"{m:+.1f}%" if not math.isfinite(h) else f"{m:+.1f}+-{h:.1f}%"
 
 
 def print_curve(model: Path) -> None:
@@ -140,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
                          if r["controller"] == "none"])
         print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}: mean +- 95% CI over seeds ==")
         print(f"{'controller':<18} {'mean JCT s':>16} {'vs none':>8} {'p99 JCT s':>16} {'iter slowdown':>16} "
-              f"{'finished':>9} {'decision us':>11}")
+              f"{'finished':>9} {'decision us':>11} {'bg FCT vs none':>15} {'bg p99 vs none':>15} "
+              f"{'Jain':>6}")
+        none_of = {r["seed"]: r for r in sub if r["controller"] == "none"}
         for label, *_ in ctrls:
             rs = sorted((r for r in sub if r["controller"] == label), key=lambda r: r["seed"])
             m, h = ci95([r["mean_jct_s"] for r in rs])
@@ -150,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
                   if base.size else "")
             fin = f"{sum(r['finished'] for r in rs)}/{sum(r['jobs'] for r in rs)}"
             dec = np.mean([r["decision_us"] for r in rs])
+            bgm, bgp = (_paired_change(rs, none_of, key) for key in ("bg_mean_fct_s", "bg_p99_fct_s"))
+            jain = np.nanmean([r.get("tenant_jain", math.nan) for r in rs]) if rs else math.nan
             print(f"{label:<18} {m:>9.2f} +-{h:>5.2f} {vs:>8} {p:>9.2f} +-{ph:>5.2f} {s:>9.3f} +-{sh:>5.3f} "
-                  f"{fin:>9} {dec:>11.0f}")
+                  f"{fin:>9} {dec:>11.0f} {bgm:>15} {bgp:>15} {jain:>6.3f}")
         # paired comparison on the same seeds: the best flowherd policy against each baseline
         ours = [c[0] for c in ctrls if c[0] in ("threshold", "flowherd") or c[0].startswith("rl:")]
         if ours:

@@ -16,6 +16,9 @@ Definitions (all times in seconds):
   communication adds beyond the compute critical path.
 * ``gpu_utilization``: GPU-seconds computing over GPU-seconds held (start to finish, or to the
   horizon).
+* ``tenant_jain``: Jain's fairness index (Jain, Chiu and Hawe, DEC-TR-301, 1984),
+  (sum x)^2 / (n sum x^2), over the tenants' x = 1 / mean slowdown (the share of its alone-speed
+  each tenant got): 1 when every tenant is slowed alike, 1/n when one tenant gets everything.
 """
 
 from __future__ import annotations
@@ -92,6 +95,18 @@ def job_metrics(rec: JobRecord, *, solo_iteration_s: float | None, horizon_s: fl
     }
 
 
+def jain_index(xs: list[float]) -> float | None:
+    """Jain's fairness index of positive values (module docstring); None for none.
+
+    >>> jain_index([1.0, 1.0]), jain_index([1.0, 0.0])
+    (1.0, 0.5)
+    """
+    x = np.asarray(xs, dtype=np.float64)
+    if x.size == 0 or not np.all(np.isfinite(x)) or np.any(x < 0) or not x.any():
+        return None
+    return float(x.sum() ** 2 / (x.size * (x * x).sum()))
+
+
 def tenant_metrics(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per-tenant aggregates of job metrics."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -136,6 +151,8 @@ def run_metrics(result: ClusterResult, jobs: list[dict[str, Any]]) -> dict[str, 
         "mean_fct_s": float(fct.mean()) if fct.size else None,
         "p99_fct_s": float(np.percentile(fct, 99)) if fct.size else None,
     }
+    shares = [1.0 / t["mean_slowdown"] for t in tenant_metrics(jobs)
+              if t["mean_slowdown"] is not None and t["mean_slowdown"] > 0]
     return {
         "jobs_total": len(jobs),
         "jobs_finished": len(done),
@@ -146,6 +163,7 @@ def run_metrics(result: ClusterResult, jobs: list[dict[str, Any]]) -> dict[str, 
         "mean_iteration_slowdown": _mean([j["iteration_slowdown"] for j in jobs
                                           if j["iteration_slowdown"] is not None]),
         "makespan_s": makespan,
+        "tenant_jain": jain_index(shares),
         "link_utilization": util,
         "background": background,
     }
