@@ -10,8 +10,9 @@ Large: 4,096 GPUs (512 servers of 8, 32 leaves, 2:1) and 200 jobs (8-32 GPUs); p
 heuristic's solve time and its gap to the LP lower bound (`flowherd.planning.milp.lp_bound`).
 
 Simulated (``--simulate``): every method plans the embedded ``default`` scenario and a
-trace-driven one (the first 300 Microsoft Philly jobs, 40 of them on 2-16 GPUs, arrivals compressed
-1000x, on 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves, spraying routes); each plan
+trace-driven one on ``--trace-slices`` disjoint windows of 300 Microsoft Philly jobs (the first
+window: 40 of them on 2-16 GPUs; each window is reported on its own: held-out honesty), arrivals
+compressed 1000x, on 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves, spraying routes); each plan
 runs in `flowherd.sim.cluster` pinned to its GPUs in its order; prints simulated and predicted
 mean JCT, queueing and the prediction error per method. The baseline placers schedule FIFO (as the
 cluster does); the heuristic also schedules (EASY backfilling, `flowherd.planning.plan`); two
@@ -115,13 +116,23 @@ VARIANTS = [(m, m, {}) for m in BASELINES] + [
 ]
 
 
-def run_simulated(heldout: int = 3, check: bool = False, check_wall_s: float = 240.0) -> None:
+def trace_slice(k: int) -> dict:
+    """The trace scenario on the k-th disjoint window of 300 Philly jobs (k = 0: the first 300)."""
+    source = {**TRACE_SCENARIO, "name": f"philly-300 window {k} (jobs {300 * k}-{300 * k + 299})"}
+    source["workload"] = {"traces": [{**TRACE_SCENARIO["workload"]["traces"][0], "skip": 300 * k}]}
+    return source
+
+
+def run_simulated(heldout: int = 3, check: bool = False, check_wall_s: float = 240.0,
+                  trace_slices: int = 2) -> None:
     from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import load_scenario, scenario_from_mapping
     from flowherd.planning.plan import SimCheck, simulated_mean_jct_s
 
     variants = [*VARIANTS, ("heuristic+check", "heuristic", {"check": True})] if check else VARIANTS
-    for sc in (load_scenario("default"), scenario_from_mapping(TRACE_SCENARIO)):
+    scenarios = [load_scenario("default"),
+                 *(scenario_from_mapping(trace_slice(k)) for k in range(trace_slices))]
+    for sc in scenarios:
         print(f"\nscenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, "
               f"routing {sc.routing}, background {'yes' if sc.background else 'no'}, seed {sc.seed}")
         seeds = [sc.seed + 1000 + k for k in range(heldout)] if sc.background is not None else []
@@ -184,11 +195,13 @@ def main() -> None:
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--simulate", action="store_true", help="only the simulated comparison")
     ap.add_argument("--heldout", type=int, default=3, help="held-out seeds of the simulated comparison")
+    ap.add_argument("--trace-slices", type=int, default=2,
+                    help="disjoint 300-job windows of the Philly trace to run the trace scenario on")
     ap.add_argument("--check", action="store_true",
                     help="also the heuristic with the simulator check (SimCheck, the scenario's seed)")
     args = ap.parse_args()
     if args.simulate:
-        run_simulated(heldout=args.heldout, check=args.check)
+        run_simulated(heldout=args.heldout, check=args.check, trace_slices=args.trace_slices)
         return
     run_small(args.instances, args.time_limit)
     if not args.skip_large:
