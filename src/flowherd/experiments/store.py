@@ -29,14 +29,12 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from flowherd.errors import ConfigError
-
-if TYPE_CHECKING:
-    from flowherd.experiments.sweep import Run
+from flowherd.experiments.runs import Run
 
 __all__ = ["SCHEMA_VERSION", "ResultStore", "resolve_store_path"]
 
