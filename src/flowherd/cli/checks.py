@@ -7,17 +7,71 @@ was expected; data (job and tenant names) reaches the terminal as text, never as
 
 from __future__ import annotations
 
-import difflib
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from flowherd.errors import ConfigError, UnknownNameError
-from flowherd.experiments.loading import clip
+from flowherd.experiments.loading import clip, short_unknown
 from flowherd.experiments.runs import check_seed
 
-__all__ = ["check_count", "check_out_dir", "check_out_file", "check_seed", "plain", "short_unknown"]
+__all__ = ["check_count", "check_out_dir", "check_out_file", "check_seed", "error_line", "load_fabric_arg",
+           "plain", "short_unknown", "usage_error_line"]
+
+MAX_MESSAGE_CHARS = 600
+
+
+def error_line(err: BaseException | str) -> str:
+    """``error: <message>`` on one line, at most about `MAX_MESSAGE_CHARS` characters."""
+    text = " ".join(str(err).split())
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[:MAX_MESSAGE_CHARS] + f"... ({len(text) - MAX_MESSAGE_CHARS:,} more characters)"
+    return f"error: {text}"
+
+
+def _flag_value(param: Any, args: list[str]) -> str | None:
+    for opt in getattr(param, "opts", ()):
+        for i, a in enumerate(args):
+            if a == opt and i + 1 < len(args):
+                return args[i + 1]
+            if a.startswith(opt + "="):
+                return a[len(opt) + 1:]
+    return None
+
+
+def usage_error_line(err: BaseException, args: list[str]) -> str | None:
+    """One line for a click usage error (None for any other exception): the flag, the value typed
+    and what was expected, and where the help is; the help itself when no arguments were given."""
+    import typer
+
+    # typer >= 0.2x vendors click: its usage errors derive from typer.TyperException (older typer:
+    # from click.ClickException); both have format_message
+    usage = [typer.TyperException] if hasattr(typer, "TyperException") else []
+    try:
+        import click
+
+        usage.append(click.ClickException)
+    except ImportError:  # pragma: no cover - typer without click
+        pass
+    if not isinstance(err, tuple(usage)) or not hasattr(err, "format_message"):
+        return None
+    if type(err).__name__ == "NoArgsIsHelpError":  # `flowherd` alone: the help, as click prints it
+        return err.format_message()
+    ctx = getattr(err, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    param = getattr(err, "param", None)
+    if type(err).__name__ == "MissingParameter" and param is not None:
+        name = (getattr(param, "opts", None) or [param.name])[0]
+        kind = "option" if str(name).startswith("-") else "argument"
+        return error_line(f"missing {kind} {str(name).upper() if kind == 'argument' else name}{where}")
+    if isinstance(err, typer.BadParameter) and param is not None:
+        hint = "/".join(getattr(param, "opts", ())) or param.name
+        value = _flag_value(param, args)
+        got = f" {clip(value)}" if value is not None else ""
+        message = err.message.removeprefix("Input should be ")
+        return error_line(f"invalid value{got} for {hint}: expected {message}{where}")
+    return error_line(f"{err.format_message()}{where}")
 
 
 def plain(value: object) -> Any:
@@ -93,10 +147,27 @@ def check_count(text: str | int, flag: str, *, what: str = "count", minimum: int
     return value
 
 
-def short_unknown(err: UnknownNameError, field: str, listing: str) -> ConfigError:
-    """A one-line message for an unknown name of a long registry: the near miss and where the
-    full list is (`listing`, e.g. ``flowherd fabric --list``), instead of every name."""
-    close = difflib.get_close_matches(err.name, list(err.known), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return ConfigError(f"unknown {err.kind} {clip(err.name)} ({field}){hint} (`{listing}` lists all "
-                       f"{len(err.known)})")
+def load_fabric_arg(text: str, flag: str = "fabric") -> Any:
+    """A fabric from a preset name or a YAML file given on the command line (`load_fabric`), the
+    file read strictly (`flowherd.experiments.loading`), its size checked before it is built, and
+    an unknown preset told in one short line.
+
+    Raises:
+        ConfigError: A bad file, a fabric too large for this machine, an unknown preset.
+    """
+    from flowherd.experiments.loading import check_fabric_size, read_yaml_file
+    from flowherd.fabric.spec import fabric_from_mapping, load_fabric
+
+    path = Path(text)
+    try:
+        if path.suffix.lower() in (".yaml", ".yml") or "/" in text or path.exists():
+            data = read_yaml_file(path, what="fabric")
+            if set(data) == {"fabric"}:
+                data = data["fabric"]
+            check_fabric_size(data)
+            return fabric_from_mapping(data, field="fabric")
+        return load_fabric(text)
+    except UnknownNameError as err:
+        if err.kind == "fabric preset":
+            raise short_unknown(err, flag, "flowherd fabric --list") from None
+        raise

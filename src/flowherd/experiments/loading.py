@@ -17,6 +17,7 @@ refuse, with the figure and the limit, what exceeds the memory available on this
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import reprlib
@@ -26,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from flowherd.errors import ConfigError
+from flowherd.errors import ConfigError, UnknownNameError
 from flowherd.units import GiB, KiB, MiB, format_size
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "load_yaml",
     "read_text_file",
     "read_yaml_file",
+    "short_unknown",
 ]
 
 MAX_FILE_BYTES = 16 * MiB
@@ -198,6 +200,15 @@ def read_yaml_file(path: str | Path, *, what: str, mapping: bool = True) -> Any:
     if mapping and not isinstance(data, dict):
         raise ConfigError(f"{what} {source} must be a YAML mapping, got {type(data).__name__}")
     return data
+
+
+def short_unknown(err: UnknownNameError, field: str, listing: str) -> ConfigError:
+    """A one-line message for an unknown name of a long registry: the near miss and where the
+    full list is (`listing`, e.g. ``flowherd fabric --list``), instead of every name."""
+    close = difflib.get_close_matches(err.name, list(err.known), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown {err.kind} {clip(err.name)} ({field}){hint} (`{listing}` lists all "
+                       f"{len(err.known)})")
 
 
 # ---- sizes -------------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from flowherd.errors import ConfigError, FlowherdError
+from flowherd.errors import ConfigError, FlowherdError, UnknownNameError
 from flowherd.experiments import loading
 from flowherd.fabric.core import Fabric
 from flowherd.fabric.spec import fabric_from_mapping
@@ -269,7 +269,12 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
     except ValidationError as err:
         raise _from_validation(err) from None
     loading.check_fabric_size(m.fabric)  # before anything is allocated
-    fabric = fabric_from_mapping(m.fabric, field="fabric")
+    try:
+        fabric = fabric_from_mapping(m.fabric, field="fabric")
+    except UnknownNameError as err:  # one short line, not the list of every preset
+        if err.kind != "fabric preset":
+            raise
+        raise loading.short_unknown(err, "fabric", "flowherd fabric --list") from None
     loading.check_workload_size(m.workload, fabric.num_gpus)
     default_gpu = fabric.gpu_type[0]
     rng = np.random.default_rng(m.seed)
