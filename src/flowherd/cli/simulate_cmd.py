@@ -157,11 +157,17 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
         from flowherd.experiments.loading import read_text_file
         from flowherd.planning.plan import Plan
 
-        text = read_text_file(plan, what="plan", expected="a plan JSON file (flowherd plan --out)")
-        if not text.lstrip().startswith("{"):
-            raise ConfigError(f"plan file {str(plan)!r} does not hold a JSON object (--plan); expected a "
-                              "plan JSON file (flowherd plan --out)")
-        planned = Plan.from_json(text)
+        expected = "a plan JSON file (flowherd plan --out)"
+        text = read_text_file(plan, what="plan", expected=expected)
+        try:
+            data = json.loads(text)
+        except ValueError as err:
+            raise ConfigError(f"plan file {str(plan)!r} is not JSON: {err} (--plan); "
+                              f"expected {expected}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"plan file {str(plan)!r} does not hold a JSON object, got "
+                              f"{type(data).__name__} (--plan); expected {expected}")
+        planned = Plan.from_dict(data)
     if out is not None:
         # before the simulation: a run of minutes must not end in a directory that cannot be written
         check_out_dir(out, "--out")

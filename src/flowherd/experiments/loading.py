@@ -164,7 +164,7 @@ def _yaml_problem(err: yaml.YAMLError) -> str:
         mark = err.problem_mark or err.context_mark
         what = err.problem or err.context or "syntax error"
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        return clip(what, 200).strip("'\"") + where
+        return " ".join(str(what).split())[:200] + where
     return str(err).splitlines()[0][:300] if str(err) else "syntax error"
 
 

@@ -199,7 +199,9 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 
 def _from_validation(err: ValidationError) -> ConfigError:
-    e = err.errors()[0]
+    errors = err.errors()
+    # a misspelled key is also reported as the missing one: name the misspelling, it has the hint
+    e = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
     where = _loc(e["loc"])
     if e["type"] == "extra_forbidden":
         parent = where.rsplit(".", 1)
