@@ -31,7 +31,7 @@ from flowherd.errors import ConfigError
 # sizes, in bytes
 B = 1
 KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
-KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
+KiB, MiB, GiB, TiB, PiB = 2**10, 2**20, 2**30, 2**40, 2**50
 # rates, in bytes per second
 bps = 1 / 8
 Kbps, Mbps, Gbps, Tbps = 1e3 / 8, 1e6 / 8, 1e9 / 8, 1e12 / 8
@@ -84,14 +84,30 @@ def _split(text: str | float | int, what: str, field: str | None) -> tuple[float
 
 def _msg(what: str, value: object, field: str | None, expected: str) -> str:
     where = f" ({field})" if field else ""
-    return f"malformed {what} {value!r}{where}: expected {expected}"
+    return f"malformed {what} {_shown(value)}{where}: expected {expected}"
 
 
-def _check(value: float, what: str, text: object, field: str | None, allow_zero: bool) -> None:
+# Upper bounds of what any input may say: far above every real fabric, job and horizon (the largest
+# collective of a 100,000-GPU job is a few TiB; links run at 1.6 Tbps), far below what would
+# overflow an int64 or allocate until the machine runs out of memory.
+MAX_SIZE_BYTES = PiB
+MAX_RATE_BYTES_PER_S = 1e15  # 8 Pbps
+MAX_TIME_S = 1e9  # about 32 years
+
+
+def _check(value: float, what: str, text: object, field: str | None, allow_zero: bool,
+           limit: float | None = None, shown_limit: str = "") -> None:
+    where = f" ({field})" if field else ""
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         bound = "non-negative" if allow_zero else "positive"
-        where = f" ({field})" if field else ""
-        raise ConfigError(f"{what} must be {bound}, got {text!r}{where}")
+        raise ConfigError(f"{what} must be {bound}, got {_shown(text)}{where}")
+    if limit is not None and value > limit:
+        raise ConfigError(f"{what} must be at most {shown_limit}, got {_shown(text)}{where}")
+
+
+def _shown(text: object) -> str:
+    r = repr(text)
+    return r if len(r) <= 60 else r[:60] + "..."
 
 
 def parse_size(text: str | float | int, *, field: str | None = None) -> int:
@@ -100,7 +116,7 @@ def parse_size(text: str | float | int, *, field: str | None = None) -> int:
     factor = _SIZE_UNITS.get(unit.lower())
     if factor is None:
         raise ConfigError(_msg("size", text, field, "units B, KB, MB, GB, KiB, MiB, GiB, TiB"))
-    _check(value, "size", text, field, allow_zero=True)
+    _check(value * factor, "size", text, field, allow_zero=True, limit=MAX_SIZE_BYTES, shown_limit="1 PiB")
     return round(value * factor)
 
 
@@ -120,7 +136,8 @@ def parse_rate(text: str | float | int, *, field: str | None = None) -> float:
             raise ConfigError(
                 _msg("rate", text, field, "units Gbps or Gb/s (bits), GB/s or GBps (bytes)")
             )
-    _check(value, "rate", text, field, allow_zero=False)
+    _check(value * factor, "rate", text, field, allow_zero=False, limit=MAX_RATE_BYTES_PER_S,
+           shown_limit="8 Pbps (1e15 bytes/s)")
     return value * factor
 
 
@@ -130,7 +147,8 @@ def parse_time(text: str | float | int, *, field: str | None = None) -> float:
     factor = _TIME_UNITS.get(unit) or _TIME_UNITS.get(unit.lower())
     if factor is None:
         raise ConfigError(_msg("time", text, field, "units ns, us, ms, s, min, h, d"))
-    _check(value, "time", text, field, allow_zero=True)
+    _check(value * factor, "time", text, field, allow_zero=True, limit=MAX_TIME_S,
+           shown_limit="1e9 s (about 32 years)")
     return value * factor
 
 
@@ -145,7 +163,7 @@ def _fmt(value: float, steps: list[tuple[float, str]]) -> str:
 
 def format_size(size_bytes: float) -> str:
     """Print a size with a binary prefix: ``format_size(3 * GiB) == '3 GiB'``."""
-    return _fmt(size_bytes, [(TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"), (1, "B")])
+    return _fmt(size_bytes, [(PiB, "PiB"), (TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"), (1, "B")])
 
 
 def format_rate(bytes_per_s: float) -> str:

@@ -27,14 +27,23 @@ def _register() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
+    from flowherd.cli.checks import error_line, usage_error_line
+
     _register()
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        # standalone mode: usage errors print themselves (click's usage line) and exit with 2
-        app(args=argv, standalone_mode=True)
+        # not standalone: usage errors come here as exceptions and are printed as one line
+        rv = app(args=args, standalone_mode=False)
     except FlowherdError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(error_line(err), file=sys.stderr)
+        return 2
+    except Exception as err:  # click's usage errors (a bad flag value, a missing argument)
+        line = usage_error_line(err, args)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
         return 2
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
-    return 0
+    return rv if isinstance(rv, int) else 0

@@ -57,7 +57,7 @@ def collective(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Simulate one collective on an idle fabric; print time, algbw and busbw (nccl-tests)."""
-    from flowherd.fabric.spec import load_fabric
+    from flowherd.cli.checks import check_seed, load_fabric_arg
     from flowherd.planning.teccl import register_collective_algorithms
     from flowherd.sim.collective import FIDELITIES, simulate_collective
 
@@ -69,7 +69,8 @@ def collective(
     size_bytes = parse_size(size, field="--size")
     ROUTINGS[routing]
     FIDELITIES[fidelity]
-    fab = load_fabric(fabric)
+    check_seed(seed, "--seed")
+    fab = load_fabric_arg(fabric, "--fabric")
     ranks = place(fab, gpus, placement)
     matrix = None
     if the_op == Op.ALLTOALLV:  # no matrix on the command line: the uniform one
@@ -86,7 +87,9 @@ def collective(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{the_op.value} of {format_size(size_bytes)} on {gpus} GPUs ({fab.name})")
+    from flowherd.cli.checks import plain
+
+    table = Table(title=plain(f"{the_op.value} of {format_size(size_bytes)} on {gpus} GPUs ({fab.name})"))
     table.add_column("field")
     table.add_column("value", justify="right")
     table.add_row("algorithm / protocol", f"{res.algorithm} / {res.protocol}")

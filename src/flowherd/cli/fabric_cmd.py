@@ -15,10 +15,10 @@ def fabric_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Build FABRIC and print its counts, bisection bandwidth and GPU-to-GPU diameter."""
+    from flowherd.cli.checks import load_fabric_arg
     from flowherd.fabric.metrics import summary
-    from flowherd.fabric.spec import load_fabric
 
-    fab = load_fabric(fabric)
+    fab = load_fabric_arg(fabric, "fabric")
     info = summary(fab)
     if as_json:
         print(json.dumps(info))
@@ -26,9 +26,10 @@ def fabric_command(
     from rich.console import Console
     from rich.table import Table
 
+    from flowherd.cli.checks import plain
     from flowherd.units import format_rate
 
-    table = Table(title=f"fabric {info['name']} ({info['kind']})", show_header=True)
+    table = Table(title=plain(f"fabric {info['name']} ({info['kind']})"), show_header=True)
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in info.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import typer
@@ -26,6 +27,7 @@ def plan(
                                       "heuristic, fifo for the others)"),
 ) -> None:
     """Plan where (and when) each job of a scenario runs; `flowherd simulate --plan` executes it."""
+    from flowherd.cli.checks import check_out_file, check_seed, plain
     from flowherd.experiments.scenario import load_scenario
     from flowherd.planning.placers import PLANNERS
     from flowherd.planning.plan import make_plan
@@ -33,6 +35,13 @@ def plan(
     PLANNERS[method]  # an unknown method fails before the scenario is read
     if schedule not in (None, "fifo", "backfill"):
         raise ConfigError(f"schedule must be 'fifo' or 'backfill', got {schedule!r} (--schedule)")
+    if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
+        raise ConfigError(f"time limit must be a positive number of seconds, got {time_limit!r} "
+                          "(--time-limit)")
+    if seed is not None:
+        check_seed(seed, "--seed")
+    if out is not None:
+        check_out_file(out, "--out")  # before planning: a long solve must not end unwritable
     sc = load_scenario(scenario, seed=seed)
     p = make_plan(sc.fabric, sc.jobs, method=method, time_limit_s=time_limit, seed=sc.seed,
                   routes=routes, backfill=None if schedule is None else schedule == "backfill")
@@ -46,16 +55,16 @@ def plan(
 
     from flowherd.units import format_time
 
-    table = Table(title=f"{sc.name}: plan by {p.method} ({p.status}) for {len(p.jobs)} jobs on "
-                        f"{sc.fabric.num_gpus} GPUs")
+    table = Table(title=plain(f"{sc.name}: plan by {p.method} ({p.status}) for {len(p.jobs)} jobs on "
+                              f"{sc.fabric.num_gpus} GPUs"))
     for col in ("job", "GPUs", "first GPU", "start", "iteration", "predicted JCT"):
         table.add_column(col, justify="left" if col == "job" else "right")
     for j in p.jobs:
-        table.add_row(j.name, str(len(j.gpus)), str(j.gpus[0]), format_time(j.start_s),
+        table.add_row(plain(j.name), str(len(j.gpus)), str(j.gpus[0]), format_time(j.start_s),
                       format_time(j.predicted_iteration_s), format_time(j.predicted_jct_s))
     con = Console()
     con.print(table)
     con.print(f"predicted mean JCT {format_time(p.objective)}, lower bound {format_time(p.lower_bound)}, "
               f"gap {100 * p.gap:.2f}%, solved in {p.solve_s:.2f} s")
     if out is not None:
-        con.print(f"plan written to {out}")
+        con.print(f"plan written to {out}", markup=False, highlight=False)

@@ -15,6 +15,7 @@ import yaml
 
 from flowherd.cli import app
 from flowherd.control import FLOWHERD_POLICIES, LITERATURE_BASELINES
+from flowherd.errors import ConfigError
 
 
 def _clean(value: Any) -> Any:
@@ -62,21 +63,44 @@ def _fmt(x: float | None, unit: str = "s") -> str:
     return format_time(x) if unit == "s" else f"{x:.3g}"
 
 
+# off a terminal (logs, CI) a long simulation prints a line this often, wall seconds, instead of
+# staying silent; the first after PROGRESS_FIRST_S
+PROGRESS_EVERY_S = 60.0
+PROGRESS_FIRST_S = 10.0
+
+
 def _simulate(scenario: Any, plan: Any = None) -> Any:
-    """Run a scenario with a progress bar on stderr (drawn only on a terminal)."""
+    """Run a scenario with a progress bar and an estimate of the time left on stderr (on a
+    terminal), or a progress line every `PROGRESS_EVERY_S` with the same estimate (elsewhere)."""
+    import time
+
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from flowherd.experiments.runner import run_scenario
+    from flowherd.units import format_time
 
     err = Console(stderr=True)
-    with Progress(TextColumn("[bold]simulating[/] {task.description}"), BarColumn(),
+    horizon_s = scenario.horizon_s
+    label = f"{scenario.name} ({scenario.placement})"
+    t0 = time.perf_counter()
+    next_line = [t0 + PROGRESS_FIRST_S]
+    with Progress(TextColumn("simulating {task.description}", markup=False), BarColumn(),
                   TextColumn("{task.percentage:>3.0f}% of the horizon"), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task(f"{scenario.name} ({scenario.placement})", total=scenario.horizon_s)
+                  TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task(label, total=horizon_s)
 
         def tick(t: float) -> None:
-            bar.update(task, completed=min(t, scenario.horizon_s))
+            bar.update(task, completed=min(t, horizon_s))
+            now = time.perf_counter()
+            if err.is_terminal or now < next_line[0]:
+                return
+            next_line[0] = now + PROGRESS_EVERY_S
+            frac = min(t, horizon_s) / horizon_s if horizon_s > 0 else 1.0
+            wall = now - t0
+            left = f"about {format_time(wall * (1 - frac) / frac)} left" if frac > 0 else "time left unknown"
+            err.print(f"simulating {label}: {100 * frac:.1f}% of the {format_time(horizon_s)} horizon after "
+                      f"{format_time(wall)} of wall time; {left} at this pace", markup=False, highlight=False)
 
         return run_scenario(scenario, progress=tick, plan=plan)
 
@@ -92,28 +116,36 @@ def _console() -> Any:
 def _print_run(run: Any) -> None:
     from rich.table import Table
 
+    from flowherd.cli.checks import plain
+
     scenario = run.scenario
     con = _console()
-    table = Table(title=f"{scenario.name}: {len(run.jobs)} jobs on {scenario.fabric.num_gpus} GPUs "
-                        f"({scenario.placement} placement, {scenario.fidelity} fidelity, "
-                        f"seed {scenario.seed})")
+    # names come from the scenario (data): shown as text, never read as rich markup
+    table = Table(title=plain(f"{scenario.name}: {len(run.jobs)} jobs on {scenario.fabric.num_gpus} GPUs "
+                              f"({scenario.placement} placement, {scenario.fidelity} fidelity, "
+                              f"seed {scenario.seed})"))
     for col in ("job", "tenant", "kind", "GPUs", "queue", "JCT", "mean iteration", "slowdown", "comm share"):
         table.add_column(col, justify="left" if col in ("job", "tenant", "kind") else "right")
     for j in run.jobs:
-        table.add_row(j["name"], j["tenant"], j["kind"], str(j["num_gpus"]), _fmt(j["queue_s"]),
+        table.add_row(plain(j["name"]), plain(j["tenant"]), plain(j["kind"]), str(j["num_gpus"]),
+                      _fmt(j["queue_s"]),
                       _fmt(j["jct_s"]) if j["finished"] else "unfinished", _fmt(j["mean_iteration_s"]),
                       _fmt(j["slowdown"], "x"), _fmt(j["comm_share"], "x"))
     con.print(table)
     s = run.summary
     con.print(f"finished {s['jobs_finished']}/{s['jobs_total']} jobs; mean JCT {_fmt(s['mean_jct_s'])}, "
               f"p99 JCT {_fmt(s['p99_jct_s'])}, makespan {_fmt(s['makespan_s'])}, "
-              f"mean slowdown {_fmt(s['mean_slowdown'], 'x')}; simulated in {run.wall_s:.1f} s")
+              f"mean slowdown {_fmt(s['mean_slowdown'], 'x')}; simulated in {run.wall_s:.1f} s",
+              markup=False, highlight=False)
 
 
 def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed: int | None,
                    plan: Path | None = None, controller: str | None = None) -> None:
+    from flowherd.cli.checks import check_out_dir, check_seed
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
 
+    if seed is not None:
+        check_seed(seed, "--seed")
     source = read_scenario_mapping(scenario_name)
     if seed is not None:
         source = {**source, "seed": seed}
@@ -122,9 +154,23 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
     scenario = scenario_from_mapping(source)
     planned = None
     if plan is not None:
+        from flowherd.experiments.loading import read_text_file
         from flowherd.planning.plan import Plan
 
-        planned = Plan.from_json(plan)
+        expected = "a plan JSON file (flowherd plan --out)"
+        text = read_text_file(plan, what="plan", expected=expected)
+        try:
+            data = json.loads(text)
+        except ValueError as err:
+            raise ConfigError(f"plan file {str(plan)!r} is not JSON: {err} (--plan); "
+                              f"expected {expected}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"plan file {str(plan)!r} does not hold a JSON object, got "
+                              f"{type(data).__name__} (--plan); expected {expected}")
+        planned = Plan.from_dict(data)
+    if out is not None:
+        # before the simulation: a run of minutes must not end in a directory that cannot be written
+        check_out_dir(out, "--out")
     run = _simulate(scenario, planned)
     result = _clean(run.to_dict())
     if out is not None:
@@ -139,7 +185,8 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
         return
     _print_run(run)
     if out is not None:
-        _console().print(f"results written to {out} ({', '.join(p.name for p in paths)})")
+        _console().print(f"results written to {out} ({', '.join(p.name for p in paths)})", markup=False,
+                         highlight=False)
 
 
 # `flowherd demo`: the simulator's packed placer against the planner's heuristic, both without
@@ -307,8 +354,10 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
             elif not isinstance(run, BaseException):
                 store_run_result(store, source, run, sweep=DEMO_CANDIDATES_SWEEP)
             if isinstance(run, BaseException):
-                con.print(f"  [{done}/{total}] {label:<34} [red]failed[/]: {type(run).__name__}: {run}",
-                          highlight=False)
+                from rich.markup import escape
+
+                con.print(f"  \\[{done}/{total}] {escape(label):<34} [red]failed[/]: "
+                          f"{escape(f'{type(run).__name__}: {run}')}", highlight=False)
                 return
             s = run.summary
             con.print(f"  [{done}/{total}] {label:<34} mean JCT {_fmt(s['mean_jct_s']):>8}, "

@@ -24,17 +24,23 @@ def sweep(
                               help="runs per Ray task (default: chosen from the size)"),
     inline: bool = typer.Option(False, "--inline", help="run in this process, without Ray (debugging)"),
 ) -> None:
-    """Run a sweep: every point x seed on a local Ray instance (or --address), stored run by run."""
+    """Run a sweep: every point x seed on a local Ray instance (or --address), stored run by run.
+
+    Exits with 0 when every run of the sweep is stored as ok, 1 when some are stored as failed
+    (run now or skipped by --resume), 2 on bad input."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from flowherd.cli.checks import check_out_dir
     from flowherd.experiments.sweep import load_sweep, run_sweep
 
     spec = load_sweep(sweep_file)
+    # the name is checked to be one path component (load_sweep); runs/<name> stays under runs/
     out_dir = out if out is not None else Path("runs") / spec.name
+    check_out_dir(out_dir, "--out")
     err = Console(stderr=True)
     err.print(f"sweep {spec.name!r}: {len(spec.points)} points x {len(spec.seeds)} seeds = "
-              f"{len(spec.runs)} runs -> {out_dir}")
+              f"{len(spec.runs)} runs -> {out_dir}", markup=False, highlight=False)
     t0 = time.perf_counter()
     with Progress(TextColumn("[bold]sweep[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("[red]{task.fields[failed]} failed[/]"), TimeRemainingColumn(),
@@ -42,14 +48,24 @@ def sweep(
         task = bar.add_task(spec.name, total=len(spec.runs), failed=0, last="starting Ray ...")
 
         def tick(state: dict) -> None:
+            if state["run_id"] is None and state["skipped_failed"]:
+                # said before anything runs, so that a user waiting for them knows at once
+                err.print(f"--resume skips {state['skipped_failed']} run(s) stored as failed; pass "
+                          "--retry-failed to run them again", markup=False, highlight=False)
             last = f"{state['run_id']} {state['status']}" if state["run_id"] else ""
             bar.update(task, completed=state["done"], failed=state["failed"], last=last)
             if not err.is_terminal and state["run_id"]:
                 # one line per stored run where no bar is drawn (logs, CI, the resume test)
-                err.print(f"[{state['done']}/{state['total']}] {last}", highlight=False)
+                err.print(f"[{state['done']}/{state['total']}] {last}", highlight=False, markup=False)
 
         outcome = run_sweep(spec, out_dir, address=address, num_cpus=num_cpus, resume=resume,
                             retry_failed=retry_failed, batch=batch, backend="inline" if inline else "ray",
                             progress=tick)
     typer.echo(f"{outcome.ok} ok, {outcome.failed} failed, {outcome.skipped} already stored, of "
                f"{outcome.total} runs in {time.perf_counter() - t0:.1f} s; results in {outcome.store_path}")
+    if outcome.any_failed:
+        err.print(f"sweep {spec.name!r}: {outcome.failed + outcome.skipped_failed} of {outcome.total} runs "
+                  f"failed; their errors are in the runs table of {outcome.store_path} (--resume "
+                  "--retry-failed runs them again)",
+                  markup=False, highlight=False)
+        raise typer.Exit(1)

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from flowherd.cli import app
+from flowherd.errors import ConfigError
 
 
 @app.command("train")
@@ -34,9 +35,19 @@ def train(
     """Train a policy for a scenario's collectives (priority class, buffer or not) and save it;
     `flowherd simulate SCENARIO --controller MODEL` runs it. The saved model is the best one on
     the validation seeds."""
+    from rich.markup import escape
+
+    from flowherd.cli.checks import check_out_file, check_seed
     from flowherd.rl.train import ALGOS
 
     ALGOS[algo]  # an unknown --algo fails before anything is read
+    check_seed(seed, "--seed")
+    if first_seed is not None:
+        check_seed(first_seed, "--first-seed")
+    for flag, value in (("--steps", steps), ("--eval-every", eval_every)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be a positive number of steps, got {value} ({flag})")
+    check_out_file(out, "--out")  # before training: minutes of it must not end unwritable
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -52,7 +63,9 @@ def train(
     with Progress(TextColumn("[bold]train[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err,
                   disable=not err.is_terminal) as bar:
-        task = bar.add_task(f"{algo} on {source.get('name', scenario)}", total=steps, last="cloning ...")
+        # the description is read as markup by the column: the scenario's name is escaped
+        task = bar.add_task(escape(f"{algo} on {source.get('name', scenario)}"), total=steps,
+                            last="cloning ...")
 
         def tick(done: int, total: int, point) -> None:
             last = "" if point is None else f"mean JCT {point.mean_jct_s:.4g} s at {point.steps} steps"

@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from flowherd.errors import ConfigError, FlowherdError
+from flowherd.errors import ConfigError, FlowherdError, UnknownNameError
+from flowherd.experiments import loading
 from flowherd.fabric.core import Fabric
 from flowherd.fabric.spec import fabric_from_mapping
 from flowherd.sim.cluster import BackgroundSpec
@@ -164,7 +164,7 @@ class SimulationModel(_Model):
 
 class ScenarioModel(_Model):
     name: str = "scenario"
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**63 - 1)  # stored as a signed 64-bit integer
     fabric: dict[str, Any] | str
     workload: WorkloadModel = WorkloadModel()
     placement: PlacementModel = PlacementModel()
@@ -199,7 +199,9 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 
 def _from_validation(err: ValidationError) -> ConfigError:
-    e = err.errors()[0]
+    errors = err.errors()
+    # a misspelled key is also reported as the missing one: name the misspelling, it has the hint
+    e = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
     where = _loc(e["loc"])
     if e["type"] == "extra_forbidden":
         parent = where.rsplit(".", 1)
@@ -211,8 +213,8 @@ def _from_validation(err: ValidationError) -> ConfigError:
         return ConfigError(f"unknown field {key!r} ({where}){hint}; expected one of: {', '.join(known)}")
     if e["type"] == "missing":
         return ConfigError(f"missing required field ({where})")
-    value = e.get("input")
-    return ConfigError(f"invalid value {value!r} ({where}): {e['msg']}")
+    value = loading.clip(e.get("input"))  # an echo of a huge value would drown the message
+    return ConfigError(f"invalid value {value} ({where}): {e['msg']}")
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -268,7 +270,14 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
         m = ScenarioModel.model_validate(dict(data))
     except ValidationError as err:
         raise _from_validation(err) from None
-    fabric = fabric_from_mapping(m.fabric, field="fabric")
+    loading.check_fabric_size(m.fabric)  # before anything is allocated
+    try:
+        fabric = fabric_from_mapping(m.fabric, field="fabric")
+    except UnknownNameError as err:  # one short line, not the list of every preset
+        if err.kind != "fabric preset":
+            raise
+        raise loading.short_unknown(err, "fabric", "flowherd fabric --list") from None
+    loading.check_workload_size(m.workload, fabric.num_gpus)
     default_gpu = fabric.gpu_type[0]
     rng = np.random.default_rng(m.seed)
     horizon_s = _time(m.simulation.horizon, "simulation.horizon")
@@ -298,9 +307,12 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
             rows = rows[:t.max_jobs]
             rows = [dataclasses.replace(r, num_gpus=r.num_gpus * t.gpu_scale,
                                         duration_s=r.duration_s * t.duration_scale) for r in rows]
+            loading.check_trace_rows(rows, fabric.num_gpus, field=field, horizon_s=horizon_s,
+                                     time_scale=t.time_scale)
             trace_jobs = map_trace_jobs(rows, rule)
         except FlowherdError as err:
-            raise ConfigError(f"{err} [in {field}.path]") from None
+            msg = str(err)
+            raise ConfigError(msg if f"({field}." in msg else f"{msg} [in {field}.path]") from None
         if t.time_scale != 1.0:
             trace_jobs = [dataclasses.replace(j, submit_s=j.submit_s * t.time_scale) for j in trace_jobs]
         streams.append(trace_jobs)
@@ -345,26 +357,16 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
 
 def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:
     """The raw mapping of an embedded scenario name (``default``) or a YAML file."""
-    text: str
     if str(name_or_path) in EMBEDDED:
         ref = importlib.resources.files("flowherd.data") / "scenarios" / f"{name_or_path}.yaml"
-        text = ref.read_text()
-    else:
-        path = Path(name_or_path)
-        if not path.is_file():
-            close = difflib.get_close_matches(str(name_or_path), EMBEDDED, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"no scenario file {str(name_or_path)!r}{hint} (expected a YAML file or one "
-                              f"of the embedded scenarios: {', '.join(EMBEDDED)})")
-        text = path.read_text()
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        first = str(err).splitlines()[0]
-        raise ConfigError(f"scenario {str(name_or_path)!r} is not valid YAML: {first}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"scenario {str(name_or_path)!r} must be a YAML mapping, got {type(data).__name__}")
-    return data
+        return loading.load_yaml(ref.read_text(), source=repr(str(name_or_path)), what="scenario")
+    path = Path(name_or_path)
+    if not path.exists():
+        close = difflib.get_close_matches(str(name_or_path), EMBEDDED, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"no scenario file {loading.clip(str(name_or_path))}{hint} (expected a YAML file "
+                          f"or one of the embedded scenarios: {', '.join(EMBEDDED)})")
+    return loading.read_yaml_file(path, what="scenario")
 
 
 def load_scenario(name_or_path: str | Path, *, seed: int | None = None) -> Scenario:

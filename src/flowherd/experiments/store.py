@@ -29,14 +29,12 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from flowherd.errors import ConfigError
-
-if TYPE_CHECKING:
-    from flowherd.experiments.sweep import Run
+from flowherd.experiments.runs import Run, check_seed
 
 __all__ = ["SCHEMA_VERSION", "ResultStore", "resolve_store_path"]
 
@@ -156,6 +154,7 @@ class ResultStore:
 
         A run already stored under the same id (a retried failure) is replaced.
         """
+        check_seed(run.seed, "seed")  # DuckDB's BIGINT would fail mid-transaction
         scen = run.scenario()
         result = record.get("result") or {}
         summary = {k: v for k, v in result.items() if k not in ("jobs", "tenants")}

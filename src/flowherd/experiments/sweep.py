@@ -23,11 +23,10 @@ Ray is imported only by `run_sweep` (the ``sweep`` extra).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
-import hashlib
 import itertools
-import json
 import logging
 import math
 import re
@@ -38,10 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowherd.errors import ConfigError
+from flowherd.experiments import loading
+from flowherd.experiments.runs import MAX_SEED, Point, Run, canonical_hash
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,12 @@ __all__ = [
 ]
 
 _MAX_BATCH = 8
+# a sweep's runs are listed up front (and each is a row of the store): a million is far beyond any
+# sweep this tool is for, and still a list of a few hundred MB
+MAX_RUNS = 1_000_000
+# a name becomes the directory runs/<name> when --out is not given: no separators, no "..", no
+# leading dot or dash
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 class _SweepModel(BaseModel):
@@ -73,13 +79,27 @@ class _SweepModel(BaseModel):
     points: list[dict[str, Any]] | None = None
     batch: int = Field(0, ge=0)
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v) or ".." in v:
+            raise ValueError("a sweep name becomes a directory under runs/: expected letters, digits, "
+                             "'.', '_' or '-' (no '/' or '..'), starting with a letter or digit, at most "
+                             "100 characters")
+        return v
+
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, v: int | list[int]) -> int | list[int]:
-        if isinstance(v, int) and v < 1:
-            raise ValueError("seeds must be a positive count or a list of integers")
+        if isinstance(v, int) and not 1 <= v <= MAX_RUNS:
+            raise ValueError(f"seeds must be a count in 1..{MAX_RUNS:,} or a list of integers")
         if isinstance(v, list) and (not v or len(set(v)) != len(v)):
             raise ValueError("seeds must be a non-empty list of distinct integers")
+        if isinstance(v, list):
+            bad = [x for x in v if not 0 <= x <= MAX_SEED]
+            if bad:
+                raise ValueError(f"seeds must be integers in 0..2**63-1 (stored as 64-bit integers), got "
+                                 f"{loading.clip(bad[0])}")
         return v
 
     @field_validator("axes")
@@ -89,37 +109,6 @@ class _SweepModel(BaseModel):
             if not values:
                 raise ValueError(f"axis {key!r} has no values")
         return v
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Point:
-    """One scenario of a sweep.
-
-    Attributes:
-        params: The axis values of this point, by dotted field path.
-        scenario: The full scenario mapping (the base with `params` set; its seed is the run's).
-        hash: sha256 hex digest of the canonical JSON of `scenario` without its seed.
-    """
-
-    params: Mapping[str, Any]
-    scenario: Mapping[str, Any]
-    hash: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Run:
-    """One point under one seed: the unit that is executed and stored."""
-
-    point: Point
-    seed: int
-
-    @property
-    def run_id(self) -> str:
-        return f"{self.point.hash[:16]}-s{self.seed}"
-
-    def scenario(self) -> dict[str, Any]:
-        """The scenario mapping with this run's seed."""
-        return {**copy.deepcopy(dict(self.point.scenario)), "seed": self.seed}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +136,7 @@ class SweepOutcome:
         ok, failed: Runs executed now, by status.
         wall_s: Wall-clock time of the call, seconds.
         store_path: The DuckDB file.
+        skipped_failed: Of `skipped`, the runs stored as failed (resume without retry_failed).
     """
 
     total: int
@@ -155,6 +145,12 @@ class SweepOutcome:
     failed: int
     wall_s: float
     store_path: Path
+    skipped_failed: int = 0
+
+    @property
+    def any_failed(self) -> bool:
+        """Whether any run of the sweep is failed in the store (run now or skipped)."""
+        return self.failed + self.skipped_failed > 0
 
 
 # ---- building points ------------------------------------------------------------------------------
@@ -173,16 +169,31 @@ def _parse_path(path: str, field: str) -> list[str | int]:
     return parts
 
 
-def _check_schema(parts: list[str | int], path: str, field: str) -> None:
+def _check_fabric_key(key: str, path: str, field: str, base_fabric: Any) -> None:
+    from flowherd.fabric.spec import KIND_KEYS, FabricSpec
+
+    kind = base_fabric.get("kind", "leaf-spine") if isinstance(base_fabric, Mapping) else "preset"
+    allowed = KIND_KEYS.get(kind, tuple(FabricSpec.model_fields))
+    if key in allowed:
+        return
+    close = difflib.get_close_matches(key, list(allowed), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"axis {path!r}: unknown field {key!r} of a {kind} fabric{hint}; expected one of "
+                      f"{', '.join(allowed)} ({field})")
+
+
+def _check_schema(parts: list[str | int], path: str, field: str, base_fabric: Any = None) -> None:
     """Check the path's named fields against the scenario schema, where the schema knows them."""
     from pydantic import BaseModel as _BM
 
     from flowherd.experiments.scenario import ScenarioModel
 
     model: type[_BM] | None = ScenarioModel
-    for part in parts:
+    for i, part in enumerate(parts):
         if model is None:
-            return  # free-form below here (e.g. fabric: dict), checked when the scenario is built
+            if parts[:i] == ["fabric"] and isinstance(part, str):
+                _check_fabric_key(part, path, field, base_fabric)
+            return  # free-form below here (controller.params, serving), checked when the scenario is built
         if isinstance(part, int):
             continue
         fields = model.model_fields
@@ -230,13 +241,6 @@ def set_field(mapping: Mapping[str, Any], path: str, value: Any, *, field: str =
     return out
 
 
-def canonical_hash(scenario: Mapping[str, Any]) -> str:
-    """sha256 hex digest of the canonical JSON of a scenario mapping, its ``seed`` left out."""
-    body = {k: v for k, v in scenario.items() if k != "seed"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _base_mapping(base: str | dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
     from flowherd.experiments.scenario import EMBEDDED, read_scenario_mapping
 
@@ -265,7 +269,7 @@ def _from_validation(err: ValidationError) -> ConfigError:
                            f"{', '.join(known)}")
     if e["type"] == "missing":
         return ConfigError(f"missing required sweep field ({where})")
-    return ConfigError(f"invalid value {e.get('input')!r} ({where}): {e['msg']}")
+    return ConfigError(f"invalid value {loading.clip(e.get('input'))} ({where}): {e['msg']}")
 
 
 def sweep_from_mapping(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Sweep:
@@ -295,9 +299,17 @@ def sweep_from_mapping(data: Mapping[str, Any], *, base_dir: Path | None = None)
         where = [f"points[{i}]" for i in range(len(assignments))]
     else:
         keys = list(m.axes)
+        n_points = math.prod(len(m.axes[k]) for k in keys)
+        if n_points > MAX_RUNS:
+            raise ConfigError(f"the axes make {n_points:,} points; expected at most {MAX_RUNS:,} runs in a "
+                              "sweep (axes)")
         assignments = [dict(zip(keys, combo, strict=True))
                        for combo in itertools.product(*(m.axes[k] for k in keys))]
         where = [f"axes.{k}" for k in keys] if keys else ["axes"]
+    n_seeds = m.seeds if isinstance(m.seeds, int) else len(m.seeds)
+    if len(assignments) * n_seeds > MAX_RUNS:
+        raise ConfigError(f"{len(assignments):,} points x {n_seeds:,} seeds = {len(assignments) * n_seeds:,} "
+                          f"runs; expected at most {MAX_RUNS:,} (seeds)")
     checked: set[str] = set()
     points: list[Point] = []
     seen: dict[str, int] = {}
@@ -306,9 +318,10 @@ def sweep_from_mapping(data: Mapping[str, Any], *, base_dir: Path | None = None)
         for path, value in params.items():
             field = where[i] if m.points is not None else f"axes.{path}"
             if path not in checked:
-                _check_schema(_parse_path(path, field), path, field)
+                _check_schema(_parse_path(path, field), path, field, base.get("fabric"))
                 checked.add(path)
             scen = set_field(scen, path, value, field=field)
+        _check_point(scen, params, where[i] if m.points is not None else "axes")
         h = canonical_hash(scen)
         if h in seen:
             raise ConfigError(f"points {seen[h]} and {i} give the same scenario ({params}); remove one "
@@ -319,17 +332,25 @@ def sweep_from_mapping(data: Mapping[str, Any], *, base_dir: Path | None = None)
     return Sweep(name=m.name, points=tuple(points), seeds=seeds, batch=m.batch)
 
 
+def _check_point(scen: Mapping[str, Any], params: Mapping[str, Any], field: str) -> None:
+    """Validate a point's scenario against the schema (no building), so that a bad value fails
+    the sweep before any run rather than each run of it."""
+    from flowherd.experiments.scenario import ScenarioModel
+    from flowherd.experiments.scenario import _from_validation as scenario_error
+
+    try:
+        ScenarioModel.model_validate(dict(scen))
+    except ValidationError as err:
+        raise ConfigError(f"point {loading.clip(dict(params))}: {scenario_error(err)} ({field})") from None
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Read and validate a sweep YAML file."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"no sweep file {str(path)!r} (expected a YAML file with base, axes, seeds)")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"sweep {str(path)!r} is not valid YAML: {str(err).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"sweep {str(path)!r} must be a YAML mapping, got {type(data).__name__}")
+    if not p.exists():
+        raise ConfigError(f"no sweep file {loading.clip(str(path))} (expected a YAML file with base, axes, "
+                          "seeds)")
+    data = loading.read_yaml_file(p, what="sweep")
     return sweep_from_mapping(data, base_dir=p.parent)
 
 
@@ -421,16 +442,18 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
     Args:
         sweep: The sweep.
         store_path: The DuckDB file (created if absent).
-        address: A Ray cluster address to connect to; None starts a local Ray instance (dashboard
-            off, bound to 127.0.0.1) that this call stops again.
+        address: A Ray cluster address to connect to; None starts a local Ray instance that this
+            call stops again (`start_local_ray`: every process on 127.0.0.1, dashboard off, its
+            temporary directory removed afterwards).
         num_cpus: CPUs of the local Ray instance (default: all); ignored with `address`.
         resume: Skip the runs already stored. Without it, a store that already holds runs of
             this sweep is an error (it would mix two executions).
         retry_failed: With `resume`, run the stored failed runs again.
         batch: Runs per Ray task (default: the sweep's ``batch``, or chosen from the run count).
         backend: "ray", or "inline" (this process, one run after the other; for debugging).
-        progress: Called after each stored run with ``{"done", "failed", "total", "run_id",
-            "status"}`` (``done`` counts skipped runs too).
+        progress: Called once before the first run and after each stored run with ``{"done",
+            "failed", "total", "run_id", "status", "skipped_failed"}`` (``done`` counts skipped runs
+            too; ``skipped_failed``: skipped runs that are stored as failed).
 
     Raises:
         ConfigError: A store holding runs of this sweep without `resume`, a bad backend.
@@ -452,9 +475,10 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
                               "pass --resume to continue it or choose another --out (resume)")
         if retry_failed:
             present = {k: v for k, v in present.items() if v == "ok"}
+        skipped_failed = sum(v != "ok" for v in present.values())
         todo = [r for r in runs if r.run_id not in present]
         state = {"done": len(runs) - len(todo), "failed": sum(v != "ok" for v in present.values()),
-                 "total": len(runs), "run_id": None, "status": None}
+                 "total": len(runs), "run_id": None, "status": None, "skipped_failed": skipped_failed}
         counts = {"ok": 0, "failed": 0}
         by_id = {r.run_id: r for r in todo}
 
@@ -479,23 +503,22 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
         store.close()
     return SweepOutcome(total=len(runs), skipped=len(runs) - len(todo), ok=counts["ok"],
                         failed=counts["failed"], wall_s=time.perf_counter() - wall0,
-                        store_path=path)
+                        store_path=path, skipped_failed=skipped_failed)
 
 
 def _run_on_ray(todo: Sequence[Run], record: Callable[[str, dict[str, Any]], None], *,
                 address: str | None, num_cpus: int | None, batch: int) -> None:
     import ray
 
-    started = False
-    if not ray.is_initialized():
-        if address is None:
-            # "local" always starts a fresh instance (never joins one found through RAY_ADDRESS)
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-                     _node_ip_address="127.0.0.1", log_to_driver=False, logging_level=logging.WARNING)
-        else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-        started = True
-    try:
+    from flowherd.experiments.ray_local import start_local_ray
+
+    with contextlib.ExitStack() as stack:
+        if not ray.is_initialized():
+            if address is None:
+                stack.enter_context(start_local_ray(num_cpus))
+            else:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+                stack.callback(ray.shutdown)
         workers = max(1, int(ray.available_resources().get("CPU", 1)))
         size = _batch_size(batch, len(todo), workers)
         task = ray.remote(num_cpus=1, max_retries=0)(_execute_batch)
@@ -510,11 +533,10 @@ def _run_on_ray(todo: Sequence[Run], record: Callable[[str, dict[str, Any]], Non
             ids = pending.pop(ref)
             try:
                 results = ray.get(ref)
-            except Exception as err:  # a worker died (e.g. out of memory): record, go on
-                results = [(rid, {"status": "failed", "error": f"Ray task failed: {err}"[:4000],
+            except Exception as err:  # a worker died (killed, out of memory): its runs are failed
+                first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                results = [(rid, {"status": "failed",
+                                  "error": f"Ray task failed: {type(err).__name__}: {first}"[:4000],
                                   "wall_s": math.nan}) for rid in ids]
             for run_id, rec in results:
                 record(run_id, rec)
-    finally:
-        if started:
-            ray.shutdown()

@@ -1,0 +1,81 @@
+"""A local Ray instance for a sweep: every process on loopback, nothing left behind.
+
+Ray is imported only inside `start_local_ray` (the ``sweep`` extra).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["start_local_ray"]
+
+# Ray reads this when `ray._private.ray_constants` is imported: with it off, a node started for
+# 127.0.0.1 keeps 127.0.0.1 (on Linux Ray otherwise replaces a loopback node IP with the address
+# of the default route, and binds its runtime-env agent there); with the node IP on loopback the
+# GCS, the raylet, every worker's gRPC server and both agents bind to loopback only
+# (ray/_private/services.py resolve_ip_for_localhost, get_node_ip_address; measured with Ray 2.x:
+# before, the GCS, raylet and workers listened on "::" and the runtime-env agent on the external
+# address).
+_RAY_LOCAL_ONLY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+_RAY_TMP_PREFIX = "flowherd-ray-"
+
+
+def _remove_stale_ray_dirs(root: Path) -> None:
+    """Remove the temporary directories of local Ray instances whose driver process is gone
+    (a driver killed with SIGKILL cannot remove its own)."""
+    for d in root.glob(f"{_RAY_TMP_PREFIX}*"):
+        try:
+            pid = int(d.name[len(_RAY_TMP_PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:  # another user's live process
+            continue
+
+
+@contextlib.contextmanager
+def start_local_ray(num_cpus: int | None = None) -> Iterator[Path]:
+    """A fresh local Ray instance bound to 127.0.0.1, removed with its temporary directory on exit.
+
+    Every Ray process of the instance (GCS, raylet, workers, dashboard and runtime-env agents)
+    listens on loopback only, the dashboard is off, and the session directory lives in a fresh
+    ``flowherd-ray-<pid>-*`` directory of the system temp dir (short: Ray's Unix socket paths must
+    stay under 108 bytes), deleted after `ray.shutdown`.
+
+    Yields:
+        The temporary directory.
+    """
+    root = Path(tempfile.gettempdir())
+    _remove_stale_ray_dirs(root)
+    saved = {k: os.environ.get(k) for k in _RAY_LOCAL_ONLY_ENV}
+    os.environ.update(_RAY_LOCAL_ONLY_ENV)  # inherited by every process Ray starts
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_RAY_TMP_PREFIX}{os.getpid()}-", dir=root))
+    import ray
+    from ray._private import ray_constants
+
+    was = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False  # if ray was imported before the variable was set
+    try:
+        # "local" always starts a fresh instance (never joins one found through RAY_ADDRESS)
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                 _node_ip_address="127.0.0.1", _temp_dir=str(tmp), log_to_driver=False,
+                 logging_level=logging.WARNING)
+        yield tmp
+    finally:
+        ray.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = was
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(tmp, ignore_errors=True)
