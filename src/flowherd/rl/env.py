@@ -40,13 +40,11 @@ from flowherd.control.herd import (
 )
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.experiments.scenario import Scenario, read_scenario_mapping, scenario_from_mapping
+from flowherd.rl.obs import OBS_BOUND
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["OBS_BOUND", "BufferingEnv", "jobs_in_system_integral"]
 
-# Observations are clipped to [-OBS_BOUND, OBS_BOUND] (features are documented to stay in about
-# [-1, 10]; the clip only keeps the Box honest).
-OBS_BOUND = 10.0
 
 
 class _Abort(BaseException):

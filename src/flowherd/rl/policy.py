@@ -27,6 +27,7 @@ from flowherd.control.herd import (
     features,
 )
 from flowherd.errors import ConfigError
+from flowherd.rl.obs import OBS_BOUND
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["ModelController", "PolicyController", "greedy_action", "load_controller", "load_policy",
@@ -118,8 +119,6 @@ class PolicyController:
     def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
         if not asks_agent(point):
             return self.structured.decide(point, view)
-        from flowherd.rl.env import OBS_BOUND
-
         obs = np.clip(features(point, view), -OBS_BOUND, OBS_BOUND)
         mask = action_mask(point, view, self.params)
         if self._layers is None:
