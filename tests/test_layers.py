@@ -70,3 +70,84 @@ def test_subpackages_import_each_other_in_no_circle():
                              if target != own and target in LAYERS and own in LAYERS)
     cycles = list(nx.simple_cycles(graph))
     assert not cycles, f"subpackage import circles: {cycles}"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _module_imports(path: Path, known: set[str]) -> set[str]:
+    """Modules of flowherd that ``path`` imports, at module level or inside functions
+    (``from pkg import name`` counts as importing ``pkg.name`` when that is a module)."""
+    out = set()
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                   for n in ast.walk(node)}  # never executed: no circle at run time
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("flowherd"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                out.add(sub if sub in known else node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("flowherd"))
+    return {m for m in out if m in known}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module, or with a self-loop (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph[v]:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles_between_modules():
+    # A package's __init__ re-exports its modules, so edges into a package are not followed
+    # back out of it: only module -> module edges count (an __init__ is a module too, but the
+    # edge from a submodule up to its own package's __init__ is the re-export, not a circle).
+    paths = {_module_name(p): p for p in SRC.rglob("*.py")}
+    known = set(paths)
+    packages = {m for m, p in paths.items() if p.name == "__init__.py"}
+    graph = {}
+    for mod, path in paths.items():
+        deps = _module_imports(path, known)
+        graph[mod] = {d for d in deps if d not in packages and d != mod}
+    circles = _cycles(graph)
+    assert not circles, "import circles: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def test_circle_finder_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowherd.planning.placers import BatchResult
+from flowherd.planning.batch import BatchResult, running_leaf_load
 from flowherd.planning.predict import FabricView, JobProfile, _server_of
 
 __all__ = ["OVERRUN_SLACK", "heuristic_batch"]
@@ -270,8 +270,6 @@ def heuristic_batch(view: FabricView, batch: Sequence[JobProfile], free: np.ndar
     Returns:
         Placements (None from the first job that did not fit: FIFO), status "heuristic".
     """
-    from flowherd.planning.milp import running_leaf_load
-
     t0 = time.perf_counter()
     nj = len(batch)
     limit = min(10.0, 0.5 + 0.05 * nj) if time_limit_s is None else float(time_limit_s)

@@ -33,22 +33,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from flowherd.errors import InfeasibleError, SolverError
-from flowherd.planning.placers import BatchResult
-from flowherd.planning.predict import FabricView, JobProfile, _layout
+from flowherd.planning.batch import BatchResult, running_leaf_load
+from flowherd.planning.heuristic import heuristic_batch
+from flowherd.planning.predict import FabricView, JobProfile
 
 __all__ = ["lp_bound", "running_leaf_load", "solve_batch"]
 
 log = logging.getLogger(__name__)
-
-
-def running_leaf_load(view: FabricView, running: Sequence[tuple[JobProfile, np.ndarray]]) -> np.ndarray:
-    """``float64[L]``: offered load (bytes per second) of running jobs on each leaf's uplinks."""
-    load = np.zeros(view.num_leaves)
-    for p, g in running:
-        s, leaves = _layout(view, np.asarray(g, dtype=np.int64))
-        if s == 2:
-            load[leaves] += p.offered_bytes_per_s
-    return load
 
 
 class _Model:
@@ -254,7 +245,6 @@ def solve_batch(view: FabricView, batch: Sequence[JobProfile], free: np.ndarray,
         raise SolverError(f"HiGHS failed on the placement MILP: {h.modelStatusToString(h.getModelStatus())}")
     if status != "optimal":
         # a time-out returns the best placement known: HiGHS's incumbent or the heuristic's
-        from flowherd.planning.heuristic import heuristic_batch
         from flowherd.planning.predict import evaluate
 
         alt = heuristic_batch(view, batch, free.copy(), running, rng=np.random.default_rng(0),

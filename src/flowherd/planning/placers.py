@@ -19,30 +19,16 @@ Baselines place jobs one after another in submission order; ``hetero``, ``milp``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from flowherd.errors import InfeasibleError
+from flowherd.errors import InfeasibleError, SolverError
+from flowherd.planning.batch import BatchResult
+from flowherd.planning.heuristic import heuristic_batch
 from flowherd.planning.predict import FabricView, JobProfile, _server_of
 from flowherd.registry import Registry
 
 __all__ = ["PLANNERS", "BatchResult", "Planner", "type_mask"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BatchResult:
-    """Placements of a batch: GPU ids per job (None: not placed), and what the method proved.
-
-    Attributes:
-        placements: One entry per job of the batch.
-        lower_bound: Lower bound on the batch's summed predicted JCT, seconds (None: none).
-        status: "optimal", "time_limit", "heuristic" or "baseline".
-    """
-
-    placements: tuple[np.ndarray | None, ...]
-    lower_bound: float | None = None
-    status: str = "baseline"
 
 
 def type_mask(view: FabricView, gpu_type: str) -> np.ndarray:
@@ -172,7 +158,7 @@ class MilpPlanner(Planner):
 
     def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None, server_slack=None,
                     background_bytes=None, shuffle=False):
-        from flowherd.planning.milp import solve_batch
+        from flowherd.planning.milp import solve_batch  # HiGHS loads only when asked for
 
         return solve_batch(view, batch, free, running, time_limit_s=time_limit_s)
 
@@ -183,9 +169,7 @@ class HeuristicPlanner(Planner):
 
     def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None, server_slack=None,
                     background_bytes=None, shuffle=False):
-        from flowherd.errors import SolverError
-        from flowherd.planning.heuristic import heuristic_batch
-        from flowherd.planning.milp import lp_bound
+        from flowherd.planning.milp import lp_bound  # HiGHS loads only when asked for
 
         try:
             bound = lp_bound(view, batch, free, running, time_limit_s=30.0)

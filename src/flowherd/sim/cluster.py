@@ -913,13 +913,14 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         t_end = float(edges[b + 1])
         if bg is not None:  # add the background flows of this bin
             stop = int(np.searchsorted(bg.start_s, t_end, side="right" if b == nbins - 1 else "left"))
-            ptr, lnk, frc, lat = bg.routes.ptr, bg.routes.link, bg.routes.frac, bg.routes.latency_s
-            for f in range(bg_next, stop):
-                lo, hi = int(ptr[f]), int(ptr[f + 1])
-                r = Routes(ptr=np.array([0, hi - lo]), link=lnk[lo:hi], frac=frc[lo:hi],
-                           latency_s=lat[f:f + 1])
-                bg_ids[f] = eng.add_coflow(bg.src_gpu[f], bg.dst_gpu[f], bg.size_bytes[f],
-                                           at_s=float(bg.start_s[f]), routes=r, name="bg")
+            if stop > bg_next:  # one batch per bin: one check, one copy
+                ptr, r = bg.routes.ptr, bg.routes
+                lo, hi = int(ptr[bg_next]), int(ptr[stop])
+                rows = Routes(ptr=ptr[bg_next:stop + 1] - lo, link=r.link[lo:hi], frac=r.frac[lo:hi],
+                              latency_s=r.latency_s[bg_next:stop])
+                sl = slice(bg_next, stop)
+                bg_ids[sl] = eng.add_flows(bg.src_gpu[sl], bg.dst_gpu[sl], bg.size_bytes[sl],
+                                           at_s=bg.start_s[sl], routes=rows, name="bg")
             bg_next = stop
         eng.run(until_s=t_end)
         cum[:, b + 1] = np.bincount(link_tier, weights=sim.link_bytes_now(t_end), minlength=len(tiers))

@@ -30,15 +30,15 @@ import heapq
 import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
-from numba import njit
 
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router, Routes
-from flowherd.sim.fairshare import Scratch, max_min_subset
+from flowherd.sim.allocation import LinkState, reallocate, settle
+from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing
+from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, adj_remove, ranges
 from flowherd.sim.results import SimResult
 
 __all__ = ["Engine"]
@@ -46,306 +46,12 @@ __all__ = ["Engine"]
 log = logging.getLogger(__name__)
 
 _TIME_RTOL = 1e-12
-# a link loaded to within this fraction of its capacity counts as saturated (a bottleneck)
-_SAT_RTOL = 1e-9
 _CHECKED_ROUTES_MAX = 4096  # Routes objects remembered as checked (cleared when full)
+# routes the router computed, by (src, dst, key) content: a step-fidelity collective routes the
+# same pairs at every step (a 1,024-GPU ring AllReduce spent half its time re-routing them)
+_ROUTE_CACHE_MAX_LINKS = 1 << 22  # incidences held (about 64 MiB); cleared when over
 _RELEASE, _DONE = 0, 1
-
-
-@njit(cache=True)
-def _closure(seeds, forced, lo, hi, link_buf, load, cap, b_start, b_len, b_flow, link_mark,
-             flow_mark):
-    """The flows whose rates an event can change: active flows reached from the links of the
-    ``seeds`` flows and the ``forced`` links, crossing from flow to flow over saturated links.
-
-    A link with spare capacity does not couple the rates of its flows, so it is not crossed
-    (the caller checks afterwards that none became saturated; see `Engine._rates`). The active
-    flows of link ``l`` are ``b_flow[b_start[l]:b_start[l] + b_len[l]]``. ``link_mark`` and
-    ``flow_mark`` are zero on entry and on return. Returns the flow ids, sorted.
-    """
-    queue = [np.int64(0) for _ in range(0)]
-    for s in range(seeds.size):
-        f = seeds[s]
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            if not link_mark[lnk]:
-                link_mark[lnk] = True
-                queue.append(lnk)
-    for s in range(forced.size):
-        lnk = forced[s]
-        if not link_mark[lnk]:
-            link_mark[lnk] = True
-            queue.append(lnk)
-    out = [np.int64(0) for _ in range(0)]
-    qh = 0
-    while qh < len(queue):
-        j = queue[qh]
-        qh += 1
-        for e in range(b_start[j], b_start[j] + b_len[j]):
-            f = b_flow[e]
-            if flow_mark[f]:
-                continue
-            flow_mark[f] = True
-            out.append(f)
-            for k in range(lo[f], hi[f]):
-                lnk = link_buf[k]
-                if not link_mark[lnk] and load[lnk] >= cap[lnk] * (1.0 - _SAT_RTOL):
-                    link_mark[lnk] = True
-                    queue.append(lnk)
-    for j in queue:
-        link_mark[j] = False
-    res = np.empty(len(out), np.int64)
-    for i in range(len(out)):
-        res[i] = out[i]
-        flow_mark[out[i]] = False
-    return np.sort(res)
-
-
-@njit(cache=True)
-def _adj_insert(flows, lo, hi, link_buf, inc_pos, b_start, b_len, b_cap, b_flow, b_inc, used):
-    """Add the incidences of ``flows`` to the per-link buckets (a bucket that is full moves to
-    the end of the pool with twice the room). Returns how many flows were added (fewer when
-    the pool ran out: the caller compacts and calls again) and the pool's used length."""
-    for i in range(flows.size):
-        f = flows[i]
-        need = 0
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            if b_len[lnk] == b_cap[lnk]:
-                need += max(4, 2 * b_cap[lnk])
-        if used + need > b_flow.size:
-            return i, used
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            if b_len[lnk] == b_cap[lnk]:
-                nc = max(4, 2 * b_cap[lnk])
-                ns = used
-                used += nc
-                for q in range(b_len[lnk]):
-                    b_flow[ns + q] = b_flow[b_start[lnk] + q]
-                    b_inc[ns + q] = b_inc[b_start[lnk] + q]
-                    inc_pos[b_inc[ns + q]] = ns + q
-                b_start[lnk] = ns
-                b_cap[lnk] = nc
-            p = b_start[lnk] + b_len[lnk]
-            b_flow[p] = f
-            b_inc[p] = k
-            inc_pos[k] = p
-            b_len[lnk] += 1
-    return flows.size, used
-
-
-@njit(cache=True)
-def _adj_remove(flows, lo, hi, link_buf, inc_pos, b_start, b_len, b_flow, b_inc):
-    for i in range(flows.size):
-        f = flows[i]
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            p = inc_pos[k]
-            last = b_start[lnk] + b_len[lnk] - 1
-            b_flow[p] = b_flow[last]
-            b_inc[p] = b_inc[last]
-            inc_pos[b_inc[p]] = p
-            b_len[lnk] -= 1
-
-
-@njit(cache=True)
-def _adj_rebuild(active, lo, hi, link_buf, inc_pos, b_start, b_len, b_cap, b_flow, b_inc):
-    """Lay the buckets of the active flows out afresh, each with twice its length of room."""
-    num_links = b_start.size
-    for lnk in range(num_links):
-        b_len[lnk] = 0
-    for i in range(active.size):
-        f = active[i]
-        for k in range(lo[f], hi[f]):
-            b_len[link_buf[k]] += 1
-    used = 0
-    for lnk in range(num_links):
-        b_start[lnk] = used
-        b_cap[lnk] = 2 * b_len[lnk]
-        used += b_cap[lnk]
-        b_len[lnk] = 0
-    for i in range(active.size):
-        f = active[i]
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            p = b_start[lnk] + b_len[lnk]
-            b_flow[p] = f
-            b_inc[p] = k
-            inc_pos[k] = p
-            b_len[lnk] += 1
-    return used
-
-
-@njit(cache=True)
-def _residual(comp, lo, hi, link_buf, frac_buf, rate, load, nflows, cap, cap_eff, s_cnt):
-    """Set ``cap_eff`` on the links of ``comp`` to what the flows outside ``comp`` leave."""
-    for i in range(comp.size):
-        f = comp[i]
-        for k in range(lo[f], hi[f]):
-            s_cnt[link_buf[k]] += 1
-    for i in range(comp.size):
-        f = comp[i]
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            if s_cnt[lnk] == nflows[lnk]:
-                cap_eff[lnk] = cap[lnk]  # no flow outside: exact, no cancellation
-            else:
-                cap_eff[lnk] = cap[lnk] - load[lnk]
-    for i in range(comp.size):
-        f = comp[i]
-        r = rate[f]
-        if r > 0.0:
-            for k in range(lo[f], hi[f]):
-                lnk = link_buf[k]
-                if s_cnt[lnk] != nflows[lnk]:
-                    cap_eff[lnk] += r * frac_buf[k]
-    for i in range(comp.size):
-        f = comp[i]
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            if cap_eff[lnk] < _SAT_RTOL * cap[lnk] * 1e-3:
-                cap_eff[lnk] = 0.0
-
-
-@njit(cache=True)
-def _newly_saturated(comp, lo, hi, link_buf, frac_buf, rate_new, nflows, cap, cap_eff, s_cnt,
-                     s_pos):
-    """Links of ``comp`` shared with outside flows that the new rates saturate. Restores
-    ``cap_eff`` to ``cap`` and ``s_cnt`` to zero on the links of ``comp``; ``s_pos`` is per-link
-    scratch, zero on entry and on return."""
-    nnz = 0
-    for i in range(comp.size):
-        nnz += hi[comp[i]] - lo[comp[i]]
-    use = np.zeros(nnz, np.float64)
-    links = np.empty(nnz, np.int64)
-    m = 0
-    for i in range(comp.size):
-        f = comp[i]
-        r = rate_new[f]
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            if s_cnt[lnk] == nflows[lnk]:
-                continue
-            if s_pos[lnk] == 0:
-                links[m] = lnk
-                m += 1
-                s_pos[lnk] = m
-            use[s_pos[lnk] - 1] += r * frac_buf[k]
-    out = np.empty(m, np.int64)
-    q = 0
-    for j in range(m):
-        lnk = links[j]
-        s_pos[lnk] = 0
-        outside = cap[lnk] - cap_eff[lnk]
-        if outside + use[j] >= cap[lnk] * (1.0 - _SAT_RTOL):
-            out[q] = lnk
-            q += 1
-    for i in range(comp.size):
-        f = comp[i]
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            cap_eff[lnk] = cap[lnk]
-            s_cnt[lnk] = 0
-    return out[:q]
-
-
-@njit(cache=True)
-def _settle(flows, now, finish, rate, rem, t0, lo, hi, link_buf, frac_buf, link_bytes, link_nact,
-            link_load, busy_since, busy_s):
-    """Bring ``flows`` to time ``now`` at their current rates (all bytes if ``finish``): credit
-    their links with the bytes sent, then take them off their links (rate 0)."""
-    for i in range(flows.size):
-        f = flows[i]
-        r = rate[f]
-        if finish:
-            sent = rem[f]
-        elif r > 0.0:
-            sent = r * (now - t0[f])
-            if sent > rem[f]:
-                sent = rem[f]
-        else:
-            sent = 0.0
-        rem[f] -= sent
-        t0[f] = now
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            link_bytes[lnk] += sent * frac_buf[k]
-            if r > 0.0:
-                link_nact[lnk] -= 1
-                if link_nact[lnk] == 0:
-                    busy_s[lnk] += now - busy_since[lnk]
-                    link_load[lnk] = 0.0  # exact when empty, whatever rounding did before
-                else:
-                    link_load[lnk] -= r * frac_buf[k]
-        rate[f] = 0.0
-
-
-@njit(cache=True)
-def _activate(flows, now, rate, rate_new, rem, txend, lo, hi, link_buf, frac_buf, link_nact,
-              link_load, busy_since):
-    """Give ``flows`` their new rates, put them on their links, set their transmission ends."""
-    for i in range(flows.size):
-        f = flows[i]
-        r = rate_new[f]
-        rate[f] = r
-        if r > 0.0:
-            txend[f] = now + rem[f] / r
-            for k in range(lo[f], hi[f]):
-                lnk = link_buf[k]
-                if link_nact[lnk] == 0:
-                    busy_since[lnk] = now
-                link_nact[lnk] += 1
-                link_load[lnk] += r * frac_buf[k]
-        else:
-            txend[f] = np.inf
-
-
-class _Grow:
-    """Named numpy columns that grow by doubling."""
-
-    def __init__(self, spec: dict[str, tuple[Any, Any]]):
-        self._spec = spec
-        self.count = 0
-        self._cap = 16
-        for name, (dtype, fill) in spec.items():
-            setattr(self, name, np.full(self._cap, fill, dtype=dtype))
-
-    def extend(self, n: int) -> slice:
-        need = self.count + n
-        if need > self._cap:
-            cap = max(need, 2 * self._cap)
-            for name, (dtype, fill) in self._spec.items():
-                new = np.full(cap, fill, dtype=dtype)
-                new[: self.count] = getattr(self, name)[: self.count]
-                setattr(self, name, new)
-            self._cap = cap
-        sl = slice(self.count, need)
-        self.count = need
-        return sl
-
-
-_FLOW_COLUMNS = {
-    "coflow": (np.int64, 0), "src": (np.int32, 0), "dst": (np.int32, 0),
-    "size": (np.float64, 0.0), "lat": (np.float64, 0.0), "weight": (np.float64, 1.0),
-    "prio": (np.int64, 0), "lo": (np.int64, 0), "hi": (np.int64, 0),
-    "start": (np.float64, np.nan), "txend": (np.float64, np.inf), "finish": (np.float64, np.nan),
-    "rem": (np.float64, 0.0), "t0": (np.float64, 0.0), "rate": (np.float64, 0.0),
-    "rate_new": (np.float64, 0.0), "mark": (np.bool_, False),
-}
-
-
-def _as_1d(name: str, value: Any, dtype: Any) -> np.ndarray:
-    arr = np.atleast_1d(np.asarray(value))
-    if arr.ndim != 1:
-        raise ConfigError(f"{name} must be a scalar or a 1-d array, got shape {arr.shape} ({name})")
-    if np.issubdtype(np.dtype(dtype), np.integer):
-        if (arr.size and not np.issubdtype(arr.dtype, np.integer)
-                and not (np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)))):
-            raise ConfigError(f"{name} must hold integers, got {arr[:4]!r} ({name})")
-    elif not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
-        raise ConfigError(f"{name} must be real numbers, got {arr.dtype} ({name})")
-    return arr.astype(dtype)
+_NO_I = np.zeros(0, np.int64)
 
 
 class Engine:
@@ -368,27 +74,40 @@ class Engine:
     1.0
     """
 
-    def __init__(self, fabric: Fabric, router: Router | None, *, record_flows: bool = True):
+    def __init__(self, fabric: Fabric, router: Router | None, *, record_flows: bool = True,
+                 completion_rtol: float = 0.0):
         """Args:
         fabric: The network.
         router: Routes flows of coflows added without ``routes=``.
         record_flows: Keep per-flow records in `result` (per-coflow and per-link ones are
             always kept).
+        completion_rtol: 0 (default) is exact. Otherwise the approximate mode: at every event,
+            the flows whose remaining transmission time is at most ``completion_rtol`` times
+            the time since they started end too, in the same batch and rate update. A flow's
+            own end is then early by at most ``completion_rtol`` of its duration (coflow starts
+            are never moved); the flows sharing links with it follow the capacity it frees.
+            `benchmarks/engine.py` measures the error in completion times against exact.
         """
+        if not (0 <= completion_rtol < 1):
+            raise ConfigError(f"completion_rtol must lie in [0, 1), got {completion_rtol!r} "
+                              "(completion_rtol)")
         self.fabric = fabric
         self.router = router
         self.record_flows = record_flows
+        self.completion_rtol = float(completion_rtol)
         num_links = fabric.num_directed_links
-        self._cap = np.ascontiguousarray(fabric.link_capacity_bytes_per_s, dtype=np.float64)
+        self._ls = LinkState(fabric.link_capacity_bytes_per_s)
         self._now = 0.0
-        self._f = _Grow(_FLOW_COLUMNS)
-        self._links = _Grow({"link": (np.int64, 0), "frac": (np.float64, 0.0),
-                             "pos": (np.int64, 0)})
+        self._f = Grow(FLOW_COLUMNS)
+        self._links = Grow({"link": (np.int64, 0), "frac": (np.float64, 0.0), "pos": (np.int64, 0)})
         self._active = np.zeros(0, np.int64)
         # Routes objects already checked, by identity (held, so an id is never reused): job
         # executors hand the same cached Routes every iteration, and checking them each time
         # was ~14% of a cluster run (profile of the default scenario).
         self._checked_routes: dict[int, tuple[Routes, tuple[np.ndarray, ...]]] = {}
+        self._route_cache: dict[tuple[bytes, bytes, bytes], tuple[np.ndarray, ...]] = {}
+        self._route_cache_links = 0
+        self._route_cache_router: Router | None = router
         # per coflow (python lists: touched once or twice per coflow, never per flow)
         self._c_name: list[str] = []
         self._c_flow_lo: list[int] = []
@@ -397,7 +116,7 @@ class Engine:
         self._c_delay: list[float] = []
         self._c_after: list[tuple[int, ...]] = []
         self._c_waiting: list[int] = []
-        self._c_dependents: list[list[int]] = []
+        self._c_dependents: list[list[int] | None] = []  # None: no dependents (yet)
         self._c_start: list[float] = []
         self._c_finish: list[float] = []
         self._c_left: list[int] = []
@@ -405,10 +124,6 @@ class Engine:
         self._c_on_done: list[Callable[[int, float], None] | None] = []
         self._heap: list[tuple[float, int, int, int]] = []
         self._seq = 0
-        self._link_bytes = np.zeros(num_links)
-        self._link_busy = np.zeros(num_links)
-        self._busy_since = np.zeros(num_links)
-        self._link_nact = np.zeros(num_links, np.int64)  # flows with a positive rate
         # per-link buckets of the active flows (their incidences), in one pool
         self._b_start = np.zeros(num_links, np.int64)
         self._b_len = np.zeros(num_links, np.int64)  # also: active flows on the link, any rate
@@ -416,12 +131,6 @@ class Engine:
         self._b_flow = np.zeros(1024, np.int64)
         self._b_inc = np.zeros(1024, np.int64)
         self._b_used = 0
-        self._link_mark = np.zeros(num_links, np.bool_)
-        self._link_load = np.zeros(num_links)  # sum of rate * frac, bytes per second
-        self._cap_eff = self._cap.copy()
-        self._scratch = Scratch(num_links)
-        self._pos = np.zeros(num_links, np.int64)
-        self._cnt = np.zeros(num_links, np.int64)
         self._running = False
         self.num_events = 0
         self.num_rate_updates = 0
@@ -465,7 +174,8 @@ class Engine:
             delay_s: Added after the later of ``at_s`` and the dependencies, seconds.
             weight: Weighted max-min share of every flow of the coflow, > 0 (or one per flow).
             priority: Strict priority class, lower served first.
-            routes: The flows' routes as given (one row per flow); default ``router.route``.
+            routes: The flows' routes as given (one row per flow); default ``router.route``
+                (remembered by the pairs and keys: the same pairs are not routed twice).
             key: ECMP hash input of each flow (default 0: one connection per GPU pair).
             name: For reports.
             on_done: Called as ``on_done(coflow_id, finish_s)`` when the coflow finishes; may
@@ -479,72 +189,51 @@ class Engine:
                 match, an unknown ``after`` id, a GPU id out of range, malformed routes.
         """
         cid = len(self._c_name)
-        src_a = _as_1d("src", src, np.int64)
-        dst_a = _as_1d("dst", dst, np.int64)
-        size_a = _as_1d("size_bytes", size_bytes, np.float64)
-        try:
-            src_a, dst_a, size_a = (np.array(a) for a in np.broadcast_arrays(src_a, dst_a, size_a))
-        except ValueError:
-            raise ConfigError(
-                f"src, dst and size_bytes must have equal lengths, got {src_a.size}, {dst_a.size} "
-                f"and {size_a.size} (src, dst, size_bytes of coflow {cid})") from None
+        what = f"coflow {cid}"
+        if (type(src) is np.ndarray and type(dst) is np.ndarray and type(size_bytes) is np.ndarray
+                and src.size == 0 and dst.size == 0 and size_bytes.size == 0 and src.ndim == 1
+                and dst.ndim == 1 and size_bytes.ndim == 1):
+            # a pure delay (compute phases, markers: most coflows of a cluster run)
+            src_a = dst_a = _NO_I
+            size_a = np.zeros(0)
+        else:
+            src_a, dst_a, size_a = check_flows(src, dst, size_bytes, self.fabric.num_gpus, what)
         n = src_a.size
-        ng = self.fabric.num_gpus
-        for nm, arr in (("src", src_a), ("dst", dst_a)):
-            bad = np.flatnonzero((arr < 0) | (arr >= ng))
-            if bad.size:
-                raise ConfigError(f"{nm} must be GPU ids in 0..{ng - 1}, got {arr[bad[0]]} "
-                                  f"({nm}[{bad[0]}] of coflow {cid})")
-        bad = np.flatnonzero(~(size_a >= 0) | ~np.isfinite(size_a))
-        if bad.size:
-            raise ConfigError(f"size_bytes must be finite and >= 0, got {size_a[bad[0]]!r} "
-                              f"(size_bytes[{bad[0]}] of coflow {cid})")
-        if at_s is not None and not (math.isfinite(at_s) and at_s >= 0):
-            raise ConfigError(f"at_s must be a finite time >= 0 or None, got {at_s!r} (at_s of "
-                              f"coflow {cid})")
-        if not (math.isfinite(delay_s) and delay_s >= 0):
-            raise ConfigError(f"delay_s must be finite and >= 0, got {delay_s!r} (delay_s of "
-                              f"coflow {cid})")
-        if not np.all(np.isfinite(np.asarray(weight, dtype=np.float64))
-                      & (np.asarray(weight, dtype=np.float64) > 0)):
-            raise ConfigError(f"weight must be finite and > 0, got {weight!r} (weight of coflow "
-                              f"{cid})")
-        if np.ndim(weight) and np.shape(weight) != (n,):  # per-flow weights (sim.collective)
-            raise ConfigError(f"weight must be a number or one per flow ({n}), got shape "
-                              f"{np.shape(weight)} (weight of coflow {cid})")
-        if isinstance(priority, bool) or not isinstance(priority, int | np.integer):
-            raise ConfigError(f"priority must be an int, got {priority!r} (priority of coflow {cid})")
-        after_t = tuple(int(a) for a in np.atleast_1d(np.asarray(after, dtype=np.int64)))
+        check_timing(at_s, delay_s, weight, priority, n, what)
+        after_t = (() if type(after) is tuple and not after
+                   else tuple(int(a) for a in np.atleast_1d(np.asarray(after, dtype=np.int64))))
         for a in after_t:
             if not 0 <= a < cid:
                 raise ConfigError(f"after names unknown coflow {a}, expected ids in 0..{cid - 1} "
                                   f"(after of coflow {cid})")
-        given = routes is not None
-        if routes is None:
-            if n and self.router is None:
+        if routes is not None:
+            lnk, frc, ptr, lat = self._check_routes(routes, n, cid, remember=True)
+        elif n == 0:
+            lnk, frc, ptr, lat = _NO_I, np.zeros(0), np.zeros(1, np.int64), np.zeros(0)
+        else:
+            if self.router is None:
                 raise ConfigError(f"coflow {cid} has flows but no routes and the engine has no "
                                   "router (routes)")
             key_a = (np.zeros(n, np.int64) if key is None
-                     else np.broadcast_to(_as_1d("key", key, np.int64), (n,)).copy())
-            routes = (self.router.route(src_a.astype(np.int32), dst_a.astype(np.int32), key_a)
-                      if n else Routes.concat([]))
-        lnk, frc, ptr, lat = self._check_routes(routes, n, cid, remember=given)
+                     else np.broadcast_to(as_1d("key", key, np.int64), (n,)).copy())
+            lnk, frc, ptr, lat = self._route(src_a, dst_a, key_a, cid)
 
         # store the flows
         fs = self._f.extend(n)
-        ls = self._links.extend(lnk.size)
         f = self._f
-        f.coflow[fs] = cid
-        f.src[fs] = src_a
-        f.dst[fs] = dst_a
-        f.size[fs] = size_a
-        f.lat[fs] = lat
-        f.weight[fs] = weight
-        f.prio[fs] = int(priority)
-        f.lo[fs] = ptr[:-1] + ls.start
-        f.hi[fs] = ptr[1:] + ls.start
-        self._links.link[ls] = lnk
-        self._links.frac[ls] = frc
+        if n:
+            ls = self._links.extend(lnk.size)
+            f.coflow[fs] = cid
+            f.src[fs] = src_a
+            f.dst[fs] = dst_a
+            f.size[fs] = size_a
+            f.lat[fs] = lat
+            f.weight[fs] = weight
+            f.prio[fs] = int(priority)
+            f.lo[fs] = ptr[:-1] + ls.start
+            f.hi[fs] = ptr[1:] + ls.start
+            self._links.link[ls] = lnk
+            self._links.frac[ls] = frc
 
         self._c_name.append(name)
         self._c_flow_lo.append(fs.start)
@@ -552,7 +241,7 @@ class Engine:
         self._c_base.append(self._now if at_s is None else float(at_s))
         self._c_delay.append(float(delay_s))
         self._c_after.append(after_t)
-        self._c_dependents.append([])
+        self._c_dependents.append(None)
         self._c_start.append(math.nan)
         self._c_finish.append(math.nan)
         self._c_left.append(0)
@@ -560,14 +249,81 @@ class Engine:
         self._c_on_done.append(on_done)
         self._pending.add(cid)
         waiting = 0
-        for a in set(after_t):
+        for a in set(after_t) if len(after_t) > 1 else after_t:
             if math.isnan(self._c_finish[a]):
                 waiting += 1
-                self._c_dependents[a].append(cid)
+                deps = self._c_dependents[a]
+                if deps is None:
+                    self._c_dependents[a] = [cid]
+                else:
+                    deps.append(cid)
         self._c_waiting.append(waiting)
         if waiting == 0:
             self._schedule_release(cid)
         return cid
+
+    def add_flows(self, src, dst, size_bytes, *, at_s, routes: Routes, name: str = "") -> np.ndarray:
+        """Add F coflows of one flow each at once (e.g. background traffic): flow ``i`` is its
+        own coflow, starting at ``at_s[i]``; one check and one copy for the batch.
+
+        The same as F calls of ``add_coflow(src[i], dst[i], size_bytes[i], at_s=at_s[i],
+        routes=<row i of routes>, name=name)``, with the same ids and results.
+
+        Args:
+            src, dst: ``int[F]`` GPU node ids.
+            size_bytes: ``float[F]`` bytes, >= 0.
+            at_s: ``float[F]`` start times, seconds, finite and >= 0.
+            routes: One row per flow.
+            name: Name of every coflow.
+
+        Returns:
+            ``int64[F]``: the coflow ids (consecutive).
+        """
+        c0 = len(self._c_name)
+        what = f"coflows {c0}.. (add_flows)"
+        src_a, dst_a, size_a = check_flows(src, dst, size_bytes, self.fabric.num_gpus, what)
+        n = src_a.size
+        at_a = np.broadcast_to(as_1d("at_s", at_s, np.float64), (n,))
+        bad = np.flatnonzero(~np.isfinite(at_a) | ~(at_a >= 0))
+        if bad.size:
+            raise ConfigError(f"at_s must be finite times >= 0, got {float(at_a[bad[0]])!r} "
+                              f"(at_s[{bad[0]}] of {what})")
+        lnk, frc, ptr, lat = check_routes(routes, n, self.fabric.num_directed_links, what)
+        ids = np.arange(c0, c0 + n, dtype=np.int64)
+        fs = self._f.extend(n)
+        ls = self._links.extend(lnk.size)
+        f = self._f
+        f.coflow[fs] = ids
+        f.src[fs] = src_a
+        f.dst[fs] = dst_a
+        f.size[fs] = size_a
+        f.lat[fs] = lat
+        f.weight[fs] = 1.0
+        f.prio[fs] = 0
+        f.lo[fs] = ptr[:-1] + ls.start
+        f.hi[fs] = ptr[1:] + ls.start
+        self._links.link[ls] = lnk
+        self._links.frac[ls] = frc
+        flow_ids = range(fs.start, fs.stop)
+        self._c_name.extend([name] * n)
+        self._c_flow_lo.extend(flow_ids)
+        self._c_flow_hi.extend(range(fs.start + 1, fs.stop + 1))
+        base = at_a.tolist()
+        self._c_base.extend(base)
+        self._c_delay.extend([0.0] * n)
+        self._c_after.extend([()] * n)
+        self._c_dependents.extend([None] * n)
+        self._c_start.extend([math.nan] * n)
+        self._c_finish.extend([math.nan] * n)
+        self._c_left.extend([0] * n)
+        self._c_last.extend([math.nan] * n)
+        self._c_on_done.extend([None] * n)
+        self._c_waiting.extend([0] * n)
+        self._pending.update(ids.tolist())
+        now = self._now
+        for cid, t in zip(ids.tolist(), base, strict=True):
+            self._push(max(t + 0.0, now), _RELEASE, cid)
+        return ids
 
     def run(self, until_s: float | None = None) -> None:
         """Process events up to ``until_s`` (inclusive) or, if None, until none are left.
@@ -621,18 +377,18 @@ class Engine:
 
     def link_load_bytes_per_s(self) -> np.ndarray:
         """``float64[L]``: the current total rate on each directed link (a copy)."""
-        return np.maximum(self._link_load, 0.0)
+        return np.maximum(self._ls.load, 0.0)
 
     def link_bytes_now(self) -> np.ndarray:
         """``float64[L]``: bytes each directed link has carried up to now, active flows included
         (the ``link_bytes`` of `result`, without its per-flow copies)."""
         f = self._f
-        link_bytes = self._link_bytes.copy()
+        link_bytes = self._ls.bytes.copy()
         act = self._active
         if act.size:  # bytes sent since the active flows' last settle
             sent = np.minimum(f.rate[act] * (self._now - f.t0[act]), f.rem[act])
             lens = f.hi[act] - f.lo[act]
-            idx = np.repeat(f.lo[act] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+            idx = ranges(f.lo[act], f.hi[act])
             link_bytes += np.bincount(self._links.link[idx], weights=self._links.frac[idx] *
                                       np.repeat(sent, lens), minlength=link_bytes.size)
         return link_bytes
@@ -645,9 +401,9 @@ class Engine:
         """A snapshot of the records so far (safe to call mid-run; the engine keeps running)."""
         f = self._f
         n = f.count
-        busy = self._link_busy.copy()
-        on = self._link_nact > 0
-        busy[on] += self._now - self._busy_since[on]
+        busy = self._ls.busy_s.copy()
+        on = self._ls.nact > 0
+        busy[on] += self._now - self._ls.busy_since[on]
         link_bytes = self.link_bytes_now()
         finish = np.array(self._c_finish, dtype=np.float64)
         rec = self.record_flows
@@ -670,47 +426,37 @@ class Engine:
         )
 
     # ---- internals -----------------------------------------------------------------------
+    def _route(self, src: np.ndarray, dst: np.ndarray, key: np.ndarray, cid: int):
+        """The router's routes of the pairs, checked; remembered by content (the router is
+        deterministic, `flowherd.routing.base.Router`)."""
+        if self._route_cache_router is not self.router:  # the router was swapped
+            self._route_cache.clear()
+            self._route_cache_links = 0
+            self._route_cache_router = self.router
+        k = (src.tobytes(), dst.tobytes(), key.tobytes())
+        hit = self._route_cache.get(k)
+        if hit is not None:
+            return hit
+        routes = self.router.route(src.astype(np.int32), dst.astype(np.int32), key)
+        out = check_routes(routes, src.size, self.fabric.num_directed_links, f"coflow {cid}")
+        if self._route_cache_links + out[0].size > _ROUTE_CACHE_MAX_LINKS:
+            self._route_cache.clear()
+            self._route_cache_links = 0
+        self._route_cache[k] = out
+        self._route_cache_links += out[0].size
+        return out
+
     def _check_routes(self, routes: Routes, n: int, cid: int, *, remember: bool):
         hit = self._checked_routes.get(id(routes))
         if hit is not None and hit[0] is routes and hit[1][2].size == n + 1:
             return hit[1]
-        out = self._check_routes_once(routes, n, cid)
-        if not remember:  # fresh from the router: not handed again
+        out = check_routes(routes, n, self.fabric.num_directed_links, f"coflow {cid}")
+        if not remember:
             return out
         if len(self._checked_routes) >= _CHECKED_ROUTES_MAX:
             self._checked_routes.clear()
         self._checked_routes[id(routes)] = (routes, out)
         return out
-
-    def _check_routes_once(self, routes: Routes, n: int, cid: int):
-        ptr = np.asarray(routes.ptr, dtype=np.int64)
-        if ptr.shape != (n + 1,):
-            raise ConfigError(f"routes must have one row per flow ({n}), got {ptr.size - 1} "
-                              f"(routes of coflow {cid})")
-        if ptr[0] != 0 or np.any(np.diff(ptr) < 0):
-            raise ConfigError(f"routes.ptr must start at 0 and not decrease, got {ptr[:8]!r} "
-                              f"(routes of coflow {cid})")
-        nnz = int(ptr[-1])
-        lnk = np.asarray(routes.link, dtype=np.int64)
-        frc = np.asarray(routes.frac, dtype=np.float64)
-        lat = np.asarray(routes.latency_s, dtype=np.float64)
-        if lnk.shape != (nnz,) or frc.shape != (nnz,) or lat.shape != (n,):
-            raise ConfigError(f"routes.link/frac must have {nnz} entries and latency_s {n}, got "
-                              f"{lnk.shape}, {frc.shape}, {lat.shape} (routes of coflow {cid})")
-        num_links = self.fabric.num_directed_links
-        bad = np.flatnonzero((lnk < 0) | (lnk >= num_links))
-        if bad.size:
-            raise ConfigError(f"routes.link must be link ids in 0..{num_links - 1}, got "
-                              f"{lnk[bad[0]]} (routes.link[{bad[0]}] of coflow {cid})")
-        bad = np.flatnonzero(~(frc > 0) | ~(frc <= 1))
-        if bad.size:
-            raise ConfigError(f"routes.frac must lie in (0, 1], got {frc[bad[0]]!r} "
-                              f"(routes.frac[{bad[0]}] of coflow {cid})")
-        bad = np.flatnonzero(~(lat >= 0) | ~np.isfinite(lat))
-        if bad.size:
-            raise ConfigError(f"routes.latency_s must be finite and >= 0, got {lat[bad[0]]!r} "
-                              f"(routes.latency_s[{bad[0]}] of coflow {cid})")
-        return lnk, frc, ptr, lat
 
     def _push(self, t: float, kind: int, cid: int) -> None:
         heapq.heappush(self._heap, (t, self._seq, kind, cid))
@@ -733,19 +479,21 @@ class Engine:
         self._now = now
         f = self._f
         links = self._links
+        ls = self._ls
         changed: list[np.ndarray] = []
         act = self._active
         if act.size:
             te = f.txend[act]
             done_mask = te <= now + _TIME_RTOL * abs(now)
+            if self.completion_rtol:  # the approximate mode
+                done_mask |= te - now <= self.completion_rtol * (now - f.start[act])
             if done_mask.any():
                 done = act[done_mask]
                 self._active = act[~done_mask]
-                _settle(done, now, True, f.rate, f.rem, f.t0, f.lo, f.hi, links.link, links.frac,
-                        self._link_bytes, self._link_nact, self._link_load, self._busy_since,
-                        self._link_busy)
-                _adj_remove(done, f.lo, f.hi, links.link, links.pos, self._b_start, self._b_len,
-                            self._b_flow, self._b_inc)
+                settle(done, now, True, f.rate, f.rem, f.t0, f.lo, f.hi, links.link, links.frac,
+                       ls.bytes, ls.nact, ls.load, ls.busy_since, ls.busy_s)
+                adj_remove(done, f.lo, f.hi, links.link, links.pos, self._b_start, self._b_len,
+                           self._b_flow, self._b_inc)
                 f.txend[done] = now
                 f.finish[done] = now + f.lat[done]
                 changed.append(done)
@@ -753,8 +501,9 @@ class Engine:
                 self.num_events += done.size
                 self._flows_done(done)
         started: list[np.ndarray] = []
-        while self._heap and self._heap[0][0] <= now:
-            t, _, kind, cid = heapq.heappop(self._heap)
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            t, _, kind, cid = heapq.heappop(heap)
             self.num_events += 1
             if kind == _RELEASE:
                 s = self._start_coflow(cid, now)
@@ -763,26 +512,34 @@ class Engine:
             else:
                 self._finish_coflow(cid, t)
         if started:
-            s = np.concatenate(started)
+            s = np.concatenate(started) if len(started) > 1 else started[0]
             self._active = np.concatenate([self._active, s])
             self._adj_add(s)
             changed.append(s)
         if changed and self._active.size:
-            self._rates(np.concatenate(changed), now)
+            self._rates(np.concatenate(changed) if len(changed) > 1 else changed[0], now)
             if self.num_rate_updates >= self._load_refresh_at:
                 self._refresh_load()
         if not self.record_flows and self._dead > max(self._compact_min,
                                                       2 * (self._f.count - self._dead)):
             self._compact()
 
+    def _rates(self, seeds: np.ndarray, now: float) -> None:
+        """Recompute the rates the flows ``seeds`` (just started or ended) can change
+        (`flowherd.sim.allocation.reallocate`: the engine's one rate computation)."""
+        passes, moved = reallocate(seeds, now, self._f, self._links.link, self._links.frac, self._ls,
+                                   self._b_start, self._b_len, self._b_flow)
+        self.num_rate_updates += passes
+        self.num_flows_reallocated += moved
+
     def _refresh_load(self) -> None:
         """Recompute the per-link load from the rates: the running sums drift by rounding."""
         f, links, act = self._f, self._links, self._active
         lens = f.hi[act] - f.lo[act]
-        inc = np.repeat(f.lo[act] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-        self._link_load = np.bincount(links.link[inc], weights=links.frac[inc] *
-                                      np.repeat(f.rate[act], lens),
-                                      minlength=self.fabric.num_directed_links)
+        inc = ranges(f.lo[act], f.hi[act])
+        self._ls.load = np.bincount(links.link[inc], weights=links.frac[inc] *
+                                    np.repeat(f.rate[act], lens),
+                                    minlength=self.fabric.num_directed_links)
         self._load_refresh_at = self.num_rate_updates + (1 << 14)
 
     def _compact(self) -> None:
@@ -797,7 +554,7 @@ class Engine:
         new_id = np.full(n, -1, np.int64)
         new_id[ids] = np.arange(ids.size)
         lens = f.hi[ids] - f.lo[ids]
-        inc = np.repeat(f.lo[ids] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        inc = ranges(f.lo[ids], f.hi[ids])
         for name in links._spec:
             col = getattr(links, name)
             col[:inc.size] = col[inc]
@@ -818,52 +575,17 @@ class Engine:
         if self._b_flow.size < 2 * nnz:
             self._b_flow = np.zeros(8 * nnz + 8 * self.fabric.num_directed_links, np.int64)
             self._b_inc = np.zeros(self._b_flow.size, np.int64)
-        self._b_used = _adj_rebuild(self._active, f.lo, f.hi, links.link, links.pos, self._b_start,
-                                    self._b_len, self._b_cap, self._b_flow, self._b_inc)
+        self._b_used = adj_rebuild(self._active, f.lo, f.hi, links.link, links.pos, self._b_start,
+                                   self._b_len, self._b_cap, self._b_flow, self._b_inc)
         self._dead = 0
-
-    def _rates(self, seeds: np.ndarray, now: float) -> None:
-        """Recompute the rates the flows ``seeds`` (just started or ended) can change.
-
-        The flows coupled to them over saturated links are re-allocated on what the other
-        flows leave; if that saturates a link shared with other flows, those join and it is
-        done again. The result is the max-min allocation of all active flows: every flow left
-        out keeps its bottleneck (a saturated link no re-allocated flow uses) and every
-        re-allocated flow's bottleneck is saturated and carries no flow left out.
-        """
-        f = self._f
-        links = self._links
-        forced = np.zeros(0, np.int64)
-        while True:
-            comp = _closure(seeds, forced, f.lo, f.hi, links.link, self._link_load, self._cap,
-                            self._b_start, self._b_len, self._b_flow, self._link_mark, f.mark)
-            if not comp.size:
-                return
-            _residual(comp, f.lo, f.hi, links.link, links.frac, f.rate, self._link_load,
-                      self._b_len, self._cap, self._cap_eff, self._cnt)
-            max_min_subset(comp, f.lo, f.hi, links.link, links.frac, f.weight, f.prio,
-                           self._cap_eff, f.rate_new, self._scratch)
-            more = _newly_saturated(comp, f.lo, f.hi, links.link, links.frac, f.rate_new,
-                                    self._b_len, self._cap, self._cap_eff, self._cnt,
-                                    self._pos)
-            self.num_rate_updates += 1
-            self.num_flows_reallocated += comp.size
-            if not more.size:
-                break
-            forced = np.union1d(forced, more)
-        _settle(comp, now, False, f.rate, f.rem, f.t0, f.lo, f.hi, links.link, links.frac,
-                self._link_bytes, self._link_nact, self._link_load, self._busy_since,
-                self._link_busy)
-        _activate(comp, now, f.rate, f.rate_new, f.rem, f.txend, f.lo, f.hi, links.link,
-                  links.frac, self._link_nact, self._link_load, self._busy_since)
 
     def _adj_add(self, flows: np.ndarray) -> None:
         f, links = self._f, self._links
         done = 0
         while True:
-            k, self._b_used = _adj_insert(flows[done:], f.lo, f.hi, links.link, links.pos,
-                                          self._b_start, self._b_len, self._b_cap, self._b_flow,
-                                          self._b_inc, self._b_used)
+            k, self._b_used = adj_insert(flows[done:], f.lo, f.hi, links.link, links.pos,
+                                         self._b_start, self._b_len, self._b_cap, self._b_flow,
+                                         self._b_inc, self._b_used)
             done += k
             if done == flows.size:
                 return
@@ -877,12 +599,19 @@ class Engine:
             # flows[done:] are in `act` but not yet in the buckets: rebuild from the rest
             pending = flows[done:]
             keep = act[~np.isin(act, pending)]
-            self._b_used = _adj_rebuild(keep, f.lo, f.hi, links.link, links.pos, self._b_start,
-                                        self._b_len, self._b_cap, self._b_flow, self._b_inc)
+            self._b_used = adj_rebuild(keep, f.lo, f.hi, links.link, links.pos, self._b_start,
+                                       self._b_len, self._b_cap, self._b_flow, self._b_inc)
 
     def _flows_done(self, done: np.ndarray) -> None:
         f = self._f
         cof = f.coflow[done]
+        if done.size == 1:  # the common case: no sort, no unique
+            c = int(cof[0])
+            self._c_left[c] -= 1
+            self._c_last[c] = max(self._c_last[c], float(f.finish[done[0]]))
+            if self._c_left[c] == 0:
+                self._push(self._c_last[c], _DONE, c)
+            return
         order = np.argsort(cof, kind="stable")
         cof = cof[order]
         fin = f.finish[done][order]
@@ -899,32 +628,43 @@ class Engine:
         lo, hi = self._c_flow_lo[cid], self._c_flow_hi[cid]
         self._c_start[cid] = now
         self._pending.discard(cid)
+        if lo == hi:  # a pure delay
+            self._c_left[cid] = 0
+            self._c_last[cid] = now
+            self._push(now, _DONE, cid)
+            return _NO_I
         ids = np.arange(lo, hi, dtype=np.int64)
         f.start[lo:hi] = now
         # zero-byte and link-less (same-GPU) flows are over at once: no rate, only latency
         instant = (f.size[lo:hi] == 0) | (f.hi[lo:hi] == f.lo[lo:hi])
-        inst = ids[instant]
-        f.txend[inst] = now
-        f.finish[inst] = now + f.lat[inst]
-        last = float(f.finish[inst].max()) if inst.size else now
-        real = ids[~instant]
+        if instant.any():
+            inst = ids[instant]
+            f.txend[inst] = now
+            f.finish[inst] = now + f.lat[inst]
+            last = float(f.finish[inst].max())
+            real = ids[~instant]
+            self._dead += inst.size
+        else:
+            last = now
+            real = ids
         f.rem[real] = f.size[real]
         f.t0[real] = now
         f.rate[real] = 0.0
         f.txend[real] = np.inf
         self._c_left[cid] = real.size
         self._c_last[cid] = last
-        self._dead += inst.size
         if real.size == 0:
             self._push(last, _DONE, cid)
         return real
 
     def _finish_coflow(self, cid: int, t: float) -> None:
         self._c_finish[cid] = t
-        for d in self._c_dependents[cid]:
-            self._c_waiting[d] -= 1
-            if self._c_waiting[d] == 0:
-                self._schedule_release(d)
+        deps = self._c_dependents[cid]
+        if deps is not None:
+            for d in deps:
+                self._c_waiting[d] -= 1
+                if self._c_waiting[d] == 0:
+                    self._schedule_release(d)
         cb = self._c_on_done[cid]
         if cb is not None:
             cb(cid, t)

@@ -1,0 +1,134 @@
+"""Storage of the engine's flows: growable numpy columns and per-link buckets of active flows.
+
+Flow ``f``'s links are ``link[lo[f]:hi[f]]`` of one incidence pool. The active flows of link
+``l`` are ``b_flow[b_start[l]:b_start[l] + b_len[l]]`` (``b_inc`` holds each entry's incidence,
+``pos`` where each incidence sits), kept up to date as flows come and go, so that finding the
+flows of a part of the network costs only its size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+__all__ = ["FLOW_COLUMNS", "Grow", "adj_insert", "adj_rebuild", "adj_remove", "ranges"]
+
+
+@njit(cache=True)
+def adj_insert(flows, lo, hi, link_buf, inc_pos, b_start, b_len, b_cap, b_flow, b_inc, used):
+    """Add the incidences of ``flows`` to the per-link buckets (a bucket that is full moves to
+    the end of the pool with twice the room). Returns how many flows were added (fewer when
+    the pool ran out: the caller compacts and calls again) and the pool's used length."""
+    for i in range(flows.size):
+        f = flows[i]
+        need = 0
+        for k in range(lo[f], hi[f]):
+            lnk = link_buf[k]
+            if b_len[lnk] == b_cap[lnk]:
+                need += max(4, 2 * b_cap[lnk])
+        if used + need > b_flow.size:
+            return i, used
+        for k in range(lo[f], hi[f]):
+            lnk = link_buf[k]
+            if b_len[lnk] == b_cap[lnk]:
+                nc = max(4, 2 * b_cap[lnk])
+                ns = used
+                used += nc
+                for q in range(b_len[lnk]):
+                    b_flow[ns + q] = b_flow[b_start[lnk] + q]
+                    b_inc[ns + q] = b_inc[b_start[lnk] + q]
+                    inc_pos[b_inc[ns + q]] = ns + q
+                b_start[lnk] = ns
+                b_cap[lnk] = nc
+            p = b_start[lnk] + b_len[lnk]
+            b_flow[p] = f
+            b_inc[p] = k
+            inc_pos[k] = p
+            b_len[lnk] += 1
+    return flows.size, used
+
+
+@njit(cache=True)
+def adj_remove(flows, lo, hi, link_buf, inc_pos, b_start, b_len, b_flow, b_inc):
+    for i in range(flows.size):
+        f = flows[i]
+        for k in range(lo[f], hi[f]):
+            lnk = link_buf[k]
+            p = inc_pos[k]
+            last = b_start[lnk] + b_len[lnk] - 1
+            b_flow[p] = b_flow[last]
+            b_inc[p] = b_inc[last]
+            inc_pos[b_inc[p]] = p
+            b_len[lnk] -= 1
+
+
+@njit(cache=True)
+def adj_rebuild(active, lo, hi, link_buf, inc_pos, b_start, b_len, b_cap, b_flow, b_inc):
+    """Lay the buckets of the active flows out afresh, each with twice its length of room."""
+    num_links = b_start.size
+    for lnk in range(num_links):
+        b_len[lnk] = 0
+    for i in range(active.size):
+        f = active[i]
+        for k in range(lo[f], hi[f]):
+            b_len[link_buf[k]] += 1
+    used = 0
+    for lnk in range(num_links):
+        b_start[lnk] = used
+        b_cap[lnk] = 2 * b_len[lnk]
+        used += b_cap[lnk]
+        b_len[lnk] = 0
+    for i in range(active.size):
+        f = active[i]
+        for k in range(lo[f], hi[f]):
+            lnk = link_buf[k]
+            p = b_start[lnk] + b_len[lnk]
+            b_flow[p] = f
+            b_inc[p] = k
+            inc_pos[k] = p
+            b_len[lnk] += 1
+    return used
+
+
+
+class Grow:
+    """Named numpy columns that grow by doubling."""
+
+    def __init__(self, spec: dict[str, tuple[Any, Any]]):
+        self._spec = spec
+        self.count = 0
+        self._cap = 16
+        for name, (dtype, fill) in spec.items():
+            setattr(self, name, np.full(self._cap, fill, dtype=dtype))
+
+    def extend(self, n: int) -> slice:
+        need = self.count + n
+        if need > self._cap:
+            cap = max(need, 2 * self._cap)
+            for name, (dtype, fill) in self._spec.items():
+                new = np.full(cap, fill, dtype=dtype)
+                new[: self.count] = getattr(self, name)[: self.count]
+                setattr(self, name, new)
+            self._cap = cap
+        sl = slice(self.count, need)
+        self.count = need
+        return sl
+
+
+FLOW_COLUMNS = {
+    "coflow": (np.int64, 0), "src": (np.int32, 0), "dst": (np.int32, 0),
+    "size": (np.float64, 0.0), "lat": (np.float64, 0.0), "weight": (np.float64, 1.0),
+    "prio": (np.int64, 0), "lo": (np.int64, 0), "hi": (np.int64, 0),
+    "start": (np.float64, np.nan), "txend": (np.float64, np.inf), "finish": (np.float64, np.nan),
+    "rem": (np.float64, 0.0), "t0": (np.float64, 0.0), "rate": (np.float64, 0.0),
+    "rate_new": (np.float64, 0.0), "mark": (np.bool_, False),
+}
+
+
+
+def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenated index ranges ``lo[i]:hi[i]`` (incidences of a set of flows)."""
+    lens = hi - lo
+    return np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
