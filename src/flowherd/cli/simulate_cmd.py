@@ -100,7 +100,8 @@ def _simulate(scenario: Any, plan: Any = None) -> Any:
             wall = now - t0
             left = f"about {format_time(wall * (1 - frac) / frac)} left" if frac > 0 else "time left unknown"
             err.print(f"simulating {label}: {100 * frac:.1f}% of the {format_time(horizon_s)} horizon after "
-                      f"{format_time(wall)} of wall time; {left} at this pace", markup=False, highlight=False)
+                      f"{format_time(wall)} of wall time; {left} at this pace",
+                      markup=False, highlight=False, soft_wrap=True)
 
         return run_scenario(scenario, progress=tick, plan=plan)
 
@@ -136,7 +137,7 @@ def _print_run(run: Any) -> None:
     con.print(f"finished {s['jobs_finished']}/{s['jobs_total']} jobs; mean JCT {_fmt(s['mean_jct_s'])}, "
               f"p99 JCT {_fmt(s['p99_jct_s'])}, makespan {_fmt(s['makespan_s'])}, "
               f"mean slowdown {_fmt(s['mean_slowdown'], 'x')}; simulated in {run.wall_s:.1f} s",
-              markup=False, highlight=False)
+              markup=False, highlight=False, soft_wrap=True)
 
 
 def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed: int | None,

@@ -40,7 +40,7 @@ def sweep(
     check_out_dir(out_dir, "--out")
     err = Console(stderr=True)
     err.print(f"sweep {spec.name!r}: {len(spec.points)} points x {len(spec.seeds)} seeds = "
-              f"{len(spec.runs)} runs -> {out_dir}", markup=False, highlight=False)
+              f"{len(spec.runs)} runs -> {out_dir}", markup=False, highlight=False, soft_wrap=True)
     t0 = time.perf_counter()
     with Progress(TextColumn("[bold]sweep[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("[red]{task.fields[failed]} failed[/]"), TimeRemainingColumn(),
@@ -51,7 +51,7 @@ def sweep(
             if state["run_id"] is None and state["skipped_failed"]:
                 # said before anything runs, so that a user waiting for them knows at once
                 err.print(f"--resume skips {state['skipped_failed']} run(s) stored as failed; pass "
-                          "--retry-failed to run them again", markup=False, highlight=False)
+                          "--retry-failed to run them again", markup=False, highlight=False, soft_wrap=True)
             last = f"{state['run_id']} {state['status']}" if state["run_id"] else ""
             bar.update(task, completed=state["done"], failed=state["failed"], last=last)
             if not err.is_terminal and state["run_id"]:
@@ -67,5 +67,5 @@ def sweep(
         err.print(f"sweep {spec.name!r}: {outcome.failed + outcome.skipped_failed} of {outcome.total} runs "
                   f"failed; their errors are in the runs table of {outcome.store_path} (--resume "
                   "--retry-failed runs them again)",
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)

@@ -38,10 +38,10 @@ __all__ = [
     "MAX_YAML_VALUES",
     "available_memory_bytes",
     "check_fabric_size",
-    "check_trace_rows",
     "check_workload_size",
     "clip",
     "fabric_gpu_count",
+    "fit_trace_rows",
     "load_yaml",
     "read_text_file",
     "read_yaml_file",
@@ -328,18 +328,28 @@ def check_workload_size(workload: Any, fabric_gpus: int, *, field: str = "worklo
             expected * BYTES_PER_JOB, f"{field}.arrivals")
 
 
-def check_trace_rows(rows: Sequence[Any], fabric_gpus: int, *, field: str, horizon_s: float = math.inf,
-                     time_scale: float = 1.0) -> None:
-    """Refuse trace rows (``job_id``, ``num_gpus``, ``submit_time_s``) that ask for more GPUs than
-    the fabric has and are submitted before the horizon (later ones are dropped anyway).
+def fit_trace_rows(rows: Sequence[Any], fabric_gpus: int, *, field: str, horizon_s: float = math.inf,
+                   time_scale: float = 1.0) -> list[Any]:
+    """Trace rows (``job_id``, ``num_gpus``, ``submit_time_s``) checked against the fabric before
+    they become jobs (a job's rank grid is allocated per GPU, so 10^9 GPUs would not fit in memory).
 
-    A job's rank grid is allocated per GPU, so this runs before the rows become jobs. Submit times
-    are rebased to the first row's, as `flowherd.workload.map_trace_jobs` does.
+    A row asking for more GPUs than the fabric has is an error when it is submitted before the
+    horizon (as it would be later), and is left out when it is submitted at or after it (such
+    jobs are dropped anyway; it is never the first row, so the others' rebased submit times, as
+    `flowherd.workload.map_trace_jobs` computes them, do not change).
+
+    Raises:
+        ConfigError: Naming the row's job, its GPUs and the fabric's, or the memory the rows need.
     """
     t0 = min((r.submit_time_s for r in rows), default=0.0)
+    out = []
     for r in rows:
-        if r.num_gpus > fabric_gpus and (r.submit_time_s - t0) * time_scale < horizon_s:
+        if r.num_gpus > fabric_gpus:
+            if (r.submit_time_s - t0) * time_scale >= horizon_s:
+                continue
             raise ConfigError(f"trace job {clip(r.job_id)} asks for {r.num_gpus:,} GPUs (after gpu_scale) "
                               f"but the fabric has {fabric_gpus:,} ({field}.path)")
-    _refuse(f"{len(rows):,} trace jobs at about {format_size(BYTES_PER_JOB)} each",
-            len(rows) * BYTES_PER_JOB, f"{field}.max_jobs")
+        out.append(r)
+    _refuse(f"{len(out):,} trace jobs at about {format_size(BYTES_PER_JOB)} each",
+            len(out) * BYTES_PER_JOB, f"{field}.max_jobs")
+    return out

@@ -307,8 +307,8 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
             rows = rows[:t.max_jobs]
             rows = [dataclasses.replace(r, num_gpus=r.num_gpus * t.gpu_scale,
                                         duration_s=r.duration_s * t.duration_scale) for r in rows]
-            loading.check_trace_rows(rows, fabric.num_gpus, field=field, horizon_s=horizon_s,
-                                     time_scale=t.time_scale)
+            rows = loading.fit_trace_rows(rows, fabric.num_gpus, field=field, horizon_s=horizon_s,
+                                          time_scale=t.time_scale)
             trace_jobs = map_trace_jobs(rows, rule)
         except FlowherdError as err:
             msg = str(err)
