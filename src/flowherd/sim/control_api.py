@@ -563,7 +563,7 @@ class ControlHook:
         if src.size == 0 or src.size > self.max_pairs_for_paths:
             return ()
         if self._index is None:
-            from flowherd.routing.paths import PathIndex
+            from flowherd.routing.path_index import PathIndex
 
             self._index = PathIndex(self.fabric)
         out = []
