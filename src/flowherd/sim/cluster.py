@@ -49,10 +49,14 @@ Fidelities: ``step`` and ``collective`` as in `flowherd.sim.collective`; ``phase
 
 With background traffic, ``BackgroundSpec.fast_forward`` chooses between the exact rule above
 (network jobs then hardly ever fast-forward: background flows cross their links every few
-milliseconds) and ``"sampled"``, a documented approximation: a job alone among background
-flows simulates one iteration with them, fast-forwards about ``sample_every_s`` at that
-iteration's duration, simulates one again, and so on (other jobs on its links still stop it).
-Background flows then do not see the traffic of fast-forwarded iterations.
+milliseconds) and two documented approximations: ``"sampled"``, where a job alone among
+background flows simulates one iteration with them, fast-forwards about ``sample_every_s`` at
+that iteration's duration, simulates one again, and so on; and ``"mean"`` (stationary
+background: Poisson arrivals at a constant load), where such a job fast-forwards at its mean
+iteration time among the background, measured once when it starts: ``sample_every_s`` of its
+iterations on a private engine with the background flows that cross its links. In both, other
+jobs on its links still stop it, and background flows do not see the traffic of fast-forwarded
+iterations. `benchmarks/cluster.py --bg-mode` prints their error against the exact rule.
 
 In ``phase`` fidelity an iteration is also simulated in its phase form (`contract_graph`): the
 tasks that only use the job's own links (compute, NVLink-only collectives) become pure delays of
@@ -121,6 +125,7 @@ class _Cluster:
         self.bg = bg
         self.bg_spec = bg_spec
         self.sampled = bg is not None and bg_spec is not None and bg_spec.fast_forward == "sampled"
+        self.mean_rule = bg is not None and bg_spec is not None and bg_spec.fast_forward == "mean"
         self.seed = seed
         gps = np.bincount(fabric.gpu_server)
         self.gpus_per_server = int(gps.max()) if gps.size else 1

@@ -60,8 +60,13 @@ class BackgroundSpec:
             background does not stop fast-forward; a job simulates one iteration among the
             background, fast-forwards ``sample_every_s`` at that iteration's duration, simulates
             one again, and so on; background flows do not see the traffic of fast-forwarded
-            iterations). Other jobs on a job's links always stop fast-forward.
-        sample_every_s: Longest fast-forward window under "sampled", seconds.
+            iterations) or "mean" (an approximation for stationary background: a job whose links
+            carry no other job fast-forwards at its mean iteration time among the background,
+            measured once per job on a private engine over ``sample_every_s`` of iterations
+            with the background flows that cross its links; background flows do not see
+            fast-forwarded traffic either). Other jobs on a job's links always stop fast-forward.
+        sample_every_s: Longest fast-forward window under "sampled", and the probe's length
+            under "mean", seconds.
     """
 
     load: float
@@ -77,8 +82,8 @@ class BackgroundSpec:
                 and math.isfinite(self.max_flows_per_s)):
             raise ConfigError(f"max_flows_per_s must be a positive number, got {self.max_flows_per_s!r} "
                               "(background.max_flows_per_s)")
-        if self.fast_forward not in ("exact", "sampled"):
-            raise ConfigError(f"fast_forward must be 'exact' or 'sampled', got {self.fast_forward!r} "
+        if self.fast_forward not in ("exact", "sampled", "mean"):
+            raise ConfigError(f"fast_forward must be 'exact', 'sampled' or 'mean', got {self.fast_forward!r} "
                               "(background.fast_forward)")
         if not (isinstance(self.sample_every_s, int | float) and self.sample_every_s > 0
                 and math.isfinite(self.sample_every_s)):

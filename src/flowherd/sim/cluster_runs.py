@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from flowherd.fabric.core import LinkKind
+from flowherd.routing.base import Routes
 from flowherd.sim.cluster_records import JobRecord, JobRequest
 from flowherd.sim.engine import Engine
 from flowherd.sim.executor import PreparedGraph, add_graph, contract_graph, prepare_graph
@@ -61,6 +62,7 @@ class JobRun:
         self.last_end = 0.0
         self.last_sim_s: float | None = None  # duration of the last simulated iteration
         self.sample_due = True
+        self.mean_s = 0.0  # mean iteration time among the background (the "mean" rule)
 
     # -- training --------------------------------------------------------------------------------
     def start_training(self, now: float) -> None:
@@ -92,6 +94,8 @@ class JobRun:
         add_graph(eng, self.graph, fidelity="collective", at_s=0.0, task_ids=ids)
         eng.run()
         self.solo_s = float(eng.now_s)
+        if sim.mean_rule and self.solo_s > 0:
+            self._probe_mean()
         lb = eng.link_bytes_now()
         idx = np.flatnonzero(lb)
         self.solo_link_idx, self.solo_link_bytes = idx, lb[idx]
@@ -112,6 +116,35 @@ class JobRun:
         idx = np.flatnonzero(lb)
         self.delay_link_idx, self.delay_link_bytes = idx, lb[idx]
 
+    def _probe_mean(self) -> None:
+        """The "mean" background rule: the job's mean iteration time among the background flows
+        that cross its links (stationary: any stretch of them will do, the first is taken),
+        over ``sample_every_s`` of iterations on a private engine."""
+        sim, bg = self.sim, self.sim.bg
+        n = max(2, min(self.spec.iterations, math.ceil(sim.bg_spec.sample_every_s / self.solo_s)))
+        eng = Engine(sim.fabric, sim.router, record_flows=False)
+        end = ()
+        for i in range(n):
+            end = (add_graph(eng, self.graph, fidelity="collective", after=end, name=f"probe{i}"),)
+        on = np.zeros(sim.fabric.num_directed_links, bool)
+        on[self.footprint] = True
+        r = bg.routes
+        ptr = np.asarray(r.ptr, np.int64)
+        hits = np.add.reduceat(on[r.link].astype(np.int64), ptr[:-1]) if r.link.size else np.zeros(0)
+        hits[np.diff(ptr) == 0] = 0
+        horizon = 2.0 * n * self.solo_s + 1.0  # more than the probe can last at half speed
+        sel = np.flatnonzero((hits > 0) & (bg.start_s < horizon))
+        if sel.size:
+            lens = np.diff(ptr)[sel]
+            inc = np.repeat(ptr[sel] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+            rows = Routes(ptr=np.concatenate([[0], np.cumsum(lens)]), link=r.link[inc], frac=r.frac[inc],
+                          latency_s=r.latency_s[sel])
+            eng.add_flows(bg.src_gpu[sel], bg.dst_gpu[sel], bg.size_bytes[sel], at_s=bg.start_s[sel],
+                          routes=rows, name="bg")
+        while eng.coflow_finish_s(end[0]) is None:
+            eng.run(until_s=eng.now_s + n * self.solo_s)
+        self.mean_s = float(eng.coflow_finish_s(end[0])) / n
+
     def _next_iteration(self, now: float) -> None:
         sim = self.sim
         left = self.planned - self.done_iters
@@ -120,9 +153,13 @@ class JobRun:
             return
         if sim.fidelity == "phase" and self.solo_s is not None and self.solo_s > 0:
             period = self.solo_s
-            if sim.sampled and np.any(sim.fabric.link_kind[self.footprint] != LinkKind.NVLINK):
+            network = bool(np.any(sim.fabric.link_kind[self.footprint] != LinkKind.NVLINK))
+            if sim.sampled and network:
                 k = 0 if self.sample_due or self.last_sim_s is None else self._ff_sampled(left)
                 period = self.last_sim_s or self.solo_s
+            elif sim.mean_rule and network:
+                k = 0 if np.any(sim.owners[self.footprint] > 1) else left
+                period = self.mean_s or self.solo_s
             else:
                 k = self._ff_window(now, left)
             if k >= 1:
