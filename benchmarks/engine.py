@@ -6,7 +6,10 @@
   and DESIGN.md's synthetic worst case (5 links per flow, three capacities);
 * burst: F flows of random sizes start at once; run until all end (every end is an event);
 * steady: F flows kept in flight (each end starts a new random flow, via on_done), for a fixed
-  number of events: events per second at F concurrent flows.
+  number of events: events per second at F concurrent flows;
+* the approximate mode (``Engine(completion_rtol=r)``, ``--rtol``): the same steady runs, and
+  its error on the bursts: per-flow completion times against the exact run of the same flows
+  (mean and max of |approx - exact| / exact duration).
 
 Routes come from ``flowherd.routing.policies.make_router("ecmp", ...)``, computed before the
 timed part. The fabric is the 16,384-GPU rail-optimized 3-tier fat tree of
@@ -76,7 +79,8 @@ def bench_kernel(fabric, router, sizes, repeats):
               f"synthetic 5 links/flow over {num_links:,} links {tw * 1e3:9.2f} ms")
 
 
-def bench_burst(fabric, router, n, repeats):
+def bench_burst(fabric, router, n, repeats, rtol=0.0, exact_finish=None):
+    """Returns the flows' finish times (for the error of the approximate mode)."""
     rng = np.random.default_rng(2)
     src, dst = random_pairs(rng, fabric.num_gpus, n)
     size = random_sizes(rng, n)
@@ -84,25 +88,33 @@ def bench_burst(fabric, router, n, repeats):
     stats = {}
 
     def once():
-        eng = Engine(fabric, router, record_flows=False)
-        eng.add_coflow(src, dst, size, routes=routes)
+        # one coflow per flow, so that the ends are events of their own
+        eng = Engine(fabric, router, record_flows=True, completion_rtol=rtol)
+        eng.add_flows(src, dst, size, at_s=np.zeros(n), routes=routes)
         eng.run()
         stats["events"] = eng.num_events
         stats["updates"] = eng.num_rate_updates
         stats["realloc"] = eng.num_flows_reallocated / max(eng.num_rate_updates, 1)
+        stats["finish"] = eng.result().flow_finish_s
 
     t = median_time(once, repeats)
-    print(f"  burst  {n:>7,} flows: {t:8.2f} s wall, {stats['events']:,} events, "
+    mode = "exact" if not rtol else f"rtol {rtol:g}"
+    err = ""
+    if exact_finish is not None:
+        e = np.abs(stats["finish"] - exact_finish) / exact_finish  # all start at 0
+        err = f"; completion time error mean {e.mean():.2%}, max {e.max():.2%}"
+    print(f"  burst  {n:>7,} flows ({mode}): {t:8.2f} s wall, {stats['events']:,} events, "
           f"{stats['updates']:,} rate updates ({stats['realloc']:,.0f} flows re-allocated per "
-          f"update), {stats['events'] / t:10,.0f} events/s")
+          f"update), {stats['events'] / t:10,.0f} events/s{err}")
+    return stats["finish"]
 
 
-def bench_steady(fabric, router, n, num_events, repeats):
+def bench_steady(fabric, router, n, num_events, repeats, rtol=0.0):
     stats = {}
 
     def once():
         rng = np.random.default_rng(3)
-        eng = Engine(fabric, router, record_flows=False)
+        eng = Engine(fabric, router, record_flows=False, completion_rtol=rtol)
 
         # routes of n + a pool of 4096 random pairs, computed up front so that the engine is
         # what is timed (the router's own speed is its owner's benchmark)
@@ -140,10 +152,13 @@ def bench_steady(fabric, router, n, num_events, repeats):
         stats["active"] = eng.num_active_flows
         stats["realloc"] = (eng.num_flows_reallocated - r0) / max(eng.num_rate_updates - u0, 1)
 
-    median_time(once, repeats)
-    ev = stats["events"]
-    print(f"  steady {n:>7,} flows in flight: {ev:,} events in {stats['wall']:.2f} s = "
-          f"{ev / stats['wall']:10,.0f} events/s ({stats['active']:,} active at the end; "
+    rates = []
+    for _ in range(repeats):
+        once()
+        rates.append(stats["events"] / stats["wall"])
+    mode = "exact" if not rtol else f"rtol {rtol:g}"
+    print(f"  steady {n:>7,} flows in flight ({mode}): {stats['events']:,} events per run, median "
+          f"{statistics.median(rates):10,.0f} events/s ({stats['active']:,} active at the end; "
           f"{stats['realloc']:,.0f} flows re-allocated per rate update)")
 
 
@@ -154,21 +169,31 @@ def main():
     ap.add_argument("--burst-max", type=int, default=10000, help="largest burst run to the end")
     ap.add_argument("--steady-events", type=int, default=2000)
     ap.add_argument("--fabric", choices=["rail", "leaf-spine"], default="rail")
+    ap.add_argument("--rtol", type=float, nargs="*", default=[0.01],
+                    help="completion_rtol values of the approximate mode (none: exact only)")
+    ap.add_argument("--no-kernel", action="store_true", help="skip the kernel-alone figures")
+    ap.add_argument("--no-fabric-build", action="store_true", help="skip the fabric-build figures")
     args = ap.parse_args()
     t = time.perf_counter()
     fabric = make_fabric(args.fabric)
     router = make_router("ecmp", fabric, seed=0)
     print(f"fabric {fabric.name}: {fabric.num_gpus:,} GPUs, {fabric.num_directed_links:,} directed "
           f"links; router {router.name} (built in {time.perf_counter() - t:.1f} s)")
-    bench_kernel(fabric, router, args.sizes, args.repeats)
+    if not args.no_kernel:
+        bench_kernel(fabric, router, args.sizes, args.repeats)
     print("engine (median of", args.repeats, "runs)")
     for n in args.sizes:
+        num_events = min(args.steady_events, max(100, 20_000_000 // n))
         if n <= args.burst_max:
-            bench_burst(fabric, router, n, args.repeats)
-        bench_steady(fabric, router, n, min(args.steady_events, max(100, 20_000_000 // n)),
-                     args.repeats)
-    print("fabric build (benchmarks/fabric_build.py)")
-    fabric_build_main([131072])
+            exact = bench_burst(fabric, router, n, args.repeats)
+            for r in args.rtol:
+                bench_burst(fabric, router, n, args.repeats, r, exact)
+        bench_steady(fabric, router, n, num_events, args.repeats)
+        for r in args.rtol:
+            bench_steady(fabric, router, n, num_events, args.repeats, r)
+    if not args.no_fabric_build:
+        print("fabric build (benchmarks/fabric_build.py)")
+        fabric_build_main([131072])
 
 
 if __name__ == "__main__":

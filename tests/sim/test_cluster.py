@@ -195,7 +195,7 @@ def test_utilization_bins_add_up_to_the_link_bytes():
     res = scenario(2)
     width = np.diff(res.util_bin_edges_s)
     tier_bytes = (res.util_by_tier * res.util_tier_capacity_bytes_per_s[:, None] * width).sum(axis=1)
-    from flowherd.sim.cluster import _link_tiers
+    from flowherd.sim.cluster_background import link_tiers as _link_tiers
 
     fab = leaf_spine(servers=4, gpus_per_server=8, leaves=2, spines=2)
     names, tier = _link_tiers(fab)

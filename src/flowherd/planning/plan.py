@@ -59,7 +59,6 @@ trace-driven benchmark) the candidates simulate alike and the check changes noth
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import json
 import math
@@ -71,9 +70,11 @@ from typing import Any
 
 import numpy as np
 
-from flowherd.errors import ConfigError, InfeasibleError
+from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric
 from flowherd.planning.predict import JobProfile, evaluate, fabric_view, profile_job
+from flowherd.planning.sim_check import SimCheck, check_in_simulator, known_background, simulated_mean_jct_s
+from flowherd.planning.timeline import run_timeline
 from flowherd.workload.training import rank_to_gpu
 
 __all__ = ["JobPlan", "Plan", "SimCheck", "capacity_bound", "make_plan", "plan_routes", "routes_to_splits",
@@ -275,266 +276,6 @@ def routes_to_splits(routes: Mapping[str, Sequence[tuple[Sequence[int], float]]]
     return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SimCheck:
-    """How the heuristic checks its candidate plans in the simulator (module docstring).
-
-    Attributes:
-        horizon_s: Simulated horizon, seconds (a job unfinished then counts with its time up to it).
-        routing: Routing policy of the simulation (`flowherd.routing.policies.ROUTERS` name).
-        background: Background traffic (`flowherd.sim.cluster.BackgroundSpec`), or None.
-        fidelity: Simulator fidelity.
-        seed: Seed of the simulation (hashing, background flows, inference requests).
-        candidates: Most candidate plans simulated (the best by the model first).
-        max_wall_s: Wall-clock budget of the simulations, seconds: no candidate starts after it.
-    """
-
-    horizon_s: float
-    routing: str = "ecmp"
-    background: Any = None
-    fidelity: str = "collective"
-    seed: int = 0
-    candidates: int = 4
-    max_wall_s: float = 300.0
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.horizon_s, int | float) and math.isfinite(self.horizon_s)
-                and self.horizon_s > 0):
-            raise ConfigError(f"horizon must be a positive finite time, got {self.horizon_s!r} "
-                              "(SimCheck.horizon_s)")
-        if not (isinstance(self.candidates, int) and self.candidates >= 1):
-            raise ConfigError(f"candidates must be an integer >= 1, got {self.candidates!r} "
-                              "(SimCheck.candidates)")
-        if not (isinstance(self.max_wall_s, int | float) and self.max_wall_s > 0):
-            raise ConfigError(f"max_wall_s must be a positive number of seconds, got "
-                              f"{self.max_wall_s!r} (SimCheck.max_wall_s)")
-
-
-def simulated_mean_jct_s(fabric: Fabric, jobs: Sequence[Any], placements: Mapping[str, Sequence[int]],
-                         check: SimCheck, planned_start: Mapping[str, float] | None = None) -> float:
-    """Mean JCT of ``jobs`` pinned to ``placements`` (in the plan's order on every GPU, given
-    ``planned_start``) in `flowherd.sim.cluster.simulate_cluster`, seconds; a job unfinished at the
-    horizon counts with its time up to it (a lower bound)."""
-    from flowherd.sim.cluster import JobRequest, simulate_cluster
-
-    reqs = [JobRequest(name=j.name, tenant=getattr(j, "tenant", "default"), spec=j, submit_s=j.submit_s)
-            for j in jobs]
-    res = simulate_cluster(fabric, reqs, placer="first-fit", fidelity=check.fidelity,
-                           horizon_s=check.horizon_s, router=check.routing, background=check.background,
-                           seed=check.seed, placements=placements, planned_start=planned_start)
-    jct = res.censored_jct_s()
-    return float(jct.mean()) if jct.size else 0.0
-
-
-@dataclass(slots=True, kw_only=True)
-class _Timeline:
-    gpus: list[np.ndarray | None]
-    start: np.ndarray
-    end: np.ndarray
-    bounds: list[float]
-    statuses: list[str]
-    risk: float  # jobs placed on GPUs at risk of an overrun (`heuristic.OVERRUN_SLACK`)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class _Background:
-    """Known background flows: start, end (on the idle fabric), bytes, end servers."""
-
-    start_s: np.ndarray
-    end_s: np.ndarray
-    size_bytes: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-
-    def bytes_at(self, t0_s: float, t1_s: float, num_servers: int) -> np.ndarray:
-        """``float64[S]``: background bytes at each server (either end) during [t0_s, t1_s]."""
-        dur = np.maximum(self.end_s - self.start_s, 1e-12)
-        w = np.clip(np.minimum(self.end_s, t1_s) - np.maximum(self.start_s, t0_s), 0.0, None) / dur
-        b = w * self.size_bytes
-        return (np.bincount(self.src, weights=b, minlength=num_servers)
-                + np.bincount(self.dst, weights=b, minlength=num_servers))
-
-
-def known_background(fabric: Fabric, check: SimCheck) -> _Background | None:
-    """The background flows the simulation of ``check`` will run (drawn from its seed before
-    any job, so independent of the plan), timed on the idle fabric; None without background."""
-    if check.background is None:
-        return None
-    from flowherd.sim.cluster import simulate_cluster
-
-    res = simulate_cluster(fabric, [], placer="first-fit", fidelity=check.fidelity,
-                           horizon_s=check.horizon_s, router=check.routing, background=check.background,
-                           seed=check.seed)
-    end = np.where(np.isfinite(res.background_finish_s), res.background_finish_s, check.horizon_s)
-    return _Background(start_s=np.asarray(res.background_start_s, np.float64), end_s=end,
-                       size_bytes=np.asarray(res.background_size_bytes, np.float64),
-                       src=np.asarray(res.background_src_server, np.int64),
-                       dst=np.asarray(res.background_dst_server, np.int64))
-
-
-def _run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobProfile], num_gpus: int,
-                  rng: np.random.Generator, deadline: float | None, slack_aware: bool,
-                  shuffle: bool = False, background: _Background | None = None,
-                  backfill: bool = False) -> _Timeline:
-    """The planning timeline of the module docstring with one method (``backfill``: EASY)."""
-    from flowherd.planning.heuristic import OVERRUN_SLACK
-    from flowherd.planning.predict import _server_of
-
-    server = _server_of(view)
-    nj = len(profiles)
-    submit = np.array([p.submit_s for p in profiles])
-    waiting = sorted(range(nj), key=lambda i: (profiles[i].submit_s, i))  # the queue, FIFO
-    free = np.ones(num_gpus, dtype=bool)
-    freed_at = np.full(num_gpus, -math.inf)  # predicted end of each GPU's last holder
-    held_s = np.zeros(num_gpus)  # predicted run time of that holder
-    gpus: list[np.ndarray | None] = [None] * nj
-    start = np.zeros(nj)
-    end = np.full(nj, math.inf)
-    running: list[int] = []
-    t = 0.0
-    bounds: list[float] = []
-    statuses: list[str] = []
-    risk = 0.0
-
-    def slack_now() -> np.ndarray:
-        """Each GPU's slack now: the overrun of its last holder, as a fraction of its predicted
-        run, that would delay a job placed on it now."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(held_s > 0, (t - freed_at) / held_s, math.inf)
-
-    def place(batch: list[int]) -> list[np.ndarray | None]:
-        """The method's placements of ``batch`` into the free GPUs now (None: not placed)."""
-        gpu_slack = slack_now()
-        srv_slack = np.full(view.num_servers, math.inf)
-        np.minimum.at(srv_slack, server[free], gpu_slack[free])
-        left = None if deadline is None else max(0.05, deadline - time.perf_counter())
-        kw: dict[str, Any] = {}
-        if slack_aware:
-            kw["server_slack"] = srv_slack
-        if shuffle:
-            kw["shuffle"] = True
-        if background is not None:
-            kw["background_bytes"] = np.stack([
-                background.bytes_at(t, t + (profiles[i].fixed_duration_s if profiles[i].fixed_duration_s
-                                            is not None else profiles[i].iterations
-                                            * profiles[i].multi_server_s), view.num_servers)
-                for i in batch])
-        res = planner.place_batch(view, [profiles[i] for i in batch], free.copy(),
-                                  [(profiles[k], gpus[k]) for k in running], rng=rng, time_limit_s=left, **kw)
-        if res.lower_bound is not None and len(batch) == nj:
-            bounds.append(res.lower_bound)
-        statuses.append(res.status)
-        out: list[np.ndarray | None] = []
-        for i, g in zip(batch, res.placements, strict=False):
-            if g is None:
-                break
-            g = np.sort(np.asarray(g, dtype=np.int64))
-            if g.size != profiles[i].world_size or not free[g].all():
-                raise ConfigError(f"planner {method!r} returned an invalid placement for job "
-                                  f"{profiles[i].name!r} (placement)")
-            out.append(g)
-        out += [None] * (len(batch) - len(out))
-        return out
-
-    def commit(took: list[int], placed: Sequence[np.ndarray]) -> None:
-        """Start ``took`` on ``placed`` now; their run times are predicted with the jobs running."""
-        nonlocal risk
-        gpu_slack = slack_now()
-        for i, g in zip(took, placed, strict=True):
-            free[g] = False
-            gpus[i] = g
-            start[i] = t
-            risk += float(np.min(gpu_slack[g]) < OVERRUN_SLACK)
-        now = running + took
-        res_m = evaluate(view, [profiles[k] for k in now], [gpus[k] for k in now])
-        for k, d in zip(now[len(running):], res_m.duration_s[len(running):], strict=True):
-            end[k] = t + float(d)
-        running.extend(took)
-        for i in took:
-            waiting.remove(i)
-
-    def backfill_now() -> bool:
-        """EASY backfilling (Lifka 1995; Mu'alem and Feitelson 2001) now: the queue's head does
-        not fit; it is promised the earliest time at which enough GPUs will be free by the
-        predicted ends of the running jobs (its *shadow* time). A later submitted job starts now
-        if it fits in the free GPUs and either ends before the shadow time, with `OVERRUN_SLACK`
-        of margin on its predicted run, or uses only GPUs the head will not need then (the
-        *extra* GPUs). So no backfilled job delays the head's promised start unless it overruns
-        its prediction by more than the margin. Returns whether any job started."""
-        head = waiting[0]
-        if profiles[head].submit_s > t:
-            return False
-        need = profiles[head].world_size
-        count = int(free.sum())
-        shadow, extra = math.inf, 0
-        for k in sorted(running, key=lambda k: end[k]):
-            count += len(gpus[k])
-            if count >= need:
-                shadow, extra = float(end[k]), count - need
-                break
-        started = False
-        for i in list(waiting[1:]):
-            p = profiles[i]
-            if p.submit_s > t:
-                break
-            if p.world_size > int(free.sum()):
-                continue
-            g = place([i])[0]
-            if g is None:
-                continue
-            # its run time started now, predicted with the jobs running
-            d = float(evaluate(view, [profiles[k] for k in [*running, i]],
-                               [*(gpus[k] for k in running), g]).duration_s[-1])
-            if t + d * (1.0 + OVERRUN_SLACK) <= shadow:
-                commit([i], [g])
-                started = True
-            elif p.world_size <= extra:
-                commit([i], [g])
-                extra -= p.world_size
-                started = True
-        return started
-
-    while waiting:
-        head = waiting[0]
-        t = max(t, profiles[head].submit_s)
-        done = [k for k in running if end[k] <= t]
-        for k in done:
-            free[gpus[k]] = True
-            freed_at[gpus[k]] = end[k]
-            held_s[gpus[k]] = end[k] - start[k]
-            running.remove(k)
-        batch: list[int] = []
-        count = int(free.sum())
-        for i in waiting:
-            if profiles[i].submit_s > t or profiles[i].world_size > count:
-                break
-            batch.append(i)
-            count -= profiles[i].world_size
-        if batch:
-            placed = place(batch)
-            n = next((k for k, g in enumerate(placed) if g is None), len(batch))
-            if n:  # FIFO: nothing behind an unplaced job starts
-                commit(batch[:n], placed[:n])
-                continue
-        if backfill and backfill_now():
-            continue
-        # the head waits for the next end or (if it was not submitted yet) its submission; with
-        # backfilling, also for the next submission of a job behind it
-        nxt = min((end[k] for k in running), default=math.inf)
-        if profiles[head].submit_s > t:
-            nxt = min(nxt, profiles[head].submit_s)
-        if backfill:
-            later = submit[waiting][submit[waiting] > t]
-            if later.size:
-                nxt = min(nxt, float(later.min()))
-        if not math.isfinite(nxt):
-            raise InfeasibleError(f"job {profiles[head].name!r} ({profiles[head].world_size} GPUs of type "
-                                  f"{profiles[head].gpu_type}) fits nowhere on the idle fabric for "
-                                  f"planner {method!r}")
-        t = nxt
-    return _Timeline(gpus=gpus, start=start, end=end, bounds=bounds, statuses=statuses, risk=risk)
-
-
 def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
               time_limit_s: float | None = None, seed: int = 0, routes: bool = False,
               check: SimCheck | None = None, backfill: bool | None = None) -> Plan:
@@ -581,13 +322,13 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     slack_aware = method == "heuristic"
     bg = known_background(fabric, check) if check is not None and slack_aware else None
     backfill = method == "heuristic" if backfill is None else bool(backfill)
-    tl = _run_timeline(planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(seed),
+    tl = run_timeline(planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(seed),
                        deadline, slack_aware, background=bg, backfill=backfill)
     submit = np.array([p.submit_s for p in profiles])
     info: dict[str, Any] = {"num_gpus": fabric.num_gpus, "num_jobs": len(jobs), "seed": int(seed),
                             "schedule": "backfill" if backfill else "fifo"}
     if check is not None and method == "heuristic" and jobs:
-        tl, info["sim_check"] = _check_in_simulator(tl, planner, method, view, profiles, fabric, jobs,
+        tl, info["sim_check"] = check_in_simulator(tl, planner, method, view, profiles, fabric, jobs,
                                                     seed, deadline, check, bg, backfill)
     gpus, start, end, bounds, statuses = tl.gpus, tl.start, tl.end, tl.bounds, tl.statuses
     placements = [g for g in gpus]
@@ -660,129 +401,3 @@ def capacity_bound(submit_s: np.ndarray, work_gpu_s: np.ndarray, num_gpus: int) 
             heapq.heappush(heap, (rem - (nxt - t) * rate, j))
             t = nxt
     return total / n
-
-
-def _check_in_simulator(base: _Timeline, planner: Any, method: str, view: Any,
-                        profiles: Sequence[JobProfile], fabric: Fabric, jobs: Sequence[Any], seed: int,
-                        deadline: float | None, check: SimCheck, bg: _Background | None,
-                        backfill: bool = False) -> tuple[_Timeline, dict[str, Any]]:
-    """Candidate plans (the model's best first), each simulated; the least simulated mean JCT wins.
-
-    Candidates: the plan made with the overrun tie-break, the plan made without it, and plans
-    whose greedy construction breaks ties between equally good placements at random (seeds
-    ``seed + 1, ...``). Plans with the same placements are simulated once.
-    """
-    submit = np.array([p.submit_s for p in profiles])
-    variants: list[tuple[bool, bool, int, bool]] = [(True, False, seed, True), (True, False, seed, False),
-                                                    (False, False, seed, False)]
-    variants += [(True, True, seed + k, k % 2 == 0) for k in range(1, 2 * check.candidates)]
-    seen: set[tuple[tuple[int, ...], ...]] = set()
-    cands: list[_Timeline] = []
-    for slack_aware, shuffle, s, use_bg in variants:
-        if len(cands) >= check.candidates:
-            break
-        tl = base if (slack_aware, shuffle, s, use_bg) == (True, False, seed, True) else _run_timeline(
-            planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(s), deadline,
-            slack_aware, shuffle, bg if use_bg else None, backfill)
-        key = tuple(tuple(int(x) for x in g) for g in tl.gpus)
-        if key in seen:
-            continue
-        seen.add(key)
-        cands.append(tl)
-    # the model's ranking first: objective, then overrun risk
-    cands.sort(key=lambda c: (round(float(np.mean(c.end - submit)), 9), c.risk))
-    t0 = time.perf_counter()
-    sims: list[float] = []
-    for c in cands:
-        if sims and time.perf_counter() - t0 > check.max_wall_s:
-            break
-        sims.append(simulated_mean_jct_s(fabric, jobs, {j.name: tuple(int(x) for x in g)
-                                                        for j, g in zip(jobs, c.gpus, strict=True)}, check,
-                                         {j.name: float(x) for j, x in zip(jobs, c.start, strict=True)}))
-    best = int(np.argmin(sims))
-    tl, val, moves = cands[best], sims[best], []
-    if bg is not None:  # without background, moves inside a leaf are symmetric for the simulator
-        tl, val, moves = _refine(tl, val, view, profiles, fabric, jobs, check, bg, t0 + check.max_wall_s)
-    return tl, {"simulated_mean_jct_s": val, "candidates_simulated": sims, "chosen": best,
-                "moves_kept": moves, "seed": int(check.seed), "routing": check.routing,
-                "background": check.background is not None, "wall_s": time.perf_counter() - t0}
-
-
-def _refine(tl: _Timeline, value: float, view: Any, profiles: Sequence[JobProfile], fabric: Fabric,
-            jobs: Sequence[Any], check: SimCheck, bg: _Background | None, stop_at: float,
-            alternatives: int = 2) -> tuple[_Timeline, float, list[str]]:
-    """Move single jobs that span servers to other servers of the same layout, simulate, keep a
-    move when the simulated mean JCT drops (first improvement, jobs in start order). Only with
-    known background: a leaf is non-blocking, so without it such moves change nothing.
-
-    A job keeps its start and its per-server GPU counts (so the model's prediction is unchanged)
-    and moves inside one leaf only (jobs spanning leaves stay: their cost depends on the leaves);
-    the target GPUs must be free over its predicted run, with `OVERRUN_SLACK` of margin around
-    the runs of the jobs holding them before or after. Candidates: the servers meeting the least
-    known background over the run (`known_background`), one set per leaf that can host it.
-    """
-    from flowherd.planning.heuristic import OVERRUN_SLACK
-    from flowherd.planning.predict import _server_of
-
-    server = _server_of(view)
-    ns = view.num_servers
-    gpus = [None if g is None else np.asarray(g, np.int64) for g in tl.gpus]
-    start, end = tl.start, tl.end
-    moves: list[str] = []
-    ok_type = {p.gpu_type: np.array([t == p.gpu_type for t in view.server_type]) for p in profiles}
-    for j in np.argsort(start, kind="stable").tolist():
-        if time.perf_counter() > stop_at:
-            break
-        g = gpus[j]
-        if g is None or profiles[j].kind != "training":
-            continue
-        used = np.bincount(server[g], minlength=ns)
-        srv = np.flatnonzero(used)
-        if srv.size < 2 or np.unique(view.server_leaf[srv]).size > 1:
-            continue
-        lo, hi = start[j], end[j] + OVERRUN_SLACK * (end[j] - start[j])
-        busy = np.zeros(fabric.num_gpus, bool)
-        for k, gk in enumerate(gpus):
-            if k == j or gk is None:
-                continue
-            k_hi = end[k] + OVERRUN_SLACK * (end[k] - start[k])
-            if start[k] < hi and k_hi > lo:
-                busy[gk] = True
-        free_per = np.bincount(server[~busy], minlength=ns)
-        free_per[~ok_type[profiles[j].gpu_type]] = 0
-        expo = (bg.bytes_at(lo, end[j], ns) if bg is not None else np.zeros(ns)) / np.maximum(
-            view.server_capacity, 1)
-        counts = np.sort(used[srv])[::-1]
-        alts = []
-        for li in range(view.num_leaves):
-            cand = np.flatnonzero((view.server_leaf == li) & (free_per >= counts.min()))
-            cand = cand[np.lexsort((cand, expo[cand]))]
-            pick: list[int] = []
-            for c in counts.tolist():  # largest counts first, each on the least-exposed server
-                fit = [s for s in cand.tolist() if s not in pick and free_per[s] >= c]
-                if not fit:
-                    break
-                pick.append(fit[0])
-            if len(pick) == counts.size:
-                score = float(sum(expo[s] * c for s, c in zip(pick, counts.tolist(), strict=True)))
-                alts.append((score, pick))
-        alts.sort(key=lambda a: a[0])
-        tried = 0
-        for _, pick in alts:
-            if tried >= alternatives or time.perf_counter() > stop_at:
-                break
-            if sorted(pick) == sorted(srv.tolist()):
-                continue
-            tried += 1
-            new = np.sort(np.concatenate([np.flatnonzero(~busy & (server == s))[:c]
-                                          for s, c in zip(pick, counts.tolist(), strict=True)]))
-            trial = list(gpus)
-            trial[j] = new
-            v = simulated_mean_jct_s(fabric, jobs, {jb.name: tuple(int(x) for x in gg)
-                                                    for jb, gg in zip(jobs, trial, strict=True)}, check,
-                                     {jb.name: float(x) for jb, x in zip(jobs, start, strict=True)})
-            if v < value - 1e-9:
-                gpus, value = trial, v
-                moves.append(f"{profiles[j].name}: servers {srv.tolist()} -> {sorted(pick)}")
-                break
-    return dataclasses.replace(tl, gpus=gpus), value, moves

@@ -30,7 +30,8 @@ from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric
 from flowherd.registry import Registry
 from flowherd.routing.base import Router, Routes
-from flowherd.routing.paths import PathIndex, _ranges, flow_hash, path_index
+from flowherd.routing.path_index import PathIndex, path_index
+from flowherd.routing.pathsets import _ranges, flow_hash
 
 __all__ = [
     "ROUTERS",

@@ -1,0 +1,256 @@
+"""The planning timeline (`flowherd.planning.plan` explains it): the queue, the free GPUs and
+the predicted ends of the running jobs, advanced batch by batch (FIFO or EASY backfilling) with
+one planner method."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flowherd.errors import ConfigError, InfeasibleError
+from flowherd.planning.heuristic import OVERRUN_SLACK
+from flowherd.planning.predict import JobProfile, _server_of, evaluate
+
+__all__ = ["KnownBackground", "Timeline", "run_timeline"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Timeline:
+    """The outcome of one planning timeline: placements, predicted starts and ends, and what the
+    method reported."""
+
+    gpus: list[np.ndarray | None]
+    start: np.ndarray
+    end: np.ndarray
+    bounds: list[float]
+    statuses: list[str]
+    risk: float  # jobs placed on GPUs at risk of an overrun (`heuristic.OVERRUN_SLACK`)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class KnownBackground:
+    """Known background flows: start, end (on the idle fabric), bytes, end servers."""
+
+    start_s: np.ndarray
+    end_s: np.ndarray
+    size_bytes: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+
+    def bytes_at(self, t0_s: float, t1_s: float, num_servers: int) -> np.ndarray:
+        """``float64[S]``: background bytes at each server (either end) during [t0_s, t1_s]."""
+        dur = np.maximum(self.end_s - self.start_s, 1e-12)
+        w = np.clip(np.minimum(self.end_s, t1_s) - np.maximum(self.start_s, t0_s), 0.0, None) / dur
+        b = w * self.size_bytes
+        return (np.bincount(self.src, weights=b, minlength=num_servers)
+                + np.bincount(self.dst, weights=b, minlength=num_servers))
+
+
+class _Planning:
+    """The state of one timeline: the queue, the free GPUs, the running jobs and the clock."""
+
+    def __init__(self, planner: Any, method: str, view: Any, profiles: Sequence[JobProfile],
+                 num_gpus: int, rng: np.random.Generator, deadline: float | None, slack_aware: bool,
+                 shuffle: bool, background: KnownBackground | None):
+        self.planner, self.method, self.view, self.profiles = planner, method, view, profiles
+        self.rng, self.deadline, self.slack_aware, self.shuffle = rng, deadline, slack_aware, shuffle
+        self.background = background
+        self.server = _server_of(view)
+        nj = len(profiles)
+        self.nj = nj
+        self.submit = np.array([p.submit_s for p in profiles])
+        self.waiting = sorted(range(nj), key=lambda i: (profiles[i].submit_s, i))  # the queue, FIFO
+        self.free = np.ones(num_gpus, dtype=bool)
+        self.freed_at = np.full(num_gpus, -math.inf)  # predicted end of each GPU's last holder
+        self.held_s = np.zeros(num_gpus)  # predicted run time of that holder
+        self.gpus: list[np.ndarray | None] = [None] * nj
+        self.start = np.zeros(nj)
+        self.end = np.full(nj, math.inf)
+        self.running: list[int] = []
+        self.t = 0.0
+        self.bounds: list[float] = []
+        self.statuses: list[str] = []
+        self.risk = 0.0
+
+    def slack_now(self) -> np.ndarray:
+        """Each GPU's slack now: the overrun of its last holder, as a fraction of its predicted
+        run, that would delay a job placed on it now."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.held_s > 0, (self.t - self.freed_at) / self.held_s, math.inf)
+
+    def place(self, batch: list[int]) -> list[np.ndarray | None]:
+        """The method's placements of ``batch`` into the free GPUs now (None: not placed)."""
+        view, profiles, free, t = self.view, self.profiles, self.free, self.t
+        gpu_slack = self.slack_now()
+        srv_slack = np.full(view.num_servers, math.inf)
+        np.minimum.at(srv_slack, self.server[free], gpu_slack[free])
+        left = None if self.deadline is None else max(0.05, self.deadline - time.perf_counter())
+        kw: dict[str, Any] = {}
+        if self.slack_aware:
+            kw["server_slack"] = srv_slack
+        if self.shuffle:
+            kw["shuffle"] = True
+        if self.background is not None:
+            kw["background_bytes"] = np.stack([
+                self.background.bytes_at(t, t + (profiles[i].fixed_duration_s
+                                                 if profiles[i].fixed_duration_s is not None
+                                                 else profiles[i].iterations * profiles[i].multi_server_s),
+                                         view.num_servers)
+                for i in batch])
+        res = self.planner.place_batch(view, [profiles[i] for i in batch], free.copy(),
+                                       [(profiles[k], self.gpus[k]) for k in self.running], rng=self.rng,
+                                       time_limit_s=left, **kw)
+        if res.lower_bound is not None and len(batch) == self.nj:
+            self.bounds.append(res.lower_bound)
+        self.statuses.append(res.status)
+        out: list[np.ndarray | None] = []
+        for i, g in zip(batch, res.placements, strict=False):
+            if g is None:
+                break
+            g = np.sort(np.asarray(g, dtype=np.int64))
+            if g.size != profiles[i].world_size or not free[g].all():
+                raise ConfigError(f"planner {self.method!r} returned an invalid placement for job "
+                                  f"{profiles[i].name!r} (placement)")
+            out.append(g)
+        out += [None] * (len(batch) - len(out))
+        return out
+
+    def commit(self, took: list[int], placed: Sequence[np.ndarray]) -> None:
+        """Start ``took`` on ``placed`` now; their run times are predicted with the jobs running."""
+        profiles, running = self.profiles, self.running
+        gpu_slack = self.slack_now()
+        for i, g in zip(took, placed, strict=True):
+            self.free[g] = False
+            self.gpus[i] = g
+            self.start[i] = self.t
+            self.risk += float(np.min(gpu_slack[g]) < OVERRUN_SLACK)
+        now = running + took
+        res_m = evaluate(self.view, [profiles[k] for k in now], [self.gpus[k] for k in now])
+        for k, d in zip(now[len(running):], res_m.duration_s[len(running):], strict=True):
+            self.end[k] = self.t + float(d)
+        running.extend(took)
+        for i in took:
+            self.waiting.remove(i)
+
+    def backfill_now(self) -> bool:
+        """EASY backfilling (Lifka 1995; Mu'alem and Feitelson 2001) now: the queue's head does
+        not fit; it is promised the earliest time at which enough GPUs will be free by the
+        predicted ends of the running jobs (its *shadow* time). A later submitted job starts now
+        if it fits in the free GPUs and either ends before the shadow time, with `OVERRUN_SLACK`
+        of margin on its predicted run, or uses only GPUs the head will not need then (the
+        *extra* GPUs). So no backfilled job delays the head's promised start unless it overruns
+        its prediction by more than the margin. Returns whether any job started."""
+        profiles, running, end, t = self.profiles, self.running, self.end, self.t
+        head = self.waiting[0]
+        if profiles[head].submit_s > t:
+            return False
+        need = profiles[head].world_size
+        count = int(self.free.sum())
+        shadow, extra = math.inf, 0
+        for k in sorted(running, key=lambda k: end[k]):
+            count += len(self.gpus[k])
+            if count >= need:
+                shadow, extra = float(end[k]), count - need
+                break
+        started = False
+        for i in list(self.waiting[1:]):
+            p = profiles[i]
+            if p.submit_s > t:
+                break
+            if p.world_size > int(self.free.sum()):
+                continue
+            g = self.place([i])[0]
+            if g is None:
+                continue
+            # its run time started now, predicted with the jobs running
+            d = float(evaluate(self.view, [profiles[k] for k in [*running, i]],
+                               [*(self.gpus[k] for k in running), g]).duration_s[-1])
+            if t + d * (1.0 + OVERRUN_SLACK) <= shadow:
+                self.commit([i], [g])
+                started = True
+            elif p.world_size <= extra:
+                self.commit([i], [g])
+                extra -= p.world_size
+                started = True
+        return started
+
+    def release_ended(self) -> None:
+        """Free the GPUs of the running jobs predicted to have ended by now."""
+        for k in [k for k in self.running if self.end[k] <= self.t]:
+            g = self.gpus[k]
+            self.free[g] = True
+            self.freed_at[g] = self.end[k]
+            self.held_s[g] = self.end[k] - self.start[k]
+            self.running.remove(k)
+
+    def fifo_batch(self) -> list[int]:
+        """The longest run of queued jobs, in submission order, that fits in the free GPUs now."""
+        batch: list[int] = []
+        count = int(self.free.sum())
+        for i in self.waiting:
+            if self.profiles[i].submit_s > self.t or self.profiles[i].world_size > count:
+                break
+            batch.append(i)
+            count -= self.profiles[i].world_size
+        return batch
+
+    def next_time(self, backfill: bool) -> float:
+        """When the head can next start: the next predicted end or (if it was not submitted
+        yet) its submission; with backfilling, also the next submission of a job behind it."""
+        profiles, t = self.profiles, self.t
+        head = self.waiting[0]
+        nxt = min((self.end[k] for k in self.running), default=math.inf)
+        if profiles[head].submit_s > t:
+            nxt = min(nxt, profiles[head].submit_s)
+        if backfill:
+            later = self.submit[self.waiting][self.submit[self.waiting] > t]
+            if later.size:
+                nxt = min(nxt, float(later.min()))
+        if not math.isfinite(nxt):
+            raise InfeasibleError(f"job {profiles[head].name!r} ({profiles[head].world_size} GPUs of type "
+                                  f"{profiles[head].gpu_type}) fits nowhere on the idle fabric for "
+                                  f"planner {self.method!r}")
+        return nxt
+
+
+def run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobProfile], num_gpus: int,
+                 rng: np.random.Generator, deadline: float | None, slack_aware: bool,
+                 shuffle: bool = False, background: KnownBackground | None = None,
+                 backfill: bool = False) -> Timeline:
+    """The planning timeline of `flowherd.planning.plan` with one method (``backfill``: EASY).
+
+    Args:
+        planner: A `flowherd.planning.placers.Planner`.
+        method: Its name (for messages).
+        view: The fabric view.
+        profiles: The jobs' profiles.
+        num_gpus: GPUs of the fabric.
+        rng: Random choices of the method.
+        deadline: ``time.perf_counter()`` value by which the method must be done; None: none.
+        slack_aware: Hand the method each server's slack (the heuristic's overrun tie-break).
+        shuffle: Break exact ties at random (diversified candidates).
+        background: Known background flows handed to the method; None: none.
+        backfill: EASY backfilling instead of FIFO.
+    """
+    run = _Planning(planner, method, view, profiles, num_gpus, rng, deadline, slack_aware, shuffle,
+                    background)
+    while run.waiting:
+        run.t = max(run.t, profiles[run.waiting[0]].submit_s)
+        run.release_ended()
+        batch = run.fifo_batch()
+        if batch:
+            placed = run.place(batch)
+            n = next((k for k, g in enumerate(placed) if g is None), len(batch))
+            if n:  # FIFO: nothing behind an unplaced job starts
+                run.commit(batch[:n], placed[:n])
+                continue
+        if backfill and run.backfill_now():
+            continue
+        run.t = run.next_time(backfill)
+    return Timeline(gpus=run.gpus, start=run.start, end=run.end, bounds=run.bounds,
+                    statuses=run.statuses, risk=run.risk)

@@ -1,0 +1,606 @@
+"""`PathIndex`: the per-fabric index of shortest-path sets (`flowherd.routing.paths` explains
+the three kinds of GPU pairs) and the vectorized Clos tables the routers use."""
+
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import shortest_path as _csgraph_shortest_path
+
+from flowherd.errors import ConfigError, InfeasibleError
+from flowherd.fabric.core import Fabric, LinkKind, NodeKind
+from flowherd.routing.pathsets import PathDag, _empty_dag, _finish_dag, _ranges, splitmix64
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PathIndex", "path_index"]
+
+
+class PathIndex:
+    """Path sets of one fabric: mode detection, per-pair `PathDag` cache, Clos tables.
+
+    Build it through `path_index(fabric)` (cached per fabric object).
+
+    Attributes:
+        mode: ``"clos"`` (up-down over tiers is exact) or ``"graph"`` (breadth-first search).
+        mode_reason: Why the mode was chosen (for logs and reports).
+    """
+
+    _DAG_CACHE_SIZE = 200_000
+
+    def __init__(self, fabric: Fabric):
+        self.fabric = f = fabric
+        n = f.num_nodes
+        self._n = n
+        self.salt = splitmix64(np.arange(n, dtype=np.uint64) + np.uint64(0x5EED))
+        src = f.link_src.astype(np.int64)
+        dst = f.link_dst.astype(np.int64)
+        kind = np.asarray(f.link_kind)
+        tier = np.asarray(f.node_tier).astype(np.int64)
+        self._tier = tier
+        self._nvlink = kind == LinkKind.NVLINK
+        self._net = ~self._nvlink
+        # in-links CSR by destination node (for backward searches)
+        order = np.argsort(dst, kind="stable")
+        self._in_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(dst, minlength=n), out=self._in_ptr[1:])
+        self._in_link = order.astype(np.int32)
+        self._switch = np.asarray(f.node_kind) == NodeKind.SWITCH
+        self._dag_cache: dict[tuple[int, int], PathDag] = {}
+        self._nx_graphs: dict[str, nx.DiGraph] = {}
+        self.rev = self._reverse_links(src, dst)
+        self._build_star(src, dst)
+        self.mode, self.mode_reason = self._detect_mode(src, dst, tier)
+        if self.mode == "clos":
+            self._build_clos_tables(src, dst, tier)
+        log.debug("fabric %s: routing mode %s (%s)", f.name, self.mode, self.mode_reason)
+
+    # ---- construction helpers ----------------------------------------------------------
+    def _reverse_links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+        """Link w->u paired with each link u->w (parallel links paired in id order), or None."""
+        n = self._n
+        fwd = src * n + dst
+        bwd = dst * n + src
+        of = np.lexsort((np.arange(len(fwd)), fwd))
+        ob = np.lexsort((np.arange(len(bwd)), bwd))
+        if not np.array_equal(fwd[of], bwd[ob]):
+            return None
+        rev = np.empty(len(fwd), dtype=np.int32)
+        rev[ob] = of
+        return rev
+
+    def _detect_mode(self, src: np.ndarray, dst: np.ndarray, tier: np.ndarray) -> tuple[str, str]:
+        f = self.fabric
+        kind = np.asarray(f.node_kind)
+        if self.rev is None:
+            return "graph", "some link has no link in the opposite direction"
+        net = self._net
+        s, d = src[net], dst[net]
+        if np.any(np.abs(tier[s] - tier[d]) != 1):
+            return "graph", "a network link does not join adjacent tiers"
+        if np.any(tier[: f.num_gpus] != 0):
+            return "graph", "a GPU is not at tier 0"
+        tier1 = tier == 1
+        if np.any(tier1 & (kind != NodeKind.NIC)):
+            return "graph", "a tier-1 node is not a NIC"
+        if np.any((tier >= 2) & (kind != NodeKind.SWITCH)):
+            return "graph", "a node above tier 1 is not a switch"
+        if np.any(kind[s] == NodeKind.NVSWITCH) or np.any(kind[d] == NodeKind.NVSWITCH):
+            return "graph", "an NVSwitch has a network link"
+        if np.any((kind[s] == NodeKind.GPU) & (kind[d] != NodeKind.NIC)):
+            return "graph", "a GPU has a network link to something other than a NIC"
+        # a NIC serves the GPUs of one server only
+        pcie = (kind[s] == NodeKind.NIC) & (kind[d] == NodeKind.GPU)
+        srv = np.asarray(f.gpu_server)[d[pcie]]
+        nic = s[pcie]
+        if nic.size:
+            lo = np.full(self._n, np.iinfo(np.int64).max)
+            hi = np.full(self._n, -1)
+            np.minimum.at(lo, nic, srv)
+            np.maximum.at(hi, nic, srv)
+            if np.any(lo[nic] != hi[nic]):
+                return "graph", "a NIC is shared by GPUs of different servers"
+        # up-down must be as short as any valley path between leaves (checked by BFS)
+        sw = np.flatnonzero(self._switch)
+        if sw.size == 0:
+            return "clos", "no switches"
+        pos = np.full(self._n, -1)
+        pos[sw] = np.arange(sw.size)
+        m = self._switch[s] & self._switch[d]
+        graph = sp.csr_matrix((np.ones(int(m.sum())), (pos[s[m]], pos[d[m]])),
+                              shape=(sw.size, sw.size))
+        leaves = np.unique(d[(kind[s] == NodeKind.NIC) & self._switch[d]])
+        if leaves.size == 0:
+            return "clos", "no leaves"
+        sample = leaves
+        if leaves.size > 128:
+            sample = np.sort(np.random.default_rng(0).choice(leaves, 64, replace=False))
+        true = _csgraph_shortest_path(graph, unweighted=True, indices=pos[sample])[:, pos[leaves]]
+        updown = np.full(true.shape, np.inf)
+        up_mask = tier[d] > tier[s]
+        up = sp.csr_matrix((np.ones(int(up_mask.sum())), (s[up_mask], d[up_mask])),
+                           shape=(self._n, self._n))
+        reach = sp.csr_matrix((np.ones(leaves.size), (np.arange(leaves.size), leaves)),
+                              shape=(leaves.size, self._n))
+        rows = np.searchsorted(leaves, sample)
+        t = 2
+        while reach.nnz:
+            meet = (reach[rows] @ reach.T).toarray() > 0
+            fresh = meet & np.isinf(updown)
+            updown[fresh] = 2 * (t - 2)
+            reach = (reach @ up).tocsr()
+            reach.data[:] = 1.0
+            t += 1
+        if not np.array_equal(true, updown):
+            return "graph", "a valley path between leaves is shorter than the up-down paths"
+        checked = "all" if sample.size == leaves.size else f"{sample.size} sampled"
+        return "clos", f"tiers consistent; up-down distances exact ({checked} leaves)"
+
+    def _build_clos_tables(self, src: np.ndarray, dst: np.ndarray, tier: np.ndarray) -> None:
+        f = self.fabric
+        n, g = self._n, f.num_gpus
+        net = self._net
+        up_mask = net & (tier[dst] == tier[src] + 1)
+        down_mask = net & (tier[dst] == tier[src] - 1)
+        self._up_links = np.flatnonzero(up_mask).astype(np.int32)
+        up_s, up_d = src[up_mask], dst[up_mask]
+        tmax = int(tier[np.unique(np.concatenate([src[net], dst[net]]))].max()) if net.any() else 0
+        self.max_tier = tmax
+        # top[v]: the highest tier reachable from v going up
+        top = tier.copy()
+        for t in range(tmax - 1, -1, -1):
+            sel = tier[up_s] == t
+            np.maximum.at(top, up_s[sel], top[up_d[sel]])
+        self._top = top
+        # up candidates that can still reach tier T, CSR by tail, ascending link id
+        self._upc: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for big_t in range(1, tmax + 1):
+            keep = top[up_d] >= big_t
+            lk = self._up_links[keep]
+            tails = up_s[keep]
+            o = np.lexsort((lk, tails))
+            ptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(np.bincount(tails, minlength=n), out=ptr[1:])
+            self._upc[big_t] = (ptr, lk[o])
+        # up-set classes per tier: label of each GPU's up-set, node -> class when a partition
+        upm = sp.csr_matrix((np.ones(up_s.size), (up_s, up_d)), shape=(n, n))
+        rng = np.random.default_rng(12345)
+        self._gpu_label: list[np.ndarray] = [np.arange(g, dtype=np.int64)]
+        self._node_label: list[np.ndarray] = [np.concatenate([np.arange(g), np.full(n - g, -1)])]
+        self._num_classes: list[int] = [g]
+        self._partition: list[bool] = [True]
+        a1 = upm[:g].tocsr()
+        self._nonempty: list[np.ndarray] = [np.ones(g, dtype=bool), np.diff(a1.indptr) > 0]
+        lab, nl, ncl, part = _classes(a1, rng, n)
+        self._gpu_label.append(lab)
+        self._node_label.append(nl)
+        self._num_classes.append(ncl)
+        self._partition.append(part)
+        if tmax >= 2:
+            r2 = (a1 @ upm).tocsr()
+            r2.sort_indices()
+            r1, r2v = rng.random(n), rng.random(n)
+            h = np.stack([r2 @ r1, r2 @ r2v], axis=1)
+            _, first, attach = np.unique(h, axis=0, return_index=True, return_inverse=True)
+            attach = attach.ravel()
+            reach = r2[first]
+            for _t in range(2, tmax + 1):
+                alab, nl, ncl, part = _classes(reach, rng, n)
+                self._gpu_label.append(alab[attach])
+                self._nonempty.append((np.diff(reach.indptr) > 0)[attach])
+                self._node_label.append(nl)
+                self._num_classes.append(ncl)
+                self._partition.append(part)
+                reach = (reach @ upm).tocsr()
+        # down candidates keyed by (node, class of the next node at tier t)
+        self._downc: list[tuple[np.ndarray, np.ndarray, int]] = []
+        dl = np.flatnonzero(down_mask)
+        for t in range(tmax):
+            sel = dl[tier[dst[dl]] == t]
+            cls = self._node_label[t][dst[sel]]
+            sel, cls = sel[cls >= 0], cls[cls >= 0]
+            ncl = self._num_classes[t]
+            keys = src[sel] * ncl + cls
+            o = np.lexsort((sel, keys))
+            self._downc.append((keys[o], sel[o].astype(np.int32), ncl))
+        # stubs: a GPU with exactly one up path to its leaf reuses the leaf's half
+        upd = np.bincount(up_s, minlength=n)
+        first_up = np.full(n, 0, dtype=np.int64)
+        o = np.lexsort((self._up_links, up_s))
+        first_up[up_s[o][::-1]] = self._up_links[o][::-1]
+        gpus = np.arange(g)
+        nic = dst[first_up[gpus]]
+        simple = (upd[gpus] == 1) & (upd[nic] == 1) & (tier[nic] == 1)
+        self._stub_simple = simple
+        self._stub_links = np.stack([first_up[gpus], first_up[nic]], axis=1).astype(np.int32)
+        self._stub_leaf = dst[self._stub_links[:, 1]]
+        lat = f.link_latency_s
+        self._stub_lat_up = lat[self._stub_links].sum(axis=1)
+        self._stub_lat_down = lat[self.rev[self._stub_links]].sum(axis=1)
+        self._halves: dict[tuple[int, int], _Half] = {}
+
+    def _build_star(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """GPUs whose only NVLink is one cable to an NVSwitch: a same-server pair on the same
+        NVSwitch has the single shortest path GPU -> NVSwitch -> GPU (vectorized)."""
+        g, kind = self.fabric.num_gpus, np.asarray(self.fabric.node_kind)
+        nv = np.flatnonzero(self._nvlink)
+        outs = nv[src[nv] < g]
+        ins = nv[dst[nv] < g]
+        out_deg = np.bincount(src[outs], minlength=g)
+        in_deg = np.bincount(dst[ins], minlength=g)
+        self.star_up = np.zeros(g, dtype=np.int32)
+        self.star_down = np.zeros(g, dtype=np.int32)
+        self.star_up[src[outs]] = outs
+        self.star_down[dst[ins]] = ins
+        hub = dst[self.star_up]
+        self.star_ok = ((out_deg == 1) & (in_deg == 1) & (kind[hub] == NodeKind.NVSWITCH)
+                        & (src[self.star_down] == hub))
+        self.star_hub = np.where(self.star_ok, hub, -1)
+
+    def star_pairs(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Mask of pairs (src != dst) joined by the single path GPU -> NVSwitch -> GPU."""
+        server = self.fabric.gpu_server
+        return (self.star_ok[src] & self.star_ok[dst] & (self.star_hub[src] == self.star_hub[dst])
+                & (server[src] == server[dst]))
+
+    def nx_graph(self, scope: str) -> nx.DiGraph:
+        """Simple digraph of the "nvlink", "network" or "all" links (lowest id per node pair),
+        edge attribute ``link``; cached."""
+        cache = self._nx_graphs
+        if scope not in cache:
+            import networkx as nx
+
+            f = self.fabric
+            mask = {"nvlink": self._nvlink, "network": self._net,
+                    "all": np.ones(len(self._net), dtype=bool)}[scope]
+            g = nx.DiGraph()
+            for lk in np.flatnonzero(mask)[::-1]:
+                g.add_edge(int(f.link_src[lk]), int(f.link_dst[lk]), link=int(lk))
+            cache[scope] = g
+        return cache[scope]
+
+    # ---- validation --------------------------------------------------------------------
+    def check_gpu(self, value: object, what: str) -> int:
+        g = self.fabric.num_gpus
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value < g:
+            raise ConfigError(f"{what} must be a GPU id in 0..{g - 1}, got {value!r}")
+        return int(value)
+
+    # ---- per-pair DAGs -----------------------------------------------------------------
+    def dag(self, src: int, dst: int) -> PathDag:
+        """All shortest paths from GPU `src` to GPU `dst` (cached)."""
+        key = (src, dst)
+        hit = self._dag_cache.get(key)
+        if hit is not None:
+            return hit
+        if src == dst:
+            d = _empty_dag(src)
+        else:
+            d = None
+            if self.fabric.gpu_server[src] == self.fabric.gpu_server[dst]:
+                d = self._bfs_dag(src, dst, self._nvlink, scale_up=True)
+            if d is None:
+                d = self._clos_dag(src, dst) if self.mode == "clos" else self._net_bfs_dag(src, dst)
+            if d is None:
+                # no network path (a GPU without a NIC, as NDv2's GPUs 2-7): any link, any
+                # node forwarding, e.g. NVLink to a GPU that has a NIC
+                d = self._bfs_dag(src, dst, np.ones(len(self._net), dtype=bool), scale_up=False,
+                                  forward_all=True)
+            if d is None:
+                raise InfeasibleError(f"no path from GPU {src} to GPU {dst} in fabric "
+                                      f"{self.fabric.name!r}: expected a connected fabric")
+        if len(self._dag_cache) >= self._DAG_CACHE_SIZE:
+            self._dag_cache.clear()
+        self._dag_cache[key] = d
+        return d
+
+    def _bfs_dag(self, src: int, dst: int, link_ok: np.ndarray, *, scale_up: bool,
+                 forward_all: bool = False,
+                 extra_transit: frozenset[int] = frozenset()) -> PathDag | None:
+        """Shortest-path DAG by BFS over `link_ok` links. Scale-up (or `forward_all`): every
+        node forwards; network: switches forward, and so do `extra_transit` nodes (the pair's
+        own NICs)."""
+        f = self.fabric
+        ldst, lsrc = f.link_dst, f.link_src
+        switch = self._switch
+
+        everyone = scale_up or forward_all
+
+        def forwards(v: int) -> bool:
+            return everyone or switch[v] or v in extra_transit
+
+        dist_s = {src: 0}
+        frontier = [src]
+        while frontier and dst not in dist_s:
+            nxt = []
+            for u in frontier:
+                if u != src and not forwards(u):
+                    continue
+                for lk in f.out_links(u):
+                    if link_ok[lk]:
+                        w = int(ldst[lk])
+                        if w not in dist_s:
+                            dist_s[w] = dist_s[u] + 1
+                            nxt.append(w)
+            frontier = nxt
+        if dst not in dist_s:
+            return None
+        hops = dist_s[dst]
+        dist_d = {dst: 0}
+        queue = deque([dst])
+        while queue:
+            w = queue.popleft()
+            if dist_d[w] >= hops or (w != dst and not forwards(w)):
+                continue
+            for lk in self._in_link[self._in_ptr[w]: self._in_ptr[w + 1]]:
+                if link_ok[lk]:
+                    u = int(lsrc[lk])
+                    if u not in dist_d:
+                        dist_d[u] = dist_d[w] + 1
+                        queue.append(u)
+        # forward counts in BFS order, then backward counts
+        layers: list[list[tuple[int, int, int]]] = [[] for _ in range(hops)]
+        for u, du in dist_s.items():
+            if du >= hops or (u != src and not forwards(u)):
+                continue
+            for lk in f.out_links(u):
+                if not link_ok[lk]:
+                    continue
+                w = int(ldst[lk])
+                if dist_d.get(w, -1) == hops - du - 1 and (w == dst or forwards(w)):
+                    layers[du].append((int(lk), u, w))
+        fwd: dict[int, float] = {src: 1.0}
+        for layer in layers:
+            for _lk, u, w in layer:
+                if u in fwd:
+                    fwd[w] = fwd.get(w, 0.0) + fwd[u]
+        bwd: dict[int, float] = {dst: 1.0}
+        for layer in reversed(layers):
+            for _lk, u, w in layer:
+                if w in bwd:
+                    bwd[u] = bwd.get(u, 0.0) + bwd[w]
+        links, depth, tail, head = [], [], [], []
+        for du, layer in enumerate(layers):
+            for lk, u, w in layer:
+                if u in fwd and w in bwd:
+                    links.append(lk)
+                    depth.append(du)
+                    tail.append(fwd[u])
+                    head.append(bwd[w])
+        return _finish_dag(f, src, dst, links, depth, tail, head, fwd[dst], hops, scale_up)
+
+    def _net_bfs_dag(self, src: int, dst: int) -> PathDag | None:
+        f = self.fabric
+        own = set()
+        for gpu in (src, dst):
+            for lk in f.out_links(gpu):
+                if self._net[lk]:
+                    own.add(int(f.link_dst[lk]))
+            for lk in self._in_link[self._in_ptr[gpu]: self._in_ptr[gpu + 1]]:
+                if self._net[lk]:
+                    own.add(int(f.link_src[lk]))
+        own -= set(range(f.num_gpus))
+        return self._bfs_dag(src, dst, self._net, scale_up=False, extra_transit=frozenset(own))
+
+    def _clos_dag(self, src: int, dst: int) -> PathDag | None:
+        """Up-down path-count DP over tiers: meet at the lowest common tier."""
+        f = self.fabric
+        ldst = f.link_dst
+        ptr, lk_all = self._upc[1] if self.max_tier >= 1 else (None, None)
+        if ptr is None:
+            return None
+        # all up links (top >= tier of head is always true), CSR by tail
+        cs: list[dict[int, float]] = [{src: 1.0}]
+        cd: list[dict[int, float]] = [{dst: 1.0}]
+        big_t = None
+        for t in range(self.max_tier + 1):
+            if cs[t].keys() & cd[t].keys():
+                big_t = t
+                break
+            if t == self.max_tier:
+                break
+            cs.append(self._expand(cs[t], ptr, lk_all, ldst))
+            cd.append(self._expand(cd[t], ptr, lk_all, ldst))
+        if big_t is None:
+            return None
+        meet = cs[big_t].keys() & cd[big_t].keys()
+        links, depth, tail, head = [], [], [], []
+        # source side: g[w] = shortest paths from w (tier t) to dst through the meeting tier
+        g_up = {m: cd[big_t][m] for m in meet}
+        for t in range(big_t - 1, -1, -1):
+            g_t: dict[int, float] = {}
+            for u, cu in cs[t].items():
+                for lk in lk_all[ptr[u]: ptr[u + 1]]:
+                    w = int(ldst[lk])
+                    gw = g_up.get(w)
+                    if gw:
+                        g_t[u] = g_t.get(u, 0.0) + gw
+                        links.append(int(lk))
+                        depth.append(t)
+                        tail.append(cu)
+                        head.append(gw)
+            g_up = g_t
+        # destination side: h[x] = shortest paths from src to x (tier t) through the meeting tier
+        h_down = {m: cs[big_t][m] for m in meet}
+        for t in range(big_t - 1, -1, -1):
+            h_t: dict[int, float] = {}
+            for y, cy in cd[t].items():
+                for lk in lk_all[ptr[y]: ptr[y + 1]]:
+                    x = int(ldst[lk])
+                    hx = h_down.get(x)
+                    if hx:
+                        h_t[y] = h_t.get(y, 0.0) + hx
+                        links.append(int(self.rev[lk]))
+                        depth.append(2 * big_t - 1 - t)
+                        tail.append(hx)
+                        head.append(cy)
+            h_down = h_t
+        num = sum(cs[big_t][m] * cd[big_t][m] for m in meet)
+        return _finish_dag(f, src, dst, links, depth, tail, head, num, 2 * big_t, False)
+
+    @staticmethod
+    def _expand(counts: dict[int, float], ptr: np.ndarray, lk_all: np.ndarray,
+                ldst: np.ndarray) -> dict[int, float]:
+        nxt: dict[int, float] = {}
+        for u, c in counts.items():
+            for lk in lk_all[ptr[u]: ptr[u + 1]]:
+                w = int(ldst[lk])
+                nxt[w] = nxt.get(w, 0.0) + c
+        return nxt
+
+    # ---- vectorized Clos fast path -----------------------------------------------------
+    def clos_meet_tier(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Meeting tier of each network pair and whether the vectorized tables apply.
+
+        A pair is fast when its up-sets meet at tier T with equal up-sets there, and every
+        tier below T partitions the GPUs (up-sets equal or disjoint), so that the next hops
+        down are the links into the destination's class.
+        """
+        nflow = len(src)
+        big_t = np.zeros(nflow, dtype=np.int64)
+        open_ = np.ones(nflow, dtype=bool)
+        fast = np.ones(nflow, dtype=bool)
+        for t in range(1, self.max_tier + 1):
+            lab = self._gpu_label[t]
+            eq = open_ & (lab[src] == lab[dst]) & self._nonempty[t][src]
+            big_t[eq] = t
+            open_ &= ~eq
+            if not self._partition[t]:
+                fast &= ~open_
+        fast &= ~open_
+        return big_t, fast
+
+    def clos_walk(self, src: np.ndarray, dst: np.ndarray, big_t: np.ndarray,
+                  hash64: np.ndarray | None) -> np.ndarray:
+        """One up-down path per flow (all flows share `big_t`), as ``int32[F, 2T]`` link ids.
+
+        Per-hop choice among the next hops that stay on a shortest path: index
+        ``splitmix64(hash64 ^ salt[node]) % count``, or the lowest link id when `hash64` is None.
+        """
+        nflow = len(src)
+        out = np.empty((nflow, 2 * big_t), dtype=np.int32)
+        cur = src.astype(np.int64)
+        ldst = self.fabric.link_dst
+        ptr, lk = self._upc[big_t]
+        for step in range(big_t):
+            st = ptr[cur]
+            cnt = ptr[cur + 1] - st
+            chosen = lk[st + self._pick(hash64, cur, cnt)]
+            out[:, step] = chosen
+            cur = ldst[chosen].astype(np.int64)
+        for step in range(big_t):
+            t = big_t - 1 - step
+            keys, links, ncl = self._downc[t]
+            q = cur * ncl + self._gpu_label[t][dst]
+            lo = np.searchsorted(keys, q, "left")
+            cnt = np.searchsorted(keys, q, "right") - lo
+            chosen = links[lo + self._pick(hash64, cur, cnt)]
+            out[:, big_t + step] = chosen
+            cur = ldst[chosen].astype(np.int64)
+        return out
+
+    def _pick(self, hash64: np.ndarray | None, node: np.ndarray, cnt: np.ndarray) -> np.ndarray:
+        if np.any(cnt < 1):
+            raise InfeasibleError("a Clos up-down walk found no next hop; the fabric tables are "
+                                  "inconsistent (expected a next hop on a shortest path)")
+        if hash64 is None:
+            return np.zeros(len(node), dtype=np.int64)
+        h = splitmix64(hash64 ^ self.salt[node])
+        return (h % cnt.astype(np.uint64)).astype(np.int64)
+
+    def half(self, gpu: int, big_t: int) -> tuple[_Half, bool]:
+        """Up-half of GPU `gpu` to tier `big_t`: (half, True) when the half starts at the
+        GPU's leaf and the GPU's two stub links must be prepended, else (half, False)."""
+        simple = bool(self._stub_simple[gpu]) and big_t >= 2
+        start = int(self._stub_leaf[gpu]) if simple else gpu
+        key = (start, big_t)
+        h = self._halves.get(key)
+        if h is None:
+            h = self._halves[key] = self._make_half(start, big_t)
+        return h, simple
+
+    def _make_half(self, start: int, big_t: int) -> _Half:
+        f = self.fabric
+        ptr, lk_all = self._upc[big_t]
+        nodes = np.asarray([start], dtype=np.int64)
+        cnt = np.ones(1)
+        lat_up = np.zeros(1)
+        lat_dn = np.zeros(1)
+        layers = []
+        for _t in range(int(self._tier[start]), big_t):
+            st = ptr[nodes]
+            lens = ptr[nodes + 1] - st
+            links = lk_all[_ranges(st, lens)]
+            tail = np.repeat(np.arange(len(nodes)), lens)
+            heads, inv = np.unique(f.link_dst[links], return_inverse=True)
+            layers.append((links, tail, inv, cnt))
+            new_cnt = np.bincount(inv, weights=cnt[tail], minlength=len(heads))
+            nu = np.full(len(heads), -np.inf)
+            nd = np.full(len(heads), -np.inf)
+            np.maximum.at(nu, inv, lat_up[tail] + f.link_latency_s[links])
+            np.maximum.at(nd, inv, lat_dn[tail] + f.link_latency_s[self.rev[links]])
+            nodes, cnt, lat_up, lat_dn = heads, new_cnt, nu, nd
+        total = cnt.sum()
+        bwd = np.ones(len(nodes))
+        all_links, all_frac = [], []
+        for links, tail, inv, tail_cnt in reversed(layers):
+            hb = bwd[inv]
+            all_links.append(links)
+            all_frac.append(tail_cnt[tail] * hb / total)
+            bwd = np.bincount(tail, weights=hb, minlength=len(tail_cnt))
+        all_links.reverse()
+        all_frac.reverse()
+        return _Half(
+            link=np.concatenate(all_links).astype(np.int32) if all_links else np.zeros(0, np.int32),
+            frac=np.concatenate(all_frac) if all_frac else np.zeros(0),
+            meet=nodes, lat_up_s=lat_up, lat_down_s=lat_dn,
+            symmetric=bool(cnt.min() == cnt.max()),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _Half:
+    link: np.ndarray  # up links from the start to the meeting tier
+    frac: np.ndarray  # share of the flow on each, assuming a uniform count on the other side
+    meet: np.ndarray  # meeting-tier nodes, ascending
+    lat_up_s: np.ndarray  # largest latency start -> meet[i]
+    lat_down_s: np.ndarray  # largest latency meet[i] -> start over the reverse links
+    symmetric: bool  # equal path counts to every meeting node
+
+
+def _classes(mat: sp.csr_matrix, rng: np.random.Generator,
+             n: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """Rows grouped by support: (class per row, class per node or -1, classes, partition?)."""
+    b = mat.copy().tocsr()
+    b.sum_duplicates()
+    b.sort_indices()
+    b.data[:] = 1.0
+    r1, r2 = rng.random(n), rng.random(n)
+    h = np.stack([b @ r1, b @ r2], axis=1)
+    _, first, inv = np.unique(h, axis=0, return_index=True, return_inverse=True)
+    rep = b[first]
+    colsum = np.asarray(rep.sum(axis=0)).ravel()
+    partition = bool(colsum.max(initial=0) <= 1)
+    node_label = np.full(n, -1, dtype=np.int64)
+    if partition:
+        rows = np.repeat(np.arange(rep.shape[0]), np.diff(rep.indptr))
+        node_label[rep.indices] = rows
+    return inv.ravel().astype(np.int64), node_label, len(first), partition
+
+
+@functools.lru_cache(maxsize=8)
+def path_index(fabric: Fabric) -> PathIndex:
+    """The `PathIndex` of a fabric, built once per fabric object."""
+    return PathIndex(fabric)
+
+
