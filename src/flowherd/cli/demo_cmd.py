@@ -101,12 +101,15 @@ def _fresh_demo_store(out: Path) -> Path:
     return path
 
 
-def _demo_run(source: dict[str, Any], plan: Any, progress: Any = None) -> Any:
-    """One simulation of the demo (here or in a worker process)."""
+def _demo_run(source: dict[str, Any], plan: Any, progress: Any = None) -> tuple[Any, float]:
+    """One simulation of the demo (here or in a worker process), with its CPU time, seconds (on a
+    busy machine the wall time says little about what the run costs)."""
     from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import scenario_from_mapping
 
-    return run_scenario(scenario_from_mapping(source), plan=plan, progress=progress)
+    cpu0 = time.process_time()
+    run = run_scenario(scenario_from_mapping(source), plan=plan, progress=progress)
+    return run, time.process_time() - cpu0
 
 
 def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
@@ -197,6 +200,7 @@ def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, 
 
     total = len(todo)
     runs: dict[str, Any] = {}
+    cpu: dict[str, float] = {}
     meta = {label: (source, group) for label, source, _, group, _ in todo}
     with Progress(TextColumn("[bold]demo[/] {task.description}"), BarColumn(),
                   TextColumn("{task.fields[what]}"), TimeElapsedColumn(), console=con,
@@ -223,8 +227,8 @@ def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, 
                 return
             s = run.summary
             con.print(f"  [{done}/{total}] {label:<34} mean JCT {_fmt(s['mean_jct_s']):>8}, "
-                      f"{s['jobs_finished']}/{s['jobs_total']} jobs finished  ({run.wall_s:.1f} s)",
-                      highlight=False)
+                      f"{s['jobs_finished']}/{s['jobs_total']} jobs finished  ({run.wall_s:.0f} s wall, "
+                      f"{cpu[label]:.0f} s CPU)", highlight=False)
 
         if workers <= 1:
             for label, source, with_plan, group, _ in todo:
@@ -239,7 +243,7 @@ def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, 
                                   "of the horizon")
 
                 try:
-                    runs[label] = _demo_run(source, plan if with_plan else None, tick)
+                    runs[label], cpu[label] = _demo_run(source, plan if with_plan else None, tick)
                 except Exception as err:
                     if group == "none":  # no control must run; a failing controller must not end the demo
                         raise
@@ -263,11 +267,16 @@ def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, 
                         err = fut.exception()
                         if err is not None and meta[label][1] == "none":
                             raise err
-                        runs[label] = fut.result() if err is None else err
+                        if err is None:
+                            runs[label], cpu[label] = fut.result()
+                        else:
+                            runs[label] = err
                         finished(label, runs[label])
                     if beat is not None and pending:
                         beat.tick(f"{done}/{total} simulations done, {min(workers, len(pending))} running")
         bar.update(current, visible=False)
+    con.print(f"[bold]demo[/]: {len(cpu)} simulations took {sum(cpu.values()) / 60:.1f} CPU-minutes",
+              highlight=False)
     return runs
 
 
