@@ -9,7 +9,6 @@ import typer
 
 from flowherd.cli import app
 
-
 ALGO_NAMES = ("ppo", "a2c")
 
 
