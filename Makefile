@@ -1,10 +1,10 @@
-# Two entry points for a fresh machine: `make demo` and `make test`.
+# Two entry points for a fresh machine: `make demo` and `make test` (README, "Two commands").
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean browser
+.PHONY: demo demo-full test test-all lint bench startup docs browser clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,22 +15,45 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# The quick demo: about 5 minutes of wall time on 2 cores (README, "What the demo shows").
 demo: $(STAMP)
 	$(BIN)/flowherd demo
 
-# Debian's Chromium, for the test that renders the HTML report headless.
+# Every literature baseline and every flowherd policy: about twice as long.
+demo-full: $(STAMP)
+	$(BIN)/flowherd demo --full
+
+# Debian's Chromium, for the one test that renders the HTML report headless (skipped without it
+# outside CI). Installed here, never by a test; as root it runs apt-get (about 5 minutes, 300 MB).
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's chromium for the HTML report test (apt-get, a few minutes)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: sudo apt-get install chromium (the HTML report test needs it)"; fi; }
 
-test: $(STAMP) browser
+lint: $(STAMP)
 	$(BIN)/ruff check .
+
+# ruff, then every test but the long validations (marker `slow`): under 10 minutes on 2 cores.
+test: $(STAMP) browser lint
+	$(BIN)/pytest -q -m "not slow"
+
+# Everything, the slow validations (the full demo on the embedded default, large fabrics,
+# SIGKILL-and-resume sweeps) included: about 20 minutes on 2 cores.
+test-all: $(STAMP) browser lint
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine.py
+
+# Start-up and run times against the README's budgets (--with-make adds `make demo` and `make test`).
+startup: $(STAMP)
+	$(BIN)/python benchmarks/startup.py
+
+# Regenerate docs/scenario-schema.md from the pydantic models (a test checks it is current).
+docs: $(STAMP)
+	$(BIN)/python docs/generate_schema.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -176,3 +176,16 @@ def format_time(seconds: float) -> str:
     """Print a duration: ``format_time(2e-6) == '2 us'``."""
     return _fmt(seconds, [(hour, "h"), (minute, "min"), (s, "s"), (ms, "ms"), (us, "us"),
                           (ns, "ns")])
+
+
+def format_seconds(seconds: float) -> str:
+    """Print a job-scale duration always in seconds (terminal tables and reports agree on the unit).
+
+    >>> format_seconds(94.21), format_seconds(1234.5), format_seconds(0.0421)
+    ('94.2 s', '1,234 s', '0.0421 s')
+    """
+    if abs(seconds) >= 1000:
+        return f"{seconds:,.0f} s"
+    if abs(seconds) >= 1:
+        return f"{seconds:.3g} s" if abs(seconds) < 100 else f"{seconds:.0f} s"
+    return f"{seconds:.3g} s"

@@ -11,10 +11,10 @@ from test_simulate_cli import SMALL as SIM_SMALL
 pytest.importorskip("duckdb", reason="the sweep extra (duckdb) is not installed")
 
 from flowherd.cli import main
-from flowherd.cli.simulate_cmd import DEMO_CANDIDATES_SWEEP, DEMO_SWEEP, run_demo
+from flowherd.cli.demo_cmd import DEMO_CANDIDATES_SWEEP, DEMO_SWEEP, run_demo
 from flowherd.errors import ConfigError
 from flowherd.experiments.store import ResultStore
-from flowherd.report.data import CONTROLLER_LABELS, load_report_data
+from flowherd.report.data import CONTROLLER_LABELS, controller_label, load_report_data
 
 # test_simulate_cli's 32 GPUs, three jobs of two tenants contending on a 2:1 oversubscribed
 # leaf-spine; they end well before a 3 s horizon (which keeps the background traffic small)
@@ -65,6 +65,13 @@ def test_demo_compares_no_control_the_best_baseline_and_the_flowherd_policy(smal
     best = min(baselines, key=lambda r: (-r["jobs_finished"], r["mean_jct_s"]))
     assert best["mean_jct_s"] == min(r["mean_jct_s"] for r in baselines)
     assert outcome.best_baseline == best["controller"]
+    # candidates with the chosen one's result are ties, named as such (list order chose among them)
+    same = [r["controller"] for r in baselines if r["controller"] != best["controller"]
+            and (r["jobs_finished"], r["mean_jct_s"]) == (best["jobs_finished"], best["mean_jct_s"])]
+    assert sorted(outcome.ties["baseline"]) == sorted(same)
+    if same:
+        label = controller_label(outcome.best_baseline, "best baseline", outcome.ties["baseline"])
+        assert label.startswith("best baseline (tie: " + CONTROLLER_LABELS[outcome.best_baseline] + " = ")
     # the candidates that were not chosen stay in the store, under their own sweep
     others = {r["controller"] for r in runs if r["sweep"] == DEMO_CANDIDATES_SWEEP}
     assert others == {"cassini", "crux", "varys"} - {outcome.best_baseline}
@@ -73,9 +80,9 @@ def test_demo_compares_no_control_the_best_baseline_and_the_flowherd_policy(smal
 def test_the_report_names_placement_and_controller_of_each_method(small_demo):
     out, outcome = small_demo
     data = load_report_data(out, sweeps=[DEMO_SWEEP])
-    best = CONTROLLER_LABELS[outcome.best_baseline]
+    best = controller_label(outcome.best_baseline, "best baseline", outcome.ties["baseline"])
     expected = ["packed + no control", "flowherd planner + no control",
-                f"flowherd planner + best baseline ({best})", "flowherd planner + flowherd threshold"]
+                f"flowherd planner + {best}", "flowherd planner + flowherd threshold"]
     assert data.methods == expected and list(outcome.methods) == expected
     page = outcome.report_html.read_text()
     assert all(m in page for m in expected)
@@ -103,13 +110,13 @@ def test_unknown_baseline_is_one_clear_error(tmp_path):
 
 @pytest.mark.slow
 def test_demo_runs_the_whole_pipeline_on_the_embedded_default(capsys, tmp_path):
-    from flowherd.cli.simulate_cmd import DEMO_BASELINES, FLOWHERD_POLICIES
+    from flowherd.cli.demo_cmd import DEMO_BASELINES, QUICK_POLICIES
     from flowherd.control import CONTROLLERS
 
     assert main(["demo", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "report:" in out and str(tmp_path / "report" / "report.html") in out
-    policies = [p for p in FLOWHERD_POLICIES if p in CONTROLLERS]
+    policies = [p for p in QUICK_POLICIES if p in CONTROLLERS]
     runs = _runs(tmp_path)
     assert len(runs) == 2 + len(DEMO_BASELINES) + len(policies)
     assert all(r["status"] == "ok" and r["num_gpus"] == 256 for r in runs)

@@ -1,49 +1,128 @@
 """The `flowherd` command: thin wrappers over the packages.
 
-Every `FlowherdError` reaches the user as one line on stderr (exit code 2), never a traceback.
+Every `FlowherdError` reaches the user as one line on stderr (exit code 2), never a traceback; so
+does a missing optional dependency, with the extra that installs it. Commands are registered
+lazily (`flowherd.cli.commands.COMMANDS`): `flowherd --help` and `flowherd --version` import no
+command module, and `flowherd COMMAND` imports only COMMAND's.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
+from flowherd.cli.commands import COMMANDS, missing_extra_hint
 from flowherd.errors import FlowherdError
+
+
+def load_command(name: str) -> None:
+    """Import the module of command `name` (it registers itself on `app`); unknown names: no-op."""
+    entry = COMMANDS.get(name)
+    if entry is not None:
+        importlib.import_module(entry.module)
+
+
+def load_all_commands() -> None:
+    """Register every command (for callers of `app` that bypass `main`)."""
+    for name in COMMANDS:
+        load_command(name)
+
+
+class _Forward(click.Command):
+    """Stands for a command whose module is not imported: listed by `--help` with its summary;
+    invoked (by a caller of `app` that did not go through `main`), it runs it through `main`."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, help=COMMANDS[name].summary, short_help=COMMANDS[name].summary,
+                         add_help_option=False, callback=self._run,
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+    def _run(self) -> None:
+        ctx = click.get_current_context()
+        code = main([self.name or "", *ctx.args])
+        if code:
+            raise typer.Exit(code)
+
+
+class LazyGroup(TyperGroup):
+    """The root group: every command of `COMMANDS` in its order, imported on use only."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is None and cmd_name in COMMANDS:
+            cmd = _Forward(cmd_name)
+        return cmd
+
+
+def _version(value: bool) -> None:
+    if value:
+        from flowherd import __version__
+
+        typer.echo(f"flowherd {__version__}")
+        raise typer.Exit()
+
 
 app = typer.Typer(
     name="flowherd",
-    help="Plan, control and simulate the collective traffic of LLM jobs on a shared fabric.",
+    cls=LazyGroup,
+    help="Plan, control and simulate the collective traffic of LLM jobs on a shared fabric.\n\n"
+         "Start with `flowherd demo` (the whole pipeline, a few minutes) or `flowherd simulate default`.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: types as TEXT / INTEGER, none on flags, and no rich import for --help
+    rich_markup_mode=None,
 )
 
 
-def _register() -> None:
-    # Each command lives in its own module; importing it adds it to `app`.
-    from flowherd.cli import commands  # noqa: F401
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print the version and exit.")) -> None:
+    """Plan, control and simulate the collective traffic of LLM jobs on a shared fabric."""
+
+
+def _command_of(argv: list[str]) -> str | None:
+    # the first word that is not an option: the root group takes only flags (--help, --version)
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
-    from flowherd.cli.checks import error_line, usage_error_line
-
-    _register()
-    args = sys.argv[1:] if argv is None else list(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(args)
     try:
+        if command is not None:
+            load_command(command)
         # not standalone: usage errors come here as exceptions and are printed as one line
-        rv = app(args=args, standalone_mode=False)
+        rv = app(args=args, standalone_mode=False, prog_name="flowherd")
     except FlowherdError as err:
+        from flowherd.cli.checks import error_line  # on error only: --help stays light
+
         print(error_line(err), file=sys.stderr)
         return 2
+    except ModuleNotFoundError as err:
+        hint = missing_extra_hint(err.name or "", command)
+        if hint is None:
+            raise
+        print(f"error: {hint}", file=sys.stderr)
+        return 2
     except Exception as err:  # click's usage errors (a bad flag value, a missing argument)
+        from flowherd.cli.checks import usage_error_line
+
         line = usage_error_line(err, args)
         if line is None:
             raise
         print(line, file=sys.stderr)
         return 2
     except SystemExit as exc:
-        code = exc.code
+        code: Any = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     return rv if isinstance(rv, int) else 0

@@ -19,6 +19,9 @@ from flowherd.units import format_rate, format_size, format_time, parse_size
 OPS = Registry("op", {o.value: o for o in Op})
 PLACEMENTS = Registry("placement", {"packed": "packed", "spread": "spread"})
 ROUTINGS = Registry("routing", {"ecmp": "ecmp", "spray": "spray", "shortest": "shortest"})
+#: `flowherd.planning.teccl.SYNTHESIZERS` by name (planning imports scipy.optimize and highspy:
+#: a second of start-up that no other algorithm needs); a test checks the two agree.
+SYNTHESIZED = ("mcf", "bvn")
 
 
 def place(fabric: Fabric, num_gpus: int, placement: str = "packed") -> tuple[int, ...]:
@@ -58,14 +61,16 @@ def collective(
 ) -> None:
     """Simulate one collective on an idle fabric; print time, algbw and busbw (nccl-tests)."""
     from flowherd.cli.checks import check_seed, load_fabric_arg
-    from flowherd.planning.teccl import register_collective_algorithms
     from flowherd.sim.collective import FIDELITIES, simulate_collective
 
-    register_collective_algorithms()  # the planning layer's "mcf" and "bvn"
+    if algo in SYNTHESIZED:  # the planning layer's LP synthesizers; imported only when asked for
+        from flowherd.planning.teccl import register_collective_algorithms
+
+        register_collective_algorithms()
 
     the_op = OPS[op.lower()]
     # unknown names fail here, with the closest match, before the fabric is loaded
-    Registry("collective algorithm", {"auto": None, **dict(ALGORITHMS)})[algo]
+    Registry("collective algorithm", {"auto": None, **dict(ALGORITHMS), **dict.fromkeys(SYNTHESIZED)})[algo]
     size_bytes = parse_size(size, field="--size")
     ROUTINGS[routing]
     FIDELITIES[fidelity]

@@ -11,10 +11,17 @@ from flowherd.cli import app
 
 @app.command("fabric")
 def fabric_command(
-    fabric: str = typer.Argument(..., help="A preset name (e.g. dgx-superpod-h100-2su) or a YAML file."),
+    fabric: str = typer.Argument(None, help="A preset name (e.g. dgx-superpod-h100-2su; --list shows "
+                                 "them) or a YAML file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    list_presets: bool = typer.Option(False, "--list", help="List the presets, one line each, and exit."),
 ) -> None:
     """Build FABRIC and print its counts, bisection bandwidth and GPU-to-GPU diameter."""
+    if list_presets or fabric is None:
+        from flowherd.cli.catalog_cmd import print_presets
+
+        print_presets(as_json)
+        return
     from flowherd.cli.checks import load_fabric_arg
     from flowherd.fabric.metrics import summary
 

@@ -10,6 +10,8 @@ import typer
 from flowherd.cli import app
 from flowherd.errors import ConfigError
 
+ALGO_NAMES = ("ppo", "a2c")
+
 
 @app.command("train")
 def train(
@@ -35,12 +37,18 @@ def train(
     """Train a policy for a scenario's collectives (priority class, buffer or not) and save it;
     `flowherd simulate SCENARIO --controller MODEL` runs it. The saved model is the best one on
     the validation seeds."""
+    import sys
+
     from rich.markup import escape
 
     from flowherd.cli.checks import check_out_file, check_seed
-    from flowherd.rl.train import ALGOS
+    from flowherd.registry import Registry
+    from flowherd.units import parse_time
 
-    ALGOS[algo]  # an unknown --algo fails before anything is read
+    limit_s = None if time_limit is None else parse_time(time_limit, field="--time-limit")
+    # an unknown --algo fails before anything is read, and before flowherd.rl loads (it pulls the
+    # simulator and gymnasium: seconds); the names are rl.train.ALGOS' (a test compares them)
+    Registry("--algo", dict.fromkeys(ALGO_NAMES))[algo]
     check_seed(seed, "--seed")
     if first_seed is not None:
         check_seed(first_seed, "--first-seed")
@@ -48,18 +56,25 @@ def train(
         if value is not None and value < 1:
             raise ConfigError(f"{flag} must be a positive number of steps, got {value} ({flag})")
     check_out_file(out, "--out")  # before training: minutes of it must not end unwritable
+    if out.suffix != ".zip":  # as train() says it, before the first line
+        raise ConfigError(f"the model file must end in .zip, got {str(out)!r} (--out)")
+    # the first line before torch and stable-baselines3 load (seconds on a busy machine)
+    print(f"train: {algo} on {scenario}, {steps} steps"
+          + ("" if limit_s is None else f", time limit {time_limit}") + "; loading torch ...",
+          file=sys.stderr, flush=True)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from flowherd.cli.progress import Heartbeat
     from flowherd.experiments.scenario import read_scenario_mapping
     from flowherd.rl.train import train as run_training
-    from flowherd.units import parse_time
 
     horizon_s = None if horizon is None else parse_time(horizon, field="--horizon")
-    limit_s = None if time_limit is None else parse_time(time_limit, field="--time-limit")
     source = read_scenario_mapping(scenario)
     base = int(source.get("seed", 0)) if first_seed is None else int(first_seed)
     err = Console(stderr=True)
+    # off a terminal: the phase lines, every validation point, and one line a minute between
+    beat = None if err.is_terminal else Heartbeat("train")
     with Progress(TextColumn("[bold]train[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err,
                   disable=not err.is_terminal) as bar:
@@ -71,16 +86,24 @@ def train(
             last = "" if point is None else f"mean JCT {point.mean_jct_s:.4g} s at {point.steps} steps"
             if point is None:
                 bar.update(task, completed=min(done, total))
+                if beat is not None:
+                    beat.tick(f"{done}/{total} steps")
             else:
                 bar.update(task, completed=min(done, total), last=last)
-                if not err.is_terminal:
-                    err.print(f"[{done}/{total}] {last}", highlight=False)
+                if beat is not None:
+                    beat.line(f"{done}/{total} steps, {last}")
+
+        def log(line: str) -> None:
+            if beat is not None:
+                beat.line(line)
+            else:
+                bar.console.print(f"[bold]train[/] {line}", highlight=False)
 
         res = run_training(source, out=out, algo=algo, steps=steps, seed=seed, eval_every=eval_every,
                            train_seeds=[base + i for i in range(train_seeds)],
                            val_seeds=[base + train_seeds + i for i in range(val_seeds)], horizon_s=horizon_s,
                            time_limit_s=limit_s,
-                           progress=tick)
+                           progress=tick, log=log)
     if as_json:
         typer.echo(json.dumps({
             "model": str(res.model_path), "last_model": str(res.last_model_path),

@@ -40,7 +40,10 @@ TIER_LABELS = {"nvlink": "NVLink", "pcie": "PCIe", "host-leaf": "host-leaf", "le
                "spine-core": "spine-core", "core-up": "core-up"}
 LOAD_PATH = "workload.background.load"
 ROLE_PARAM = "role"
-_METHOD_PATHS = {"placement.method", "simulation.routing", "controller.name", ROLE_PARAM}
+#: Run parameter listing the controllers whose result equals this run's (`flowherd demo`): the
+#: label names them, so that a choice among equals does not read as a win.
+TIED_PARAM = "tied"
+_METHOD_PATHS = {"placement.method", "simulation.routing", "controller.name", ROLE_PARAM, TIED_PARAM}
 MAX_REPRESENTATIVE = 4
 
 
@@ -53,23 +56,30 @@ def _axis_label(path: str, value: Any) -> str:
     return f"{last.replace('_', ' ')} {value}"
 
 
-def controller_label(controller: str | None, role: str | None = None) -> str:
-    """A controller's name as users know it, with its role in a comparison if that adds to it.
+def controller_label(controller: str | None, role: str | None = None,
+                     tied: list[str] | tuple[str, ...] = ()) -> str:
+    """A controller's name as users know it, with its role in a comparison if that adds to it,
+    and the controllers it tied with (equal results: "best" among them means nothing).
 
     >>> controller_label("crux", "best baseline"), controller_label("threshold", "flowherd")
     ('best baseline (Crux)', 'flowherd threshold')
+    >>> controller_label("crux", "best baseline", ["sincronia", "varys"])
+    'best baseline (tie: Crux = Sincronia = Varys)'
     >>> controller_label(None), controller_label("none", "no control")
     ('no control', 'no control')
     """
     ctrl = controller or "none"
     label = CONTROLLER_LABELS.get(ctrl, ctrl)
+    if tied:
+        label = "tie: " + " = ".join([label, *(CONTROLLER_LABELS.get(t, t) for t in tied)])
     if not role or label == role or label.startswith(role + " "):
         return label
     return f"{role} ({label})"
 
 
 def _controller_label(run: dict[str, Any]) -> str:
-    return controller_label(run.get("controller"), run["params"].get(ROLE_PARAM))
+    return controller_label(run.get("controller"), run["params"].get(ROLE_PARAM),
+                            run["params"].get(TIED_PARAM) or ())
 
 
 def method_label(run: dict[str, Any], vary: set[str], other_axes: list[str]) -> str:
@@ -247,6 +257,34 @@ def slowdown_vs_load(data: ReportData) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
+def loads_measured(series: dict[str, dict[str, np.ndarray]]) -> list[float]:
+    """The distinct background loads of a `slowdown_vs_load` series: with one, the figure compares
+    methods at that load (dots on a load axis would stack at one x)."""
+    return sorted({float(x) for s in series.values() for x in s["load"]})
+
+
+def seeds_phrase(n: int) -> str:
+    """``"1 seed"``, ``"5 seeds"``: how many runs a mean is over.
+
+    >>> seeds_phrase(1), seeds_phrase(3)
+    ('1 seed', '3 seeds')
+    """
+    return f"{n} seed{'' if n == 1 else 's'}"
+
+
+#: Largest ratio of the tallest to the shortest tenant bar drawn on a linear axis; beyond it one
+#: outlier (a 34x tenant) flattens the others, so the axis turns logarithmic.
+LINEAR_SPREAD_MAX = 8.0
+
+
+def tenant_axis_scale(series: dict[str, np.ndarray]) -> str:
+    """``"log"`` when the tenant slowdowns span more than `LINEAR_SPREAD_MAX`, else ``"linear"``."""
+    vals = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in series.values()]) if series else np.zeros(0)
+    if vals.size and vals.max() / vals.min() > LINEAR_SPREAD_MAX:
+        return "log"
+    return "linear"
+
+
 def tenant_slowdowns(data: ReportData) -> tuple[list[str], dict[str, np.ndarray]]:
     """Tenants, and per method the mean over runs of each tenant's mean slowdown (nan if none)."""
     tenants = sorted({t["tenant"] for t in data.tenants})
@@ -342,6 +380,11 @@ class FabricLayout:
         edges: ``int[E, 2]``: one row per drawn cable (PCIe and network links, both directions as one).
         server_box: ``(x0, x1)`` of each server's GPUs (its NVLink domain).
         occupants: Per GPU, the jobs that ran on it, in start order.
+        job_number: Per job that ran, its number in the drawing (1, 2, ... in start order): the
+            GPUs carry their tenant's colour and the number, and the legend maps each number to
+            its job (tens of job colours cannot be told apart; a handful of tenant colours can).
+        job_tenant: Per job that ran, its tenant.
+        job_span: Per job that ran, the mean x of its GPUs (where its number is written).
     """
 
     title: str
@@ -352,6 +395,9 @@ class FabricLayout:
     edges: np.ndarray
     server_box: list[tuple[float, float]]
     occupants: list[list[str]]
+    job_number: dict[str, int] = field(default_factory=dict)
+    job_tenant: dict[str, str] = field(default_factory=dict)
+    job_span: dict[str, float] = field(default_factory=dict)
 
 
 def fabric_layout(view: RunView) -> FabricLayout:
@@ -393,8 +439,16 @@ def fabric_layout(view: RunView) -> FabricLayout:
     boxes = [(float(x[:g][server == s].min()), float(x[:g][server == s].max()))
              for s in range(server.max() + 1)]
     occ: list[list[str]] = [[] for _ in range(g)]
+    number: dict[str, int] = {}
+    tenant: dict[str, str] = {}
+    span: dict[str, float] = {}
     for j in sorted(view.jobs, key=lambda j: (j["start_s"] if j["start_s"] is not None else math.inf)):
-        for gpu in j["gpus"] or []:
-            occ[int(gpu)].append(j["name"])
+        mine = [int(gpu) for gpu in j["gpus"] or []]
+        for gpu in mine:
+            occ[gpu].append(j["name"])
+        if mine and j["name"] not in number:
+            number[j["name"]] = len(number) + 1
+            tenant[j["name"]] = j["tenant"]
+            span[j["name"]] = float(np.mean(x[mine]))
     return FabricLayout(title=fab.name, num_gpus=g, node_x=x, node_y=y, node_tier=tier, edges=edges,
-                        server_box=boxes, occupants=occ)
+                        server_box=boxes, occupants=occ, job_number=number, job_tenant=tenant, job_span=span)

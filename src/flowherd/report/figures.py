@@ -25,7 +25,10 @@ from flowherd.report.data import (
     gantt,
     jain_index,
     jct_cdf,
+    loads_measured,
+    seeds_phrase,
     slowdown_vs_load,
+    tenant_axis_scale,
     tenant_slowdowns,
     utilization,
 )
@@ -92,23 +95,42 @@ def fig_jct_cdf(data: ReportData) -> Figure:
 
 
 def fig_slowdown_vs_load(data: ReportData) -> Figure:
-    """Mean job slowdown (JCT over JCT alone) against background load, per method; bars span seeds."""
+    """Mean job slowdown (JCT over JCT alone) against background load, per method; bars span seeds.
+
+    With one background load in the store, a load axis would stack every method's dot at one x:
+    the figure then compares the methods side by side at that load.
+    """
     fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
     colors = _method_colors(data.methods)
     series = slowdown_vs_load(data)
-    for m, s in series.items():
-        err = np.vstack([s["mean"] - s["min"], s["max"] - s["mean"]])
-        ax.errorbar(100 * s["load"], s["mean"], yerr=err, color=colors[m], ms=5, lw=1.8, capsize=3,
-                    label=_t(m), **_style(data.methods, m))
-    if series:
+    loads = loads_measured(series)
+    nseeds = max((int(s["n"].max()) for s in series.values()), default=0)
+    if len(loads) == 1:
+        names = list(series)
+        for k, m in enumerate(names):
+            s = series[m]
+            err = np.vstack([s["mean"] - s["min"], s["max"] - s["mean"]])
+            ax.errorbar([k], s["mean"], yerr=err, color=colors[m], ms=7, capsize=4, ls="none",
+                        marker=_style(data.methods, m)["marker"], label=_t(m))
+            ax.annotate(f"{s['mean'][0]:.2f}x", (k, s["mean"][0]), textcoords="offset points", xytext=(8, 0),
+                        va="center", fontsize=8)
+        ax.set_xticks(range(len(names)), [_t(m) for m in names], rotation=15, ha="right", fontsize=8)
+        ax.set_xlim(-0.6, len(names) - 0.4)
+        ax.set_xlabel(f"method (background load {100 * loads[0]:.0f}% of link capacity)")
+        ax.set_title(f"Mean job slowdown per method (mean of {seeds_phrase(nseeds)}; bars: min-max)")
+    elif series:
+        for m, s in series.items():
+            err = np.vstack([s["mean"] - s["min"], s["max"] - s["mean"]])
+            ax.errorbar(100 * s["load"], s["mean"], yerr=err, color=colors[m], ms=5, lw=1.8, capsize=3,
+                        label=_t(m), **_style(data.methods, m))
         ax.legend(title="method", fontsize=8, title_fontsize=8)
-        nseeds = max(int(s["n"].max()) for s in series.values())
-        ax.set_title(f"Slowdown against background load (mean of {nseeds} seeds; bars: min-max)")
+        ax.set_title(f"Slowdown against background load (mean of {seeds_phrase(nseeds)}; bars: min-max)")
+        ax.set_xlabel("background load (% of link capacity)")
     else:
         _empty(ax, "no slowdowns (no finished run measured its jobs alone)")
         ax.set_title("Slowdown against background load")
+        ax.set_xlabel("background load (% of link capacity)")
     ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
-    ax.set_xlabel("background load (% of link capacity)")
     ax.set_ylabel("mean job slowdown (x, 1 = alone)")
     ax.grid(alpha=0.3)
     return fig
@@ -122,13 +144,21 @@ def fig_tenant_fairness(data: ReportData) -> Figure:
     width = 0.8 / max(1, len(series))
     xs = np.arange(len(tenants))
     for k, (m, vals) in enumerate(series.items()):
-        ax.bar(xs + (k - (len(series) - 1) / 2) * width, np.nan_to_num(vals, nan=0.0), width,
+        # nan (no job of the tenant under the method): no bar, not a bar at 0 (log axes reject 0)
+        ax.bar(xs + (k - (len(series) - 1) / 2) * width, np.where(np.isfinite(vals), vals, np.nan), width,
                color=colors[m], label=f"{_t(m)} (Jain {jain_index(vals):.3f})")
     ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
     ax.set_xticks(xs, [_t(t) for t in tenants], rotation=20 if len(tenants) > 5 else 0, ha="right"
                   if len(tenants) > 5 else "center")
     ax.set_xlabel("tenant")
-    ax.set_ylabel("mean job slowdown (x, 1 = alone)")
+    scale = tenant_axis_scale(series)
+    if scale == "log":  # one outlier tenant would flatten the others on a linear axis
+        ax.set_yscale("log")
+        vals = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in series.values()])
+        ax.set_ylim(min(0.8, 0.8 * vals.min()), 1.6 * vals.max())
+        for container in ax.containers:
+            ax.bar_label(container, fmt="%.1fx", fontsize=6, padding=1)
+    ax.set_ylabel("mean job slowdown (x, 1 = alone)" + (", log scale" if scale == "log" else ""))
     ax.set_title("Per-tenant slowdown (Jain's index over tenants: 1 = equal)")
     if series and tenants:
         ax.legend(title="method", fontsize=8, title_fontsize=8)
@@ -193,15 +223,16 @@ def fig_gantt(view: RunView) -> Figure:
     ax.invert_yaxis()
     ax.set_xlabel("time (s)")
     handles = [Patch(facecolor=colors[t], label=_t(t)) for t in colors]
-    handles += [Patch(facecolor="0.8", label="queued"),
+    handles += [Patch(facecolor="0.3", label="compute (iteration)"),
+                Patch(facecolor="0.8", label="queued"),
                 Patch(facecolor="white", edgecolor="0.3", hatch="////",
                       label="communication beyond compute"),
+                Patch(facecolor="0.3", alpha=0.3, label="inference: serving; solid: request batches"),
                 Patch(facecolor="none", edgecolor="0.6", hatch="..", label="never started")]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="tenant",
               title_fontsize=7)
-    ax.set_title(f"Jobs of run {view.run['run_id']} ({_t(view.method)}): iterations split into compute "
-                 "(solid) and communication (hatched),\nthin lines at iteration starts; inference: request "
-                 "batches from close to end", fontsize=9)
+    # short enough for the figure's width; what the marks mean is in the legend
+    ax.set_title(f"Jobs of run {view.run['run_id']}\n{_t(view.method)}", fontsize=9)
     ax.grid(alpha=0.3, axis="x")
     return fig
 
@@ -228,13 +259,9 @@ def fig_fabric(view: RunView) -> Figure:
                        marker="o" if t == 1 else "s", color="0.35", zorder=2)
             ax.text(lay.node_x[drawn].min() - 2, float(t), name, ha="right", va="center", fontsize=8)
     ax.text(lay.node_x[drawn].min() - 2, 0.0, "GPU", ha="right", va="center", fontsize=8)
-    jobs = []
-    for occ in lay.occupants:
-        for name in occ:
-            if name not in jobs:
-                jobs.append(name)
-    palette = [plt.get_cmap(n)(k) for n in ("tab20", "tab20b", "tab20c") for k in range(20)]
-    color = {n: palette[i % len(palette)] for i, n in enumerate(jobs)}
+    # GPUs in their tenant's colour (a handful, told apart at a glance) and each job's number at
+    # the middle of its GPUs; the legend maps numbers to jobs
+    tcolor = _tenant_colors(list(lay.job_tenant.values()))
     idle = [i for i in range(g) if not lay.occupants[i]]
     ax.scatter(lay.node_x[idle], np.zeros(len(idle)), s=14, marker="s", color="0.9", edgecolor="0.6",
                lw=0.3, zorder=3)
@@ -244,20 +271,33 @@ def fig_fabric(view: RunView) -> Figure:
         if not ids:
             continue
         ax.scatter(lay.node_x[ids], np.full(len(ids), -0.17 * k), s=14, marker="s",
-                   color=[color[lay.occupants[i][k]] for i in ids], zorder=3 + k)
-    handles = [Patch(facecolor=color[n], label=_t(n)) for n in jobs[:_MAX_LEGEND_JOBS]]
-    if len(jobs) > _MAX_LEGEND_JOBS:
-        handles.append(Patch(facecolor="white", label=f"... {len(jobs) - _MAX_LEGEND_JOBS} more jobs"))
+                   color=[tcolor[lay.job_tenant[lay.occupants[i][k]]] for i in ids], zorder=3 + k)
+    first_layer = {occ[0] for occ in lay.occupants if occ}
+    below = -0.3 - 0.17 * max(0, depth - 1)
+    for name, num in lay.job_number.items():
+        # numbers of jobs that ran first on their GPUs above the row, later ones below it
+        y, va = (0.34, "bottom") if name in first_layer else (below - 0.04, "top")
+        ax.text(lay.job_span[name], y, str(num), ha="center", va=va, fontsize=6, zorder=10,
+                color=tcolor[lay.job_tenant[name]], fontweight="bold")
+    handles = [Patch(facecolor=tcolor[t], label=f"tenant {_t(t)}") for t in tcolor]
     handles.append(Patch(facecolor="0.9", edgecolor="0.6", label="idle GPU"))
-    ax.legend(handles=handles, fontsize=7, ncol=1 + len(handles) // 14, loc="upper left",
-              bbox_to_anchor=(1.0, 1.0), title="job", title_fontsize=7)
+    jobs = list(lay.job_number)
+    for name in jobs[:_MAX_LEGEND_JOBS]:
+        handles.append(Patch(facecolor="none", edgecolor="none",
+                             label=f"{lay.job_number[name]}: {_t(name)} ({_t(lay.job_tenant[name])})"))
+    if len(jobs) > _MAX_LEGEND_JOBS:
+        handles.append(Patch(facecolor="none", edgecolor="none",
+                             label=f"... {len(jobs) - _MAX_LEGEND_JOBS} more jobs"))
+    ax.legend(handles=handles, fontsize=6, ncol=1 + len(handles) // 26, loc="upper left",
+              bbox_to_anchor=(1.0, 1.0), title="colour: tenant; number: job", title_fontsize=7,
+              handlelength=1.0)
     top = float(np.nanmax(lay.node_y))
-    ax.set_ylim(-0.3 - 0.17 * max(0, depth - 1) - 0.2, top + 0.5)
+    ax.set_ylim(-0.3 - 0.17 * max(0, depth - 1) - 0.35, top + 0.5)
     ax.set_xlim(float(np.nanmin(lay.node_x)) - 6, float(np.nanmax(lay.node_x)) + 1)
     ax.axis("off")
     ax.set_title(f"Fabric {_t(lay.title)}: {g} GPUs in {len(lay.server_box)} servers (boxes: NVLink "
-                 f"domains), jobs of run {view.run['run_id']} ({_t(view.method)})\n"
-                 "a GPU that ran several jobs shows them stacked downward in start order", fontsize=9)
+                 f"domains)\njobs of run {view.run['run_id']} ({_t(view.method)}); a GPU that ran several "
+                 "jobs shows them stacked downward in start order", fontsize=9)
     return fig
 
 

@@ -29,7 +29,10 @@ from flowherd.report.data import (
     gantt,
     jain_index,
     jct_cdf,
+    loads_measured,
+    seeds_phrase,
     slowdown_vs_load,
+    tenant_axis_scale,
     tenant_slowdowns,
     utilization,
 )
@@ -64,15 +67,25 @@ def plot_jct_cdf(data: ReportData) -> go.Figure:
 
 def plot_slowdown(data: ReportData) -> go.Figure:
     fig = go.Figure()
-    for k, (m, s) in enumerate(slowdown_vs_load(data).items()):
+    series = slowdown_vs_load(data)
+    loads = loads_measured(series)
+    nseeds = max((int(s["n"].max()) for s in series.values()), default=0)
+    one = len(loads) == 1  # one load: the methods side by side (figures.fig_slowdown_vs_load)
+    for k, (m, s) in enumerate(series.items()):
         fig.add_trace(go.Scatter(
-            x=100 * s["load"], y=s["mean"], mode="lines+markers", name=_e(m),
-            line={"color": _PALETTE[k % 10], "dash": _DASH[k % 4]},
+            x=[_e(m)] if one else 100 * s["load"], y=s["mean"], mode="markers" if one else "lines+markers",
+            name=_e(m), line={"color": _PALETTE[k % 10], "dash": _DASH[k % 4]},
+            marker={"size": 9 if one else 6},
             error_y={"type": "data", "array": s["max"] - s["mean"], "arrayminus": s["mean"] - s["min"]},
             customdata=s["n"],
-            hovertemplate="load %{x:.0f}%<br>mean slowdown %{y:.3f}x<br>%{customdata} seeds"))
+            hovertemplate=("" if one else "load %{x:.0f}%<br>") + "mean slowdown %{y:.3f}x<br>%{customdata} "
+                          "seed(s)"))
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
-    return _layout(fig, "Slowdown against background load (mean over seeds; bars: min-max)",
+    if one:
+        return _layout(fig, f"Mean job slowdown per method at background load {100 * loads[0]:.0f}% "
+                            f"(mean of {seeds_phrase(nseeds)}; bars: min-max)", xaxis_title="method",
+                       yaxis_title="mean job slowdown (x, 1 = alone)", legend_title_text="method")
+    return _layout(fig, f"Slowdown against background load (mean of {seeds_phrase(nseeds)}; bars: min-max)",
                    xaxis_title="background load (% of link capacity)",
                    yaxis_title="mean job slowdown (x, 1 = alone)", legend_title_text="method")
 
@@ -84,8 +97,10 @@ def plot_tenants(data: ReportData) -> go.Figure:
         fig.add_trace(go.Bar(x=[_e(t) for t in tenants], y=[None if not np.isfinite(v) else v for v in vals],
                              name=f"{_e(m)} (Jain {jain_index(vals):.3f})", marker_color=_PALETTE[k % 10]))
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    scale = tenant_axis_scale(series)  # log when one outlier tenant would flatten the others
     return _layout(fig, "Per-tenant slowdown (Jain's index over tenants: 1 = equal)", barmode="group",
-                   xaxis_title="tenant", yaxis_title="mean job slowdown (x, 1 = alone)",
+                   xaxis_title="tenant", yaxis_type=scale,
+                   yaxis_title="mean job slowdown (x, 1 = alone)" + (", log scale" if scale == "log" else ""),
                    legend_title_text="method")
 
 
@@ -139,8 +154,8 @@ def plot_gantt(view: RunView) -> go.Figure:
                                            for s, w in r.comm],
              color=color[t], opacity=0.6, line={"width": 0})
     fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1])
-    return _layout(fig, f"Jobs of run {_e(view.run['run_id'])} ({_e(view.method)}): iterations as compute "
-                        "(solid) and communication beyond compute (hatched)", barmode="overlay",
+    return _layout(fig, f"Jobs of run {_e(view.run['run_id'])}<br><sup>{_e(view.method)}: compute (solid), "
+                        "communication beyond compute (hatched)</sup>", barmode="overlay",
                    xaxis_title="time (s)", height=180 + 28 * max(1, len(rows)),
                    legend_title_text="tenant: part")
 
@@ -166,22 +181,32 @@ def plot_fabric(view: RunView) -> go.Figure:
                                              "symbol": "circle" if t == 1 else "square",
                                              "color": "#555555"}, text=[f"{name} {i}" for i in ids],
                                      hoverinfo="text"))
-    jobs: list[str] = []
-    for occ in lay.occupants:
-        jobs.extend(n for n in occ if n not in jobs)
     idle = [i for i in range(g) if not lay.occupants[i]]
     fig.add_trace(go.Scatter(x=lay.node_x[idle], y=np.zeros(len(idle)), mode="markers", name="idle GPU",
                              marker={"size": 7, "symbol": "square", "color": "#eeeeee",
                                      "line": {"color": "#999999", "width": 0.5}},
                              text=[f"GPU {i} (idle)" for i in idle], hoverinfo="text"))
-    palette = _PALETTE + _TENANT
-    for k, job in enumerate(jobs):
-        ids = [i for i in range(g) if job in lay.occupants[i]]
-        ys = [-0.17 * lay.occupants[i].index(job) for i in ids]
-        fig.add_trace(go.Scatter(x=lay.node_x[ids], y=ys, mode="markers", name=_e(job),
-                                 marker={"size": 7, "symbol": "square", "color": palette[k % len(palette)]},
-                                 text=[f"GPU {i}: {_e(', '.join(lay.occupants[i]))}" for i in ids],
-                                 hoverinfo="text"))
+    # one trace (colour) per tenant, the job named in each GPU's hover text and by its number
+    tenants = sorted(set(lay.job_tenant.values()))
+    for k, tenant in enumerate(tenants):
+        xs: list[float] = []
+        ys: list[float] = []
+        text: list[str] = []
+        for i in range(g):
+            for depth, job in enumerate(lay.occupants[i]):
+                if lay.job_tenant.get(job) == tenant:
+                    xs.append(float(lay.node_x[i]))
+                    ys.append(-0.17 * depth)
+                    text.append(f"GPU {i}: job {lay.job_number[job]} {_e(job)} ({_e(tenant)})")
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=f"tenant {_e(tenant)}",
+                                 marker={"size": 7, "symbol": "square", "color": _TENANT[k % len(_TENANT)]},
+                                 text=text, hoverinfo="text"))
+    fig.add_trace(go.Scatter(x=[lay.job_span[j] for j in lay.job_number], y=[0.42] * len(lay.job_number),
+                             mode="text", text=[str(n) for n in lay.job_number.values()], name="job numbers",
+                             textfont={"size": 9},
+                             hovertext=[f"{n}: {_e(j)} ({_e(lay.job_tenant[j])})"
+                                        for j, n in lay.job_number.items()],
+                             hoverinfo="text"))
     for x0, x1 in lay.server_box:
         fig.add_shape(type="rect", x0=x0 - 0.5, x1=x1 + 0.5, y0=-0.3 - 0.17 * 0, y1=0.3,
                       line={"color": "#888888", "width": 0.7})
@@ -192,7 +217,7 @@ def plot_fabric(view: RunView) -> go.Figure:
     fig.update_xaxes(visible=False)
     return _layout(fig, f"Fabric {_e(lay.title)} with the jobs of run {_e(view.run['run_id'])} "
                         f"({_e(view.method)}); boxes: servers (NVLink domains)", height=520,
-                   legend_title_text="job")
+                   legend_title_text="colour: tenant")
 
 
 _CSS = """

@@ -95,15 +95,28 @@ class TrainResult:
     wall_s: float
 
 
-def collect_structured(env: BufferingEnv, seeds: Sequence[int], *, gamma: float) -> dict[str, np.ndarray]:
+def collect_structured(env: BufferingEnv, seeds: Sequence[int], *, gamma: float,
+                       stop_at_s: float | None = None,
+                       log: Callable[[str], None] | None = None) -> dict[str, np.ndarray]:
     """Run the structured policy (``info["structured_action"]``) for one episode per seed.
+
+    Args:
+        env, seeds, gamma: The environment, one episode per seed, the discount of the returns.
+        stop_at_s: A `time.perf_counter` time after which no further episode starts (the first
+            always runs): a time limit must leave room for the training it is for.
+        log: Called with one line per episode.
 
     Returns:
         ``obs`` float32[N, F], ``action`` int64[N], ``mask`` bool[N, A], ``ret`` float32[N] (the
         discounted return-to-go from each observation), ``episode_len`` int64[len(seeds)].
     """
     obs_l, act_l, mask_l, ret_l, lens = [], [], [], [], []
-    for s in seeds:
+    for k, s in enumerate(seeds):
+        if k and stop_at_s is not None and time.perf_counter() > stop_at_s:
+            if log is not None:
+                log(f"structured episodes: {k} of {len(seeds)} (the time limit leaves no room for more)")
+            break
+        t_ep = time.perf_counter()
         obs, info = env.reset(options={"scenario_seed": int(s)})
         rewards = []
         while True:
@@ -122,6 +135,9 @@ def collect_structured(env: BufferingEnv, seeds: Sequence[int], *, gamma: float)
             ret[i] = acc
         ret_l.append(ret)
         lens.append(len(rewards))
+        if log is not None:
+            log(f"structured episode {k + 1}/{len(seeds)} (seed {s}): {len(rewards)} decisions in "
+                f"{time.perf_counter() - t_ep:.1f} s")
     return {"obs": np.asarray(obs_l, np.float32), "action": np.asarray(act_l, np.int64),
             "mask": np.asarray(mask_l, bool), "ret": np.concatenate(ret_l).astype(np.float32),
             "episode_len": np.asarray(lens, np.int64)}
@@ -198,7 +214,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
           bc_smoothing: float = 0.1, ent_coef: float = 0.0, time_limit_s: float | None = None,
           gamma: float = 0.999, learning_rate: float = 3e-4, net_arch: Sequence[int] = (64, 64),
           num_threads: int = 1,
-          progress: Callable[[int, int, CurvePoint | None], None] | None = None) -> TrainResult:
+          progress: Callable[[int, int, CurvePoint | None], None] | None = None,
+          log: Callable[[str], None] | None = None) -> TrainResult:
     """Behaviour cloning of the structured policy, then RL (module docstring).
 
     Args:
@@ -217,13 +234,17 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         bc_smoothing: Label smoothing of the cloning (`behaviour_clone`): the exploration the
             cloned policy keeps.
         ent_coef: Entropy bonus of the RL algorithm.
-        time_limit_s: Stop RL training once this much wall time has passed since the start
-            (cloning included), seconds; None: run all ``steps``.
+        time_limit_s: Wall time of the whole training, seconds (cloning, reference runs and the
+            last validation included; None: run all ``steps``). Structured episodes stop starting
+            after a quarter of it (the first always runs); RL stops when the validation that
+            closes the curve, timed at step 0, would end past the limit.
         gamma: Discount factor (the objective is undiscounted; close to 1).
         learning_rate: Of the RL algorithm.
         net_arch: Hidden layers of the policy and value networks.
         num_threads: torch threads (at most 2 on this machine's two cores).
         progress: Called as ``progress(steps_done, steps, new_curve_point_or_None)``.
+        log: Called with one line per phase (episodes, cloning, reference runs, stop), so that a
+            long phase before RL does not look like a hang.
 
     Raises:
         ConfigError / UnknownNameError: a bad algo (naming ``--algo``), steps, seeds, output path
@@ -267,7 +288,11 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
 
     # -- 1. episodes of the structured policy ------------------------------------------------------
     n_bc = len(train_seeds) if bc_episodes is None else bc_episodes
-    data = collect_structured(env, [train_seeds[i % len(train_seeds)] for i in range(n_bc)], gamma=gamma)
+    say = log if log is not None else (lambda line: None)
+    deadline = None if time_limit_s is None else t0 + time_limit_s
+    say(f"structured policy: {n_bc} episodes to clone")
+    data = collect_structured(env, [train_seeds[i % len(train_seeds)] for i in range(n_bc)], gamma=gamma,
+                              stop_at_s=None if time_limit_s is None else t0 + 0.25 * time_limit_s, log=log)
     mean_len = float(data["episode_len"].mean()) if n_bc else 64.0
 
     # -- the model: rollouts of about one episode --------------------------------------------------
@@ -291,12 +316,16 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     # -- 2. behaviour cloning ----------------------------------------------------------------------
     bc_accuracy = (behaviour_clone(model.policy, data, epochs=bc_epochs, seed=seed, smoothing=bc_smoothing)
                    if n_bc else 0.0)
+    say(f"behaviour cloning: the structured action on {100 * bc_accuracy:.1f}% of {len(data['action'])} "
+        f"samples ({time.perf_counter() - t0:.0f} s in)")
 
     # -- reference points on the validation seeds --------------------------------------------------
     structured = evaluate(lambda: HerdController(params=params), val_env, val_seeds)
     from flowherd.control import make_controller
 
     none = evaluate(lambda: make_controller("none"), val_env, val_seeds)
+    say(f"references on validation seeds {list(val_seeds)}: structured policy {structured:.4g} s, no control "
+        f"{none:.4g} s mean JCT ({time.perf_counter() - t0:.0f} s in)")
 
     # -- 3. RL with periodic validation ------------------------------------------------------------
     every = eval_every if eval_every is not None else max(n_steps, steps // 10)
@@ -304,8 +333,12 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     curve: list[CurvePoint] = []
     best = {"jct": math.inf, "steps": 0}
 
+    cost = {"validate_s": 0.0}
+
     def validate(done: int) -> CurvePoint:
+        v0 = time.perf_counter()
         jct = evaluate(lambda: PolicyController(model.policy, params=params), val_env, val_seeds)
+        cost["validate_s"] = max(cost["validate_s"], time.perf_counter() - v0)
         point = CurvePoint(steps=done, wall_s=time.perf_counter() - t0, mean_jct_s=jct)
         curve.append(point)
         if jct < best["jct"]:
@@ -321,9 +354,14 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
             self.next_eval = every
 
         def _on_step(self) -> bool:
-            if time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
-                return False  # the last point is validated after learn()
+            # room left for the validation that closes the curve (after learn())
+            if deadline is not None and time.perf_counter() + cost["validate_s"] > deadline:
+                say(f"time limit: RL stops at {self.num_timesteps} steps, leaving "
+                    f"{cost['validate_s']:.0f} s for the last validation")
+                return False
             if self.num_timesteps >= self.next_eval:
+                if deadline is not None and time.perf_counter() + 2 * cost["validate_s"] > deadline:
+                    return True  # no room for this one and the last: the last one closes the curve
                 validate(self.num_timesteps)
                 self.next_eval += every
             elif progress is not None and self.num_timesteps % 64 == 0:
@@ -331,6 +369,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
             return True
 
     validate(0)
+    say(f"RL ({algo}): {steps} steps, validating every {every} ({time.perf_counter() - t0:.0f} s in)")
     model.learn(total_timesteps=steps, callback=Validation())
     done = int(model.num_timesteps)
     if curve[-1].steps != done:

@@ -1,0 +1,319 @@
+"""Write docs/scenario-schema.md, the reference of every scenario key, from the pydantic models.
+
+Keys, types, defaults and bounds come from `flowherd.experiments.scenario.ScenarioModel` and
+`flowherd.fabric.spec.FabricSpec` (and the fields of `InferenceJob` for ``serving``, of
+`ModelShape` for an inline ``model``), so the page cannot list a key the code does not take or
+miss one it does; the one-line meanings are below (or a field's own pydantic ``description``).
+``tests/test_docs.py`` fails when the page is not what this script writes now.
+
+    python docs/generate_schema.py           # rewrite the page
+    python docs/generate_schema.py --check   # exit 1 if it is out of date
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+OUT = Path(__file__).resolve().parent / "scenario-schema.md"
+
+# What each key means, by its path (list items as []). Units are the ones the value accepts.
+MEANING = {
+    "name": "Label of the scenario (reports, result store).",
+    "seed": "Seed of every random choice (arrivals, trace windows, background, ECMP hashing): same "
+            "scenario and seed, same numbers.",
+    "fabric": "A preset name (`flowherd fabric --list`) or a fabric mapping (next table).",
+    "workload": "The jobs: listed, arriving by a process, replayed from traces; background traffic.",
+    "workload.jobs": "Jobs named one by one.",
+    "workload.jobs[].name": "Job label (unique in the scenario).",
+    "workload.jobs[].tenant": "Who the job belongs to (per-tenant slowdown and fairness).",
+    "workload.jobs[].kind": "`training` (takes `parallelism`) or `inference` (takes `serving`).",
+    "workload.jobs[].model": "A catalog name (`flowherd models`) or an inline shape (keys of the model "
+                             "table below).",
+    "workload.jobs[].gpus": "GPUs of a training job (tp x pp x dp x cp); required for training.",
+    "workload.jobs[].gpu": "GPU catalog name (`flowherd gpus`); default: the fabric's.",
+    "workload.jobs[].parallelism": "How a training job is split over its GPUs.",
+    "workload.jobs[].parallelism.tp": "Tensor-parallel size.",
+    "workload.jobs[].parallelism.pp": "Pipeline-parallel stages.",
+    "workload.jobs[].parallelism.dp": "Data-parallel replicas (default: what gpus leaves).",
+    "workload.jobs[].parallelism.ep": "Expert-parallel size (MoE models).",
+    "workload.jobs[].parallelism.cp": "Context-parallel size.",
+    "workload.jobs[].parallelism.zero": "ZeRO stage (0: plain data parallelism; 1-3 shard optimizer, "
+                                        "gradients, weights).",
+    "workload.jobs[].parallelism.sequence_parallel": "Megatron sequence parallelism (TP all-reduces become "
+                                                     "reduce-scatter + all-gather).",
+    "workload.jobs[].seq_len": "Tokens per sequence.",
+    "workload.jobs[].micro_batch": "Sequences per micro-batch.",
+    "workload.jobs[].global_batch": "Sequences per iteration (default: micro_batch x dp).",
+    "workload.jobs[].iterations": "Training iterations until the job ends.",
+    "workload.jobs[].efficiency": "Fraction of the GPU's peak FLOP/s the compute reaches, in (0, 1].",
+    "workload.jobs[].submit": "Submission time (`30s`, `2min`, or seconds).",
+    "workload.jobs[].serving": "An inference job's service (keys of the serving table below).",
+    "workload.arrivals": "Job arrival processes.",
+    "workload.arrivals[].process": "Arrival process (Poisson).",
+    "workload.arrivals[].rate": "Mean arrivals (`60/h`, `1/min`, or per second).",
+    "workload.arrivals[].mix": "Job templates drawn for each arrival (keys of `workload.jobs[]`).",
+    "workload.arrivals[].weights": "Probability of each template (default: equal).",
+    "workload.arrivals[].until": "End of the arrivals.",
+    "workload.arrivals[].start": "Start of the arrivals.",
+    "workload.arrivals[].prefix": "Name prefix of the arriving jobs.",
+    "workload.traces": "Replays of real cluster traces.",
+    "workload.traces[].path": "An embedded trace (`philly`, ...) or a trace file.",
+    "workload.traces[].max_jobs": "Most jobs replayed.",
+    "workload.traces[].skip": "Eligible jobs skipped first (another window of the trace).",
+    "workload.traces[].seed_stride": "Seed s skips s x seed_stride more (each seed another window).",
+    "workload.traces[].min_gpus": "Only jobs of at least this many GPUs.",
+    "workload.traces[].gpu_scale": "k times the trace's GPUs (today's LLM jobs are larger than 2017's).",
+    "workload.traces[].duration_scale": "Scales durations, hence iterations.",
+    "workload.traces[].micro_batches": "Micro-batches per replica and iteration (the global batch).",
+    "workload.traces[].medium_from_gpus": "Jobs from this many GPUs get the medium model.",
+    "workload.traces[].large_from_gpus": "Jobs from this many GPUs get the large model.",
+    "workload.traces[].max_iterations": "Cap on a replayed job's iterations.",
+    "workload.traces[].time_scale": "Scales submit times (compresses the trace).",
+    "workload.background": "Background (non-job) traffic between servers.",
+    "workload.background.load": "Mean offered load, fraction of the server links' capacity, in [0, 1).",
+    "workload.background.distribution": "Flow-size distribution (`web_search`, `data_mining`, ...).",
+    "workload.background.max_flows_per_s": "Cap on flows per second (larger flows keep the load).",
+    "workload.background.fast_forward": "`exact`, or `sampled` (jobs fast-forward across background).",
+    "workload.background.sample_every": "Sampling period of `sampled`.",
+    "placement": "Where jobs run.",
+    "placement.method": "`first-fit`, `packed`, `spread`, or a planner method (`random`, `topology`, "
+                        "`hetero`, `milp`, `heuristic`; `flowherd plan`).",
+    "controller": "The online controller.",
+    "controller.name": "`none`, `adaptive`, `cassini`, `crux`, `sincronia`, `varys`, `threshold`, "
+                       "`flowherd`, or the path of a model trained by `flowherd train` (.zip).",
+    "controller.params": "Keyword arguments of the controller.",
+    "controller.on_error": "A failing decision: `skip` it, or `stop` the run.",
+    "simulation": "How the run is simulated.",
+    "simulation.fidelity": "`step` (every collective step), `collective` (one flow set per collective) "
+                           "or `phase` (fast-forwarded iterations).",
+    "simulation.horizon": "Simulated time; jobs unfinished then count as unfinished.",
+    "simulation.routing": "`ecmp`, `spray` or `shortest`.",
+    # fabric mapping
+    "kind": "Topology family; `preset` takes only `name`.",
+    "fabric.name": "Preset name (kind `preset`) or a label.",
+    "servers": "Servers (hosts).",
+    "gpus_per_server": "GPUs per server.",
+    "nics_per_server": "NICs per server (default: one per GPU).",
+    "gpu": "GPU catalog name for every server, or one per server.",
+    "nic_bandwidth": "NIC speed per direction (`400Gbps`).",
+    "nvlink_bandwidth": "NVLink per GPU per direction (`450GB/s`); null: no NVLink.",
+    "link_latency": "Latency of every cable (`1us`).",
+    "leaves": "Leaf switches (leaf-spine).",
+    "spines": "Spine switches.",
+    "oversubscription": "Downlink : uplink capacity at the leaves (2 means 2:1).",
+    "k": "Fat-tree arity (even).",
+    "servers_per_su": "Servers per scalable unit (rail-optimized).",
+    "sus_per_pod": "Scalable units per pod (3-tier rail-optimized).",
+    "spines_per_pod": "Spines per pod.",
+    "cores": "Core switches (3 tiers).",
+    "leaf_uplinks": "Uplinks per leaf.",
+    "spine_uplinks": "Uplinks per spine.",
+    "leaf_spine_bandwidth": "Speed of a leaf-spine cable (default: the NIC's).",
+    "spine_core_bandwidth": "Speed of a spine-core cable (default: the NIC's).",
+    "servers_per_tor": "Servers per ToR (clos3).",
+    "tors_per_pod": "ToRs per pod (clos3).",
+    "tor_oversubscription": "ToR downlink : uplink (clos3).",
+    "spine_oversubscription": "Spine downlink : uplink (clos3).",
+}
+
+
+def _type(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _type(typing.get_args(tp)[0])
+    if origin is Literal:
+        return " \\| ".join(f"`{a}`" for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " \\| ".join(_type(a) for a in typing.get_args(tp))
+    if origin in (list, tuple):
+        args = typing.get_args(tp)
+        return f"list of {_type(args[0])}" if args else "list"
+    if origin is dict:
+        return "mapping"
+    if tp is type(None):
+        return "null"
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return "mapping"
+    return {str: "text", int: "integer", float: "number", bool: "true/false"}.get(tp, str(tp))
+
+
+def _bounds(info: Any) -> str:
+    out = []
+    for m in info.metadata:
+        for attr, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"), ("min_length", "items >="),
+                          ("multiple_of", "multiple of")):
+            v = getattr(m, attr, None)
+            if v is not None:
+                out.append(f"{sym} {v}")
+    ann = info.annotation
+    for a in typing.get_args(ann) or (ann,):
+        if typing.get_origin(a) is typing.Annotated:
+            for m in typing.get_args(a)[1:]:
+                for attr, sym in (("ge", ">="), ("gt", ">"), ("multiple_of", "multiple of")):
+                    v = getattr(m, attr, None)
+                    if v is not None:
+                        out.append(f"{sym} {v}")
+    return ", ".join(dict.fromkeys(out))
+
+
+def _default(info: Any) -> str:
+    if info.is_required():
+        return "**required**"
+    v = info.default_factory() if info.default_factory is not None else info.default
+    if v is PydanticUndefined:
+        return ""
+    if isinstance(v, BaseModel):
+        return "(defaults)"
+    return f"`{v!r}`" if not isinstance(v, str) else f"`{v}`"
+
+
+def _model_of(tp: Any) -> type[BaseModel] | None:
+    for a in (tp, *typing.get_args(tp)):
+        if isinstance(a, type) and issubclass(a, BaseModel):
+            return a
+        if typing.get_origin(a) in (list,) and typing.get_args(a):
+            inner = typing.get_args(a)[0]
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+    return None
+
+
+def _rows(model: type[BaseModel], prefix: str, missing: list[str]) -> list[str]:
+    rows = []
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        key = path.removeprefix("fabric:")
+        meaning = info.description or MEANING.get(key) or MEANING.get(path)
+        if meaning is None:
+            missing.append(key)
+            meaning = ""
+        rows.append(f"| `{key}` | {_type(info.annotation)} | {_default(info)} | {_bounds(info)} "
+                    f"| {meaning} |")
+        sub = _model_of(info.annotation)
+        if sub is not None and path != "workload.arrivals[].mix":  # mix items are jobs: listed above
+            is_list = typing.get_origin(info.annotation) is list or any(
+                typing.get_origin(a) is list for a in typing.get_args(info.annotation))
+            rows += _rows(sub, f"{path}{'[]' if is_list else ''}.", missing)
+    return rows
+
+
+def _attributes(cls: type) -> dict[str, str]:
+    """A dataclass's Google-style ``Attributes:`` section, name -> text."""
+    doc = inspect.getdoc(cls) or ""
+    section = doc.split("Attributes:", 1)[1] if "Attributes:" in doc else ""
+    out: dict[str, str] = {}
+    current: list[str] = []
+    for line in section.splitlines():
+        m = re.match(r"^    ([a-z_, ]+): (.*)$", line)
+        if m:
+            current = [n.strip() for n in m.group(1).split(",")]
+            for n in current:
+                out[n] = m.group(2).strip()
+        elif line.startswith("        ") and current:
+            for n in current:
+                out[n] += " " + line.strip()
+        elif line.strip() and not line.startswith(" "):
+            break
+    return out
+
+
+def _dataclass_rows(cls: type, skip: tuple[str, ...]) -> list[str]:
+    meaning = _attributes(cls)
+    rows = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f"`{f.default!r}`" if not isinstance(f.default, str) else f"`{f.default}`"
+        else:
+            default = "**required**"
+        shown = _type(f.type) if not isinstance(f.type, str) else f.type.replace("|", "\\|")
+        rows.append(f"| `{f.name}` | {shown} | {default} | {meaning.get(f.name, '')} |")
+    return rows
+
+
+def render() -> tuple[str, list[str]]:
+    """The page, and the keys that have no meaning written yet."""
+    from flowherd.experiments.scenario import ScenarioModel
+    from flowherd.fabric.spec import KIND_KEYS, FabricSpec
+    from flowherd.workload.inference import InferenceJob
+    from flowherd.workload.models import ModelShape
+
+    missing: list[str] = []
+    head = "| key | type | default | bounds | meaning |\n|---|---|---|---|---|"
+    fabric_rows = []
+    for name, info in FabricSpec.model_fields.items():
+        key = "fabric.name" if name == "name" else name
+        kinds = ", ".join(k for k, keys in KIND_KEYS.items() if (name in keys and k != "preset") or
+                          (k == "preset" and name in ("kind", "name")))
+        meaning = info.description or MEANING.get(key)
+        if meaning is None:
+            missing.append(f"fabric.{name}")
+            meaning = ""
+        fabric_rows.append(f"| `{name}` | {_type(info.annotation)} | {_default(info)} | {_bounds(info)} | "
+                           f"{meaning} | {kinds} |")
+    parts = [
+        "# Scenario schema reference",
+        "",
+        "<!-- Generated by docs/generate_schema.py from the pydantic models; do not edit by hand "
+        "(`make docs` rewrites it, tests/test_docs.py checks it is current). -->",
+        "",
+        "A scenario is one YAML file (or the embedded `default`, "
+        "`src/flowherd/data/scenarios/default.yaml`). Every key below is optional unless marked "
+        "required; an unknown key is an error naming it and the closest known one. Times take units "
+        "(`500ms`, `30s`, `2min`, `4h`) or are seconds; rates and sizes take units (`400Gbps`, `450GB/s`, "
+        "`1GiB`; `MiB` is 2^20 bytes, `MB` 10^6). Nested keys are written with dots; `[]` marks a list item.",
+        "",
+        "## Scenario",
+        "",
+        head,
+        *_rows(ScenarioModel, "", missing),
+        "",
+        "## Fabric mapping (`fabric:` when not a preset name)",
+        "",
+        "Each `kind` takes the keys listed beside them; a key of another kind is an error.",
+        "",
+        "| key | type | default | bounds | meaning | kinds |\n|---|---|---|---|---|---|",
+        *fabric_rows,
+        "",
+        "## Serving (`workload.jobs[].serving`, inference jobs)",
+        "",
+        "| key | type | default | meaning |\n|---|---|---|---|",
+        *_dataclass_rows(InferenceJob, ("model", "gpu", "name", "tenant", "submit_s", "efficiency")),
+        "",
+        "## Inline model shape (`workload.jobs[].model` as a mapping)",
+        "",
+        "| key | type | default | meaning |\n|---|---|---|---|",
+        *_dataclass_rows(ModelShape, ()),
+        "",
+    ]
+    return "\n".join(parts), missing
+
+
+def main(argv: list[str]) -> int:
+    text, missing = render()
+    if missing:
+        print(f"keys without a meaning in docs/generate_schema.py MEANING: {', '.join(missing)}",
+              file=sys.stderr)
+    if "--check" in argv:
+        if not OUT.is_file() or OUT.read_text() != text:
+            print(f"{OUT} is out of date: run `make docs` (python docs/generate_schema.py)", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
