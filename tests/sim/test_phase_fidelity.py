@@ -9,6 +9,8 @@ from flowherd.workload import TrainingJob
 
 
 def train(name: str, gpus: int, iterations: int, submit_s: float = 0.0, **kw) -> JobRequest:
+    # compute at 45% of the peak: the timings these scenarios (who overlaps whom, when) were built on
+    kw.setdefault("efficiency", 0.45)
     spec = TrainingJob(model="llama3-8b", gpus=gpus, tp=8, iterations=iterations, name=name, **kw)
     return JobRequest(name=name, tenant=name[0], spec=spec, submit_s=submit_s)
 
@@ -20,11 +22,16 @@ def fab():
     return leaf_spine(servers=6, gpus_per_server=8, leaves=3, spines=1, oversubscription=2)
 
 
+C_ARRIVES_S = 1.9
+
+
 @pytest.fixture(scope="module")
 def interrupted(fab):
     # a: one server (NVLink only); b: servers 1-2 (leaf 0 -> leaf 1); c arrives mid-run on
-    # servers 3-4 (leaf 1 -> leaf 2) and shares the spine -> leaf 1 link with b
-    jobs = [train("a", 8, 40), train("b", 16, 40), train("c", 16, 30, submit_s=2.0)]
+    # servers 3-4 (leaf 1 -> leaf 2) and shares the spine -> leaf 1 link with b; arriving at 1.9 s
+    # its gradient AllReduces meet b's (at 2.0 s, with the optimizer step in every iteration, the two
+    # jobs' AllReduces interleave without ever meeting: same period, other phase)
+    jobs = [train("a", 8, 40), train("b", 16, 40), train("c", 16, 30, submit_s=C_ARRIVES_S)]
     return {f: simulate_cluster(fab, jobs, horizon_s=60.0, fidelity=f) for f in ("collective", "phase")}
 
 
@@ -42,7 +49,7 @@ def test_phase_fast_forwards_isolated_jobs_and_cuts_windows_short(interrupted):
     assert a.fast_forwarded_iterations == 40  # NVLink only: never disturbed
     # b ran alone until c arrived, then shared the spine link with c until one of them left
     assert 0 < b.fast_forwarded_iterations < 40
-    assert b.iteration_end_s[b.fast_forwarded_iterations - 1] <= 2.0 + b.solo_iteration_s
+    assert b.iteration_end_s[b.fast_forwarded_iterations - 1] <= C_ARRIVES_S + b.solo_iteration_s
     assert c.fast_forwarded_iterations < 30
     # the shared part was slower than alone (the closed forms of test_cluster check by how much)
     assert b.iteration_s.max() > 1.05 * b.solo_iteration_s
@@ -86,7 +93,8 @@ def test_exact_background_rule_keeps_phase_equal_to_collective(fab):
 
 def test_sampled_background_rule_fast_forwards_network_jobs_close_to_collective(fab):
     # "sampled" is an approximation (BackgroundSpec docstring); on this scenario it stays
-    # within 3% of collective fidelity while fast-forwarding most iterations
+    # within 7% of collective fidelity while fast-forwarding most iterations (measured with the
+    # optimizer step in every iteration: -5.9%, +0.3%, -3.8% for seeds 1, 2, 3)
     jobs = [train("b", 16, 100)]
     coll = simulate_cluster(fab, jobs, horizon_s=60.0, fidelity="collective", seed=1,
                             background=BackgroundSpec(load=0.2, max_flows_per_s=100))
@@ -94,7 +102,7 @@ def test_sampled_background_rule_fast_forwards_network_jobs_close_to_collective(
                           background=BackgroundSpec(load=0.2, max_flows_per_s=100, fast_forward="sampled",
                                                     sample_every_s=2.0))
     c, p = coll.job("b"), ph.job("b")
-    assert p.finish_s == pytest.approx(c.finish_s, rel=0.03)
+    assert p.finish_s == pytest.approx(c.finish_s, rel=0.07)
     assert p.finish_s == pytest.approx(p.start_s + p.iteration_s.sum(), rel=1e-9)
     assert p.fast_forwarded_iterations > 70
     assert c.finish_s > 1.1 * 100 * p.solo_iteration_s  # the background does slow the job down

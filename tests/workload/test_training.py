@@ -104,11 +104,12 @@ def test_merged_graph_keeps_bytes_per_group_and_op(cfg):
 
 @pytest.mark.parametrize("cfg", CONFIGS)
 def test_compute_time_accounts_for_all_iteration_flops(cfg):
-    j = TrainingJob(**cfg)
+    j = TrainingJob(**cfg, efficiency=0.45)
     g = j.iteration_graph("stage")
-    # every stage task runs on tp*dp*cp ranks; FLOPs = duration * rate * ranks of the stage
+    # every stage task runs on tp*dp*cp ranks; FLOPs = duration * rate * ranks of the stage (the
+    # optimizer step is memory-bound: no FLOPs of the count)
     flops = sum(t.duration_s * j.gpu.peak_bf16_flops * j.efficiency * len(g.stage_ranks[t.stage])
-                for t in g.tasks if t.kind == TaskKind.COMPUTE)
+                for t in g.tasks if t.kind == TaskKind.COMPUTE and t.phase != "step")
     assert flops == pytest.approx(j.iteration_flops(), rel=1e-9)
 
 
@@ -179,10 +180,23 @@ def test_pipeline_critical_path_equals_1f1b_closed_form():
     # bubble fraction (p - 1) / m). vocab=2 makes the logit layer negligible.
     shape = ModelShape(name="u", layers=8, hidden=1024, heads=8, ffn_hidden=4096, vocab=2)
     m, p = 6, 4
-    j = TrainingJob(model=shape, gpus=p, pp=p, global_batch=m, seq_len=1024)
+    j = TrainingJob(model=shape, gpus=p, pp=p, global_batch=m, seq_len=1024, efficiency=0.45)
     g = j.iteration_graph("layer")
-    per_stage = g.compute_s_by_stage()  # = m * (t_f + t_b)
-    assert g.critical_path_s() == pytest.approx((m + p - 1) * per_stage[0] / m, rel=1e-4)
+    passes, step0 = _passes_and_step(g)
+    # stage 0 ends last; its optimizer step follows its last backward
+    assert g.critical_path_s() - step0 == pytest.approx((m + p - 1) * passes[0] / m, rel=1e-4)
+
+
+def _passes_and_step(g):
+    """Forward + backward seconds per stage, and stage 0's optimizer step."""
+    passes = np.zeros(len(g.stage_ranks))
+    step0 = 0.0
+    for t in g.tasks:
+        if t.kind == TaskKind.COMPUTE and t.phase in ("fwd", "bwd"):
+            passes[t.stage] += t.duration_s
+        elif t.kind == TaskKind.COMPUTE and t.name == "s0/optimizer":
+            step0 = t.duration_s
+    return passes, step0
 
 
 def test_dp_buckets_overlap_with_backward():
@@ -396,14 +410,14 @@ def test_any_valid_spec_keeps_bytes_and_flops_across_granularities():
             return
         j = TrainingJob(model=_MOE, gpus=tp * pp * cp * dp, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep,
                         zero_stage=zero, sequence_parallel=sp, activation_recompute=rc,
-                        global_batch=m * dp, seq_len=256, bucket_bytes=bucket)
+                        global_batch=m * dp, seq_len=256, bucket_bytes=bucket, efficiency=0.45)
         fine, coarse = j.iteration_graph("layer"), j.iteration_graph("stage")
         a, b = fine.bytes_by_group_op(), coarse.bytes_by_group_op()
         assert a.keys() == b.keys()
         for k in a:
             assert b[k] == pytest.approx(a[k], rel=1e-9)
         flops = sum(t.duration_s * j.gpu.peak_bf16_flops * j.efficiency * len(coarse.stage_ranks[t.stage])
-                    for t in coarse.tasks if t.kind == TaskKind.COMPUTE)
+                    for t in coarse.tasks if t.kind == TaskKind.COMPUTE and t.phase != "step")
         assert flops == pytest.approx(j.iteration_flops(), rel=1e-9)
         # per-layer cutting exposes more overlap, never less
         assert fine.critical_path_s() <= coarse.critical_path_s() * (1 + 1e-9)

@@ -19,6 +19,9 @@ Definitions (all times in seconds):
 * ``tenant_jain``: Jain's fairness index (Jain, Chiu and Hawe, DEC-TR-301, 1984),
   (sum x)^2 / (n sum x^2), over the tenants' x = 1 / mean slowdown (the share of its alone-speed
   each tenant got): 1 when every tenant is slowed alike, 1/n when one tenant gets everything.
+* ``mfu`` / ``hfu`` (training jobs): model / hardware FLOPs of one iteration over ``mean_iteration_s
+  x GPUs x peak BF16 FLOP/s`` (`TrainingJob.mfu`, `TrainingJob.hfu`: hardware FLOPs include what
+  recomputation repeats).
 """
 
 from __future__ import annotations
@@ -47,8 +50,10 @@ def _p99(xs: list[float]) -> float | None:
     return float(np.percentile(xs, 99)) if xs else None
 
 
-def job_metrics(rec: JobRecord, *, solo_iteration_s: float | None, horizon_s: float) -> dict[str, Any]:
-    """The metrics of one job (module docstring), JSON-ready (None where undefined)."""
+def job_metrics(rec: JobRecord, *, solo_iteration_s: float | None, horizon_s: float,
+                spec: Any = None) -> dict[str, Any]:
+    """The metrics of one job (module docstring), JSON-ready (None where undefined); ``spec`` is the
+    job's `TrainingJob` (for MFU and HFU)."""
     it = np.asarray(rec.iteration_s, dtype=np.float64)
     finished = rec.finish_s is not None
     jct = rec.finish_s - rec.submit_s if finished else None
@@ -92,6 +97,8 @@ def job_metrics(rec: JobRecord, *, solo_iteration_s: float | None, horizon_s: fl
         "comm_share": _num(comm_share),
         "gpu_utilization": _num(gpu_util),
         "fast_forwarded_iterations": rec.fast_forwarded_iterations,
+        "mfu": _num(spec.mfu(mean_it)) if mean_it and hasattr(spec, "mfu") else None,
+        "hfu": _num(spec.hfu(mean_it)) if mean_it and hasattr(spec, "hfu") else None,
     }
 
 

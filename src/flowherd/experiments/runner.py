@@ -140,7 +140,7 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
             if key not in cache:
                 cache[key] = _alone(scenario, spec, rec)
             solo_s = cache[key]
-        jobs.append(job_metrics(rec, solo_iteration_s=solo_s, horizon_s=scenario.horizon_s))
+        jobs.append(job_metrics(rec, solo_iteration_s=solo_s, horizon_s=scenario.horizon_s, spec=spec))
     summary = run_metrics(cluster, jobs)
     return RunResult(scenario=scenario, cluster=cluster, jobs=tuple(jobs),
                      tenants=tuple(tenant_metrics(jobs)), summary=summary,

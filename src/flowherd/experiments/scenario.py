@@ -10,6 +10,10 @@ The contract (fields beyond these are documented on each model below)::
         - {name: a, tenant: t1, kind: training, model: llama3-8b, gpus: 16,
            parallelism: {tp: 8, pp: 1, dp: 2}, seq_len: 4096, micro_batch: 1, global_batch: 32,
            iterations: 20, submit: 0s}
+        # model: a catalog name or {name, layers, hidden, heads, kv_heads, ffn_hidden, vocab,
+        #   gated_mlp}; parallelism: {tp, pp, dp, cp, ep, virtual_stages, sequence_parallel,
+        #   zero, fsdp}; recompute: none | selective | full; efficiency: an explicit fraction
+        #   of the peak (default: the compute model, flowherd.workload.compute)
       arrivals: []        # e.g. {process: poisson, rate: 4/h, mix: [...], until: 2h}
       traces: []          # e.g. {path: philly, max_jobs: 200}; min_gpus: N (only jobs that
                           # large), skip: N (of those: another window of the trace),
@@ -75,6 +79,8 @@ class Parallelism(_Model):
     cp: int = Field(1, ge=1)
     zero: int = Field(0, ge=0, le=3)
     sequence_parallel: bool = False
+    virtual_stages: int = Field(1, ge=1)
+    fsdp: bool = False
 
 
 class JobModel(_Model):
@@ -91,7 +97,8 @@ class JobModel(_Model):
     micro_batch: int = Field(1, ge=1)
     global_batch: int | None = Field(None, ge=1)
     iterations: int = Field(1, ge=1)
-    efficiency: float = Field(0.45, gt=0, le=1)
+    recompute: Literal["none", "selective", "full"] = "none"
+    efficiency: float | None = Field(None, gt=0, le=1)  # None: the compute model
     submit: str | float = 0.0
     serving: dict[str, Any] = Field(default_factory=dict)
 
@@ -247,14 +254,16 @@ def _job(m: JobModel, field: str, default_gpu: str) -> Job:
                     close = difflib.get_close_matches(key, sorted(known), n=1)
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     raise ConfigError(f"unknown serving field {key!r} ({field}.serving.{key}){hint}")
+            eff = {} if m.efficiency is None else {"efficiency": m.efficiency}
             return InferenceJob(model=m.model, gpu=gpu, name=m.name, tenant=m.tenant, submit_s=submit_s,
-                                efficiency=m.efficiency, **m.serving)
+                                **eff, **m.serving)
         if m.gpus is None:
             raise ConfigError(f"a training job needs gpus ({field}.gpus)")
         p = m.parallelism
         return TrainingJob(model=m.model, gpu=gpu, gpus=m.gpus, name=m.name, tenant=m.tenant,
                            tp=p.tp, pp=p.pp, dp=p.dp, ep=p.ep, cp=p.cp, zero_stage=p.zero,
-                           sequence_parallel=p.sequence_parallel, seq_len=m.seq_len,
+                           sequence_parallel=p.sequence_parallel, virtual_stages=p.virtual_stages,
+                           fsdp=p.fsdp, recompute=m.recompute, seq_len=m.seq_len,
                            micro_batch=m.micro_batch, global_batch=m.global_batch,
                            iterations=m.iterations, efficiency=m.efficiency, submit_s=submit_s)
     except ConfigError as err:

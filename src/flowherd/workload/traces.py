@@ -125,7 +125,7 @@ class TraceMapping:
     pp_max: tuple[tuple[str, int], ...] = (("llama3-8b", 1), ("llama3-70b", 2), ("llama3-405b", 16))
     seq_len: int = 4096
     micro_batches: int = 8
-    efficiency: float = 0.45
+    efficiency: float | None = None  # None: the compute model (flowherd.workload.compute)
     max_iterations: int | None = None
     rebase: bool = True
 

@@ -22,9 +22,8 @@ nccl-tests convention (`flowherd.collectives.ops`):
 * PP (Narayanan et al. SC'21, section 4.1, scatter/gather optimization): per micro-batch one activation
   send forward and one gradient send backward across each of the ``pp - 1`` stage boundaries, each
   ``b * s_c * h * a`` bytes per pipeline, split into ``tp`` SendRecv of ``1 / tp`` (one per TP rank).
-  Schedule: 1F1B (PipeDream-Flush, Narayanan et al. SC'21 section 2.2.1): stage ``p`` runs
-  ``min(pp - p - 1, m)`` warm-up forwards, then alternates one forward and one backward, then drains.
-  Sends are asynchronous: the sender continues, the receiver waits for the send.
+  With ``virtual_stages = V`` every micro-batch crosses ``pp * V - 1`` chunk boundaries instead
+  (Megatron's interleaved schedule, `flowherd.workload.pipeline`).
 * DP (Li et al., "PyTorch Distributed", VLDB 2020): gradients are accumulated over micro-batches and
   synchronized during the last micro-batch's backward in buckets of ``bucket_bytes`` (DDP's
   ``bucket_cap_mb = 25``, i.e. 25 MiB); layers fill buckets in backward order, a bucket holds whole
@@ -32,11 +31,15 @@ nccl-tests convention (`flowherd.collectives.ops`):
   layer is done and bucket ``k - 1`` has finished. Convention: gradients are reduced in ``grad_bytes``
   (default 2, BF16); per rank a stage's gradients are ``params_stage / tp * grad_bytes`` (routed experts
   ``/ (tp * ep)``), i.e. ``params / (tp * pp) * grad_bytes`` on average.
-* ZeRO (Rajbhandari et al., SC'20, section 7): stage 1-2: the gradient buckets are ReduceScatter instead
-  of AllReduce and the updated parameters are AllGathered after the optimizer step (same 2x volume as
-  DP); stage 3 (= FSDP): per micro-batch each layer's parameters are AllGathered before its forward and
-  again before its backward (prefetched one layer ahead) and its gradients ReduceScattered after its
-  backward (3x volume).
+* ZeRO (Rajbhandari et al., SC'20, section 7; DeepSpeed ``stage_1_and_2.py`` / ``stage3.py``): stage 1:
+  the gradient buckets are ReduceScatter instead of AllReduce, at the last micro-batch, and the updated
+  parameters are AllGathered after the optimizer step (same 2x volume as DP; Megatron's distributed
+  optimizer does the same); stage 2: gradients are partitioned as they are produced, so every
+  micro-batch's backward ReduceScatters its buckets (DeepSpeed without ``no_sync``); stage 3 (=
+  PyTorch FSDP ``FULL_SHARD``, ``fsdp: true``): per micro-batch each layer's parameters are
+  AllGathered before its forward and again before its backward (prefetched one layer ahead,
+  ``BACKWARD_PRE``) and its gradients ReduceScattered after its backward (3x volume). The optimizer
+  states are sharded over the data-parallel ranks from stage 1 on.
 * EP (Lepikhin et al., GShard 2020; Rajbhandari et al., DeepSpeed-MoE 2022): per MoE layer and
   micro-batch an AllToAll dispatch and combine in forward and their two transposes in backward. Each
   rank sends ``tokens * top_k * h * a`` bytes (``size_bytes``; ``1 / ep`` of it to each EP rank), where
@@ -46,27 +49,33 @@ nccl-tests convention (`flowherd.collectives.ops`):
   overlapped with the attention compute) and in backward K/V plus their gradients (an AllGather and a
   ReduceScatter of that size).
 
-Compute: FLOPs from `ModelShape` (Narayanan et al. SC'21 appendix), backward = 2x forward (+1x with
-recomputation), split evenly over the ``tp * cp`` ranks of a stage's replica; a task lasts
-``flops / (peak_bf16_flops * efficiency)``.
+Compute (`flowherd.workload.compute`): every GEMM, attention, norm and elementwise kernel of a layer
+timed on the job's GPU type from fitted, cited kernel measurements; with an explicit ``efficiency`` a
+pass lasts ``flops / (peak_bf16_flops * efficiency)`` instead (FLOPs from `ModelShape`, Narayanan et
+al. SC'21 appendix, backward = 2x forward). Recomputation (Korthikanti et al. 2022, "Reducing
+Activation Recomputation in Large Transformer Models"): ``full`` repeats every layer's forward
+(not the output head) and its TP/EP collectives before the backward; ``selective`` repeats only
+the attention core (``Q K^T``, softmax, ``P V``: section 5), without extra traffic.
+Schedules (1F1B, interleaved) and the optimizer step: `flowherd.workload.pipeline`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
-from flowherd.collectives.ops import Collective, Op, busbw_factor
-from flowherd.errors import ConfigError, SimulationError
+from flowherd.collectives.ops import busbw_factor
+from flowherd.errors import ConfigError
 from flowherd.units import MiB
 from flowherd.workload.gpus import GpuSpec, get_gpu
 from flowherd.workload.models import ModelShape, get_model
-from flowherd.workload.opgraph import GraphBuilder, OpGraph, Task, TaskKind
+from flowherd.workload.opgraph import OpGraph, Task, TaskKind
+from flowherd.workload.pipeline import build_iteration
 
 
 class Granularity(StrEnum):
@@ -89,13 +98,22 @@ class TrainingJob:
             ``gpus / (tp * pp * cp)``. ``ep`` divides ``dp`` and the model's ``experts``.
         zero_stage: 0 (plain DP), 1, 2, or 3 (= FSDP).
         sequence_parallel: Megatron sequence parallelism (TP AllReduce -> ReduceScatter + AllGather).
-        activation_recompute: Full recomputation (backward repeats the forward and its TP/EP traffic).
+        activation_recompute: Old spelling of ``recompute="full"``.
+        recompute: "none", "selective" (attention core) or "full" (module docstring).
+        virtual_stages: Megatron's virtual pipeline stages per rank (1: plain 1F1B); needs
+            ``layers >= pp * virtual_stages`` and, if > 1, at least ``pp`` micro-batches.
+        first_stage_layers, last_stage_layers: Megatron's ``num_layers_in_first/last_pipeline_stage``
+            (uneven split; the other stages share the rest evenly). Without them layers are split
+            over the ``pp * virtual_stages`` model chunks as evenly as possible, the first chunks
+            taking one more (as ``numpy.array_split``), where Megatron would require divisibility.
+        fsdp: PyTorch FSDP full sharding, i.e. ``zero_stage=3``.
         seq_len: Tokens per sequence.
         micro_batch: Sequences per micro-batch per replica.
         global_batch: Sequences per iteration; a multiple of ``micro_batch * dp``. Defaults to
             ``2 * pp`` micro-batches per replica.
         iterations: Iterations the job runs.
-        efficiency: Fraction of the GPU's peak FLOP/s achieved (MFU-like), in (0, 1].
+        efficiency: An explicit fraction of the GPU's peak FLOP/s for every pass, in (0, 1]; None
+            (default): the compute model of `flowherd.workload.compute`.
         dtype_bytes: Bytes per activation / parameter element (2: BF16).
         grad_bytes: Bytes per gradient element in the DP reduction (2: BF16; 4: FP32).
         bucket_bytes: DDP bucket cap (25 MiB as PyTorch); ``math.inf`` makes one bucket per stage,
@@ -116,15 +134,21 @@ class TrainingJob:
     zero_stage: int = 0
     sequence_parallel: bool = False
     activation_recompute: bool = False
+    recompute: str = "none"
+    virtual_stages: int = 1
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    fsdp: bool = False
     seq_len: int = 4096
     micro_batch: int = 1
     global_batch: int | None = None
     iterations: int = 1
-    efficiency: float = 0.45
+    efficiency: float | None = None
     dtype_bytes: int = 2
     grad_bytes: int = 2
     bucket_bytes: float = 25 * MiB
     submit_s: float = 0.0
+    _chunk_layers: tuple[range, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", get_model(self.model))
@@ -163,6 +187,22 @@ class TrainingJob:
                 raise ConfigError(f"{w}: ep must divide the model's experts={m.experts}, got {self.ep} (ep)")
         if self.zero_stage not in (0, 1, 2, 3) or isinstance(self.zero_stage, bool):
             raise ConfigError(f"{w}: zero_stage must be 0, 1, 2 or 3, got {self.zero_stage!r} (zero_stage)")
+        if self.fsdp:
+            if self.zero_stage not in (0, 3):
+                raise ConfigError(
+                    f"{w}: fsdp shards like zero_stage 3, got zero_stage={self.zero_stage} (fsdp)")
+            object.__setattr__(self, "zero_stage", 3)
+        if self.recompute not in RECOMPUTE:
+            raise ConfigError(f"{w}: recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r} "
+                              "(recompute)")
+        if self.activation_recompute:
+            if self.recompute == "selective":
+                raise ConfigError(f"{w}: activation_recompute means recompute='full', got recompute="
+                                  f"{self.recompute!r} (recompute)")
+            object.__setattr__(self, "recompute", "full")
+        object.__setattr__(self, "activation_recompute", self.recompute == "full")
+        _pos_int(self.virtual_stages, "virtual_stages", w)
+        object.__setattr__(self, "_chunk_layers", _split_layers(self, w))
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.micro_batch * self.dp * 2 * self.pp)
         _pos_int(self.global_batch, "global_batch", w)
@@ -171,7 +211,14 @@ class TrainingJob:
                 f"{w}: global_batch must be a multiple of micro_batch*dp = {self.micro_batch * self.dp}, "
                 f"got {self.global_batch} (global_batch)"
             )
-        if not (isinstance(self.efficiency, int | float) and 0 < self.efficiency <= 1):
+        if self.virtual_stages > 1 and self.micro_batches < self.pp:
+            # Megatron's interleaved schedule (schedules.py) needs micro-batch groups of pp to m
+            raise ConfigError(
+                f"{w}: with virtual_stages > 1 the micro-batches per replica (global_batch / "
+                f"(micro_batch * dp) = {self.micro_batches}) must be at least pp={self.pp} (virtual_stages)"
+            )
+        if self.efficiency is not None and not (
+                isinstance(self.efficiency, int | float) and 0 < self.efficiency <= 1):
             raise ConfigError(f"{w}: efficiency must be in (0, 1], got {self.efficiency!r} (efficiency)")
         if not (isinstance(self.bucket_bytes, int | float) and self.bucket_bytes > 0):
             raise ConfigError(f"{w}: bucket_bytes must be positive, got {self.bucket_bytes!r} (bucket_bytes)")
@@ -188,21 +235,44 @@ class TrainingJob:
         """Micro-batches per replica per iteration, ``global_batch / (micro_batch * dp)``."""
         return self.global_batch // (self.micro_batch * self.dp)
 
-    def stage_layers(self, stage: int) -> range:
-        """Layers of pipeline stage ``stage``; layers are split as evenly as possible, the first
-        ``layers % pp`` stages taking one more (as ``numpy.array_split``)."""
-        q, r = divmod(self.model.layers, self.pp)
-        start = stage * q + min(stage, r)
-        return range(start, start + q + (stage < r))
+    def chunk_layers(self, chunk: int) -> range:
+        """Layers of model chunk ``chunk`` (``v * pp + p``: virtual stage ``v`` of rank ``p``)."""
+        return self._chunk_layers[chunk]
+
+    def stage_layers(self, stage: int) -> list[int]:
+        """Layers held by pipeline rank ``stage`` (all its virtual stages), in order."""
+        return [i for v in range(self.virtual_stages) for i in self.chunk_layers(v * self.pp + stage)]
 
     def rank_grid(self) -> np.ndarray:
         """Ranks as an array of shape ``(pp, dp, cp, tp)`` (Megatron order, module docstring)."""
         return np.arange(self.world_size).reshape(self.pp, self.dp, self.cp, self.tp)
 
+    def model_flops(self) -> float:
+        """Model FLOPs of one iteration over all GPUs (the MFU numerator): ``3 * forward FLOPs``
+        (Narayanan et al. SC'21 eq. 3 for GPT shapes), recomputation not counted."""
+        return 3.0 * self.model.forward_flops_per_token(self.seq_len) * self.global_batch * self.seq_len
+
     def iteration_flops(self) -> float:
-        """FLOPs of one iteration over all GPUs: ``(3 or 4) * forward FLOPs * global_batch * seq_len``."""
-        passes = 4 if self.activation_recompute else 3
-        return passes * self.model.forward_flops_per_token(self.seq_len) * self.global_batch * self.seq_len
+        """Hardware FLOPs of one iteration over all GPUs (the HFU numerator): model FLOPs plus what
+        recomputation repeats: every layer's forward (``full``; 96 instead of 72 in Korthikanti et
+        al. 2022's ``B s l h^2`` count) or the attention core's forward (``selective``)."""
+        m, s = self.model, self.seq_len
+        tokens = self.global_batch * s
+        if self.recompute == "full":
+            extra = m.forward_flops_per_token(s) - m.logit_flops()
+        elif self.recompute == "selective":
+            extra = m.layers * m.attention_score_flops(s)
+        else:
+            extra = 0.0
+        return self.model_flops() + extra * tokens
+
+    def mfu(self, iteration_s: float) -> float:
+        """Model FLOPs utilization at ``iteration_s`` seconds per iteration."""
+        return self.model_flops() / (iteration_s * self.gpus * self.gpu.peak_bf16_flops)
+
+    def hfu(self, iteration_s: float) -> float:
+        """Hardware FLOPs utilization at ``iteration_s`` seconds per iteration."""
+        return self.iteration_flops() / (iteration_s * self.gpus * self.gpu.peak_bf16_flops)
 
     def iteration_graph(self, granularity: Granularity | str = Granularity.STAGE) -> OpGraph:
         """The op graph of one iteration (module docstring)."""
@@ -212,7 +282,7 @@ class TrainingJob:
             raise ConfigError(
                 f"granularity must be 'layer' or 'stage', got {granularity!r} (granularity)"
             ) from None
-        return _IterationBuilder(self, g).build()
+        return build_iteration(self, g == Granularity.LAYER)
 
     def estimate_iteration_s(self, gpus_per_server: int = 8) -> float:
         """Iteration time of the job alone on an ideal network, seconds.
@@ -239,266 +309,52 @@ class TrainingJob:
         return self.iteration_graph(Granularity.STAGE).critical_path_s(comm_s)
 
 
+RECOMPUTE = ("none", "selective", "full")
+PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "virtual_stages", "sequence_parallel", "zero", "fsdp")
+
+
+def _split_layers(job: TrainingJob, where: str) -> tuple[range, ...]:
+    """Layers of each of the ``pp * V`` model chunks, in chunk order (`TrainingJob` docstring)."""
+    L, pp, V = job.model.layers, job.pp, job.virtual_stages
+    if pp * V > L:
+        raise ConfigError(f"{where}: pp * virtual_stages must be <= layers={L}, got {pp}*{V} = {pp * V} "
+                          "(virtual_stages)")
+    first, last = job.first_stage_layers, job.last_stage_layers
+    if first is None and last is None:
+        q, r = divmod(L, pp * V)
+        sizes = [q + (c < r) for c in range(pp * V)]
+    else:
+        for f, val in (("first_stage_layers", first), ("last_stage_layers", last)):
+            if val is not None:
+                _pos_int(val, f, where)
+                if val % V:
+                    raise ConfigError(
+                        f"{where}: {f} must be a multiple of virtual_stages={V}, got {val} ({f})")
+        if pp == 1:
+            raise ConfigError(f"{where}: first/last_stage_layers need pp > 1 (first_stage_layers)")
+        rest = L - (first or 0) - (last or 0)
+        inner = pp - (first is not None) - (last is not None)
+        per = rest // inner if inner else 0
+        if rest < 0 or (inner and (rest % inner or per % V or per < V)) or (not inner and rest):
+            raise ConfigError(
+                f"{where}: the {rest} layers left by first/last_stage_layers must split evenly over the "
+                f"other {inner} stages in multiples of virtual_stages={V} (first_stage_layers)")
+        stage = [per] * pp
+        if first is not None:
+            stage[0] = first
+        if last is not None:
+            stage[-1] = last
+        sizes = [stage[c % pp] // V for c in range(pp * V)]
+    out, start = [], 0
+    for c in range(pp * V):  # chunk c = v * pp + p holds the c-th slice of the layers
+        out.append(range(start, start + sizes[c]))
+        start += sizes[c]
+    return tuple(out)
+
+
 def _pos_int(value: Any, field: str, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{where}: {field} must be a positive integer, got {value!r} ({field})")
-
-
-class _IterationBuilder:
-    """Builds the 1F1B iteration graph; one instance per call."""
-
-    def __init__(self, job: TrainingJob, granularity: Granularity):
-        self.job = job
-        self.gran = granularity
-        j, m = job, job.model
-        self.R = j.rank_grid()
-        self.b = GraphBuilder(f"{j.name}/iteration", j.world_size,
-                              [self.R[p].ravel() for p in range(j.pp)])
-        self.rate = j.gpu.peak_bf16_flops * j.efficiency
-        self.tokens = j.micro_batch * j.seq_len  # per replica per micro-batch
-        self.s_c = j.seq_len // j.cp
-        self.act_bytes = j.micro_batch * self.s_c * m.hidden * j.dtype_bytes  # per rank, one TP call
-        if m.kv_lora_rank:  # MLA materializes per-head K (with rope part) and V
-            kv_width = m.heads * (m.head_dim + m.rope_head_dim + m.v_head_dim)
-        else:
-            kv_width = m.kv_heads * (m.head_dim + m.v_head_dim)
-        self.cp_bytes = j.micro_batch * j.seq_len * kv_width / j.tp * j.dtype_bytes
-        self.a2a_bytes = j.micro_batch * self.s_c / j.tp * m.top_k * m.hidden * j.dtype_bytes
-        self._coll_cache: dict[tuple, tuple[Collective, ...]] = {}
-        self._groups_cache: dict[tuple[int, str], np.ndarray] = {}
-        self.units = [self._stage_units(p) for p in range(j.pp)]
-        self.last: list[tuple[int, ...]] = [() for _ in range(j.pp)]
-        self.zero_tail: list[int | None] = [None] * j.pp
-        self.dp_tail: list[int | None] = [None] * j.pp
-        self.dangling: list[list[int]] = [[] for _ in range(j.pp)]
-        self.buckets = [self._buckets(p) for p in range(j.pp)] if j.zero_stage < 3 else None
-
-    # ---- per-stage quantities -------------------------------------------------------------
-    def _stage_units(self, p: int) -> dict[str, np.ndarray]:
-        j, m = self.job, self.job.model
-        layers = list(j.stage_layers(p))
-        fwd = np.array([m.attention_matmul_flops() + m.attention_score_flops(j.seq_len) + m.mlp_flops(i)
-                        for i in layers])
-        dense = np.array([m.layer_dense_params(i) for i in layers], dtype=np.float64)
-        expert = np.array([m.layer_expert_params(i) for i in layers], dtype=np.float64)
-        if p == j.pp - 1:
-            fwd[-1] += m.logit_flops()
-            dense[-1] += m.head_params()
-        if p == 0:
-            dense[0] += m.embedding_params()
-        return {
-            "fwd_s": fwd * self.tokens / (j.tp * j.cp) / self.rate,
-            "dense_loc": dense / j.tp,
-            "expert_loc": expert / (j.tp * j.ep),
-            "moe": np.array([m.layer_is_moe(i) for i in layers], dtype=bool),
-        }
-
-    def _buckets(self, p: int) -> list[list[int]]:
-        """DDP buckets of stage ``p``: lists of unit indices in backward order."""
-        u = self.units[p]
-        per_unit = (u["dense_loc"] + u["expert_loc"]) * self.job.grad_bytes
-        out: list[list[int]] = []
-        cur: list[int] = []
-        acc = 0.0
-        for k in reversed(range(len(per_unit))):
-            cur.append(k)
-            acc += per_unit[k]
-            if acc >= self.job.bucket_bytes:
-                out.append(cur)
-                cur, acc = [], 0.0
-        if cur:
-            out.append(cur)
-        return out
-
-    # ---- rank groups and collectives ------------------------------------------------------
-    def _groups(self, p: int, kind: str) -> np.ndarray:
-        key = (p, kind)
-        if key not in self._groups_cache:
-            j, r = self.job, self.R[p]
-            if kind == "tp":
-                g = r.reshape(-1, j.tp)
-            elif kind == "cp":
-                g = r.transpose(0, 2, 1).reshape(-1, j.cp)
-            elif kind == "dp":
-                g = r.transpose(2, 0, 1).reshape(j.tp, j.dp * j.cp)
-            else:
-                e = r.reshape(j.dp // j.ep, j.ep, j.cp, j.tp)
-                if kind == "ep":
-                    g = e.transpose(0, 2, 3, 1).reshape(-1, j.ep)
-                else:  # "edp": expert data-parallel
-                    g = e.transpose(1, 3, 0, 2).reshape(j.ep * j.tp, -1)
-            self._groups_cache[key] = g
-        return self._groups_cache[key]
-
-    def _colls(self, p: int, kind: str, op: Op, size: float) -> tuple[Collective, ...]:
-        key = (p, kind, op, size)
-        if key not in self._coll_cache:
-            groups = self._groups(p, kind)
-            if groups.shape[1] < 2 or size <= 0:
-                self._coll_cache[key] = ()
-            else:
-                self._coll_cache[key] = tuple(
-                    Collective(op=op, gpus=tuple(row.tolist()), size_bytes=size) for row in groups
-                )
-        return self._coll_cache[key]
-
-    def _param_colls(self, p: int, op: Op, dense: float, expert: float) -> tuple[Collective, ...]:
-        return self._colls(p, "dp", op, dense) + self._colls(p, "edp", op, expert)
-
-    # ---- chunks ---------------------------------------------------------------------------
-    def _chunks(self, p: int, phase: str, mb: int) -> list[list[int]]:
-        n = len(self.units[p]["fwd_s"])
-        order = list(range(n)) if phase == "fwd" else list(reversed(range(n)))
-        if self.gran == Granularity.LAYER:
-            return [[k] for k in order]
-        if phase == "bwd" and mb == self.job.micro_batches - 1 and self.buckets is not None:
-            return self.buckets[p]
-        return [order]
-
-    def _pass(self, p: int, phase: str, mb: int, recv: int | None) -> tuple[int, ...]:
-        j, u, b = self.job, self.units[p], self.b
-        entry: tuple[int, ...] = (*self.last[p], *(() if recv is None else (recv,)))
-        anchor = entry
-        last_mb = mb == j.micro_batches - 1
-        done_at: dict[int, int] = {}
-        tag = f"s{p}/mb{mb}/{phase}"
-        for units in self._chunks(p, phase, mb):
-            n = len(units)
-            n_moe = int(u["moe"][units].sum())
-            lbl = f"{tag}/L{units[0]}" if n == 1 else f"{tag}/L{min(units)}-{max(units)}"
-            pre = list(entry)
-            if j.zero_stage == 3:
-                dense = float(u["dense_loc"][units].sum()) * j.dtype_bytes / n
-                expert = float(u["expert_loc"][units].sum()) * j.dtype_bytes / n
-                colls = self._param_colls(p, Op.ALLGATHER, dense, expert)
-                if colls:
-                    ag = b.comm(f"{lbl}/zero-ag", colls, (self.zero_tail[p], *anchor), group="zero",
-                                stage=p, count=n, micro_batch=mb, phase=phase)
-                    self.zero_tail[p] = ag
-                    pre.append(ag)
-            overlapped = []
-            if j.cp > 1:
-                cp_ops = [Op.ALLGATHER] if phase == "fwd" else [Op.ALLGATHER, Op.REDUCESCATTER]
-                for op in cp_ops:
-                    cnt = n * (2 if (op == Op.ALLGATHER and phase == "bwd" and j.activation_recompute) else 1)
-                    colls = self._colls(p, "cp", op, self.cp_bytes)
-                    overlapped.append(b.comm(f"{lbl}/cp-{op}", colls, entry, group="cp", stage=p,
-                                             count=cnt, micro_batch=mb, phase=phase))
-            passes = 1.0 if phase == "fwd" else (3.0 if j.activation_recompute else 2.0)
-            c = b.compute(lbl, passes * float(u["fwd_s"][units].sum()), pre, stage=p, micro_batch=mb,
-                          phase=phase)
-            for k in units:
-                done_at[k] = c
-            tail: tuple[int, ...] = (c, *overlapped)
-            reps = 2 if (phase == "bwd" and j.activation_recompute) else 1
-            blocking: list[tuple[str, str, Op, float, int]] = []
-            if j.tp > 1:
-                if j.sequence_parallel:
-                    blocking.append(("tp", "tp", Op.ALLGATHER, self.act_bytes, 2 * n * reps))
-                    blocking.append(("tp", "tp", Op.REDUCESCATTER, self.act_bytes, 2 * n * reps))
-                else:
-                    blocking.append(("tp", "tp", Op.ALLREDUCE, self.act_bytes, 2 * n * reps))
-            if j.ep > 1 and n_moe:
-                blocking.append(("ep", "ep", Op.ALLTOALL, self.a2a_bytes, 2 * n_moe * reps))
-            for group, kind, op, size, cnt in blocking:
-                colls = self._colls(p, kind, op, size)
-                if colls:
-                    tail = (b.comm(f"{lbl}/{group}-{op}", colls, tail, group=group, stage=p, count=cnt,
-                                   micro_batch=mb, phase=phase),)
-            if j.zero_stage == 3 and phase == "bwd":
-                dense = float(u["dense_loc"][units].sum()) * j.grad_bytes / n
-                expert = float(u["expert_loc"][units].sum()) * j.grad_bytes / n
-                colls = self._param_colls(p, Op.REDUCESCATTER, dense, expert)
-                if colls:
-                    rs = b.comm(f"{lbl}/dp-rs", colls, (c, self.dp_tail[p]), group="dp", stage=p,
-                                count=n, micro_batch=mb, phase=phase)
-                    self.dp_tail[p] = rs
-                    self.dangling[p].append(rs)
-            anchor = entry
-            entry = tail
-        self.last[p] = entry
-        if phase == "bwd" and last_mb and self.buckets is not None:
-            self._dp_sync(p, done_at)
-        return entry
-
-    def _dp_sync(self, p: int, done_at: dict[int, int]) -> None:
-        j, u = self.job, self.units[p]
-        op = Op.ALLREDUCE if j.zero_stage == 0 else Op.REDUCESCATTER
-        for k, bucket in enumerate(self.buckets[p]):
-            dense = float(u["dense_loc"][bucket].sum()) * j.grad_bytes
-            expert = float(u["expert_loc"][bucket].sum()) * j.grad_bytes
-            colls = self._param_colls(p, op, dense, expert)
-            if not colls:
-                continue
-            t = self.b.comm(f"s{p}/dp/bucket{k}", colls, (done_at[bucket[-1]], self.dp_tail[p]),
-                            group="dp", stage=p, phase="sync")
-            self.dp_tail[p] = t
-            self.dangling[p].append(t)
-
-    # ---- schedule -------------------------------------------------------------------------
-    def _order(self, p: int) -> list[tuple[str, int]]:
-        m, pp = self.job.micro_batches, self.job.pp
-        warm = min(pp - p - 1, m)
-        order = [("fwd", i) for i in range(warm)]
-        for i in range(m - warm):
-            order += [("fwd", warm + i), ("bwd", i)]
-        order += [("bwd", i) for i in range(m - warm, m)]
-        return order
-
-    def _send(self, p: int, q: int, phase: str, mb: int, deps: tuple[int, ...]) -> int:
-        j = self.job
-        size = self.act_bytes / j.tp
-        src, dst = self.R[p].ravel(), self.R[q].ravel()
-        key = ("pp", p, q, size)
-        if key not in self._coll_cache:
-            self._coll_cache[key] = tuple(
-                Collective(op=Op.SENDRECV, gpus=(int(a), int(c)), size_bytes=size)
-                for a, c in zip(src, dst, strict=True)
-            )
-        return self.b.comm(f"s{p}->s{q}/mb{mb}/{phase}", self._coll_cache[key], deps, group="pp", stage=p,
-                           micro_batch=mb, phase=phase)
-
-    def build(self) -> OpGraph:
-        j, b = self.job, self.b
-        orders = [self._order(p) for p in range(j.pp)]
-        ptr = [0] * j.pp
-        sends: dict[tuple[int, str, int], int] = {}
-        remaining = sum(len(o) for o in orders)
-        while remaining:
-            progressed = False
-            for p in range(j.pp):
-                while ptr[p] < len(orders[p]):
-                    phase, mb = orders[p][ptr[p]]
-                    src = p - 1 if phase == "fwd" else p + 1
-                    recv = None
-                    if 0 <= src < j.pp:
-                        if (src, phase, mb) not in sends:
-                            break
-                        recv = sends[(src, phase, mb)]
-                    end = self._pass(p, phase, mb, recv)
-                    dst = p + 1 if phase == "fwd" else p - 1
-                    if 0 <= dst < j.pp:
-                        sends[(p, phase, mb)] = self._send(p, dst, phase, mb, end)
-                    ptr[p] += 1
-                    remaining -= 1
-                    progressed = True
-            if not progressed:  # 1F1B cannot deadlock; this guards the builder itself
-                raise SimulationError(f"pipeline schedule of job {j.name!r} is stuck at {ptr}")
-        ends = []
-        for p in range(j.pp):
-            step = b.compute(f"s{p}/optimizer", 0.0, (*self.last[p], *self.dangling[p]), stage=p,
-                             phase="step")
-            ends.append(step)
-            if 1 <= j.zero_stage <= 2:
-                u, nb = self.units[p], len(self.buckets[p])
-                dense = float(u["dense_loc"].sum()) * j.dtype_bytes / nb
-                expert = float(u["expert_loc"].sum()) * j.dtype_bytes / nb
-                colls = self._param_colls(p, Op.ALLGATHER, dense, expert)
-                if colls:
-                    ends.append(b.comm(f"s{p}/zero-ag-params", colls, (step,), group="zero", stage=p,
-                                       count=nb, phase="step"))
-        b.compute("iteration-end", 0.0, ends, stage=0, phase="step")
-        return b.build()
 
 
 def rank_to_gpu(job: Any, gpus: Sequence[int] | np.ndarray, gpus_per_server: int, *,
@@ -560,12 +416,12 @@ def training_job_from_mapping(data: Mapping[str, Any], *, field: str = "job") ->
                 f"parallelism must be a mapping of tp/pp/dp/ep/cp, got {par!r} ({field}.parallelism)"
             )
         for key, value in par.items():
-            if key not in ("tp", "pp", "dp", "ep", "cp"):
-                raise ConfigError(
-                    f"unknown parallelism {key!r}, expected tp, pp, dp, ep or cp ({field}.parallelism.{key})"
-                )
-            data[key] = value
-    known = [f.name for f in dataclasses.fields(TrainingJob)]
+            if key not in PARALLELISM_KEYS:
+                raise ConfigError(f"unknown parallelism {key!r}, expected one of "
+                                  f"{', '.join(PARALLELISM_KEYS)} "
+                                  f"({field}.parallelism.{key})")
+            data["zero_stage" if key == "zero" else key] = value
+    known = [f.name for f in dataclasses.fields(TrainingJob) if f.init]
     for key in data:
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)

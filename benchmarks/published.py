@@ -1,0 +1,221 @@
+"""Published training throughputs against flowherd's compute and network model.
+
+Every row is one measured training run turned into a single-job scenario (the fabric of the paper's
+cluster, the job's model, parallelism, batch and recomputation exactly as published); flowherd
+simulates two iterations on the idle fabric at ``collective`` fidelity and its per-GPU throughput
+(tokens per second per GPU = global batch x sequence / iteration / GPUs) is compared with the
+published one.
+
+Sources (none of them is Megatron-LM SC'21 Table 1, MegaScale NSDI'24 Table 2 or Llama 3 Table 4,
+which are reserved for an external check):
+
+* MosaicML LLM Foundry, "MPT Training Benchmarks", ``scripts/train/benchmarking/README.md``
+  (mosaicml/llm-foundry commit 061f2c7ce64e655100286584a7629e2a09f827ba), tables "H100 80GB BF16"
+  (3200 Gbps InfiniBand per node) and "A100 80GB with 1600 Gbps node-node interconnect (RoCE)":
+  PyTorch FSDP ``FULL_SHARD`` over all GPUs, flash attention, activation checkpointing as listed
+  (full recomputation). Model shapes: ``scripts/train/yamls/pretrain/mpt-*.yaml`` (``d_model``,
+  ``n_heads``, ``n_layers``, ``expansion_ratio: 4``, GELU MLP, vocabulary 50,368, tied embeddings,
+  no biases); the table's NumParams column checks them.
+* Megatron-LM, A100 80GB on Selene: the MFU table of the Megatron-LM README (NVIDIA/Megatron-LM
+  commit 2e90a342f5, "measured using a data parallel size of one") for the configurations of
+  Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+  Table 3: 22B TP 8; 175B TP 8 PP 8; 530B TP 8 PP 35; 1T TP 8 PP 64; global batch 4, 64, 280,
+  512; sequence parallelism and selective recomputation; vocabulary 51,200, sequence 2048).
+* MT-NLG 530B (Smith et al. 2022, arXiv:2201.11990, section 2.4): iteration time 60.1 / 50.2 /
+  44.4 s on 280 / 350 / 420 DGX A100 nodes, global batch 1920, TP 8, PP 35, full recomputation
+  (only with ``--all``: minutes per row, as the 530B and 1T Megatron rows).
+* BLOOM-176B (BigScience, bigscience.notion.site "BigScience 176B Model"): "training throughput:
+  about 150 TFLOPs" on 384 A100 80GB, one replica on 48 GPUs (TP 4 x PP 12, BLOOM paper
+  arXiv:2211.05100 section 3.4), micro-batch 2, global batch 2048, 4 x 100 Gb/s Omni-Path per node.
+
+Usage::
+
+    PYTHONPATH=src python benchmarks/published.py            # the default rows, a few minutes
+    PYTHONPATH=src python benchmarks/published.py --gpu a100 # one GPU type
+    PYTHONPATH=src python benchmarks/published.py --all      # also 280-3360 GPU rows (minutes each)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+from flowherd.experiments.runner import run_scenario
+from flowherd.experiments.scenario import scenario_from_mapping
+
+LLM_FOUNDRY = "LLM Foundry MPT benchmarks (mosaicml/llm-foundry@061f2c7)"
+MEGATRON_README = "Korthikanti et al. 2022 Table 3; MFU: Megatron-LM README@2e90a342"
+MT_NLG = "Smith et al. 2022 (MT-NLG 530B), section 2.4"
+BLOOM = "BigScience BLOOM-176B training page (~150 TFLOP/s)"
+
+
+def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 51200, **kw) -> dict:
+    """A GPT-style shape (GELU MLP of 4h, tied embeddings, biases)."""
+    return {"name": name, "layers": layers, "hidden": hidden, "heads": heads, "ffn_hidden": 4 * hidden,
+            "vocab": vocab, "gated_mlp": False, "tied_embeddings": True, "biases": True, **kw}
+
+
+# MPT shapes: scripts/train/yamls/pretrain/mpt-{1b,3b,7b,13b,30b,70b}.yaml (no biases, vocab 50,368)
+MPT = {k: {"name": f"mpt-{k}", "layers": L, "hidden": h, "heads": a, "ffn_hidden": 4 * h, "vocab": 50368,
+           "gated_mlp": False, "tied_embeddings": True}
+       for k, (L, h, a) in {"1b": (24, 2048, 16), "3b": (32, 2560, 32), "7b": (32, 4096, 32),
+                            "13b": (40, 5120, 40), "30b": (48, 7168, 64), "70b": (80, 8192, 64)}.items()}
+
+NVLINK = {"h100": "450GB/s", "a100": "300GB/s"}  # per direction (datasheets, flowherd.workload.gpus)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One published measurement and the run it came from.
+
+    ``metric`` says what was published: "tokens" (tokens/s/GPU), "mfu", "hfu" (fractions), "tflops"
+    (hardware TFLOP/s per GPU, recomputation included) or "iteration_s".
+    """
+
+    source: str
+    label: str
+    gpu: str
+    nic: str  # scale-out bandwidth per GPU
+    model: dict
+    gpus: int
+    seq_len: int
+    micro_batch: int
+    global_batch: int
+    published: float
+    metric: str
+    tp: int = 1
+    pp: int = 1
+    virtual_stages: int = 1
+    sequence_parallel: bool = False
+    zero: int = 0
+    fsdp: bool = False
+    recompute: str = "none"
+    slow: bool = False  # minutes to simulate: only with --all
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp)
+
+
+def _mpt(gpu: str, model: str, s: int, n: int, mbs: int, ga: int, ac: bool, tps: float) -> Row:
+    rc = ", full recompute" if ac else ""
+    label = f"MPT-{model} s={s} {n}x{gpu.upper()} FSDP mbs={mbs} GBS={mbs * ga * n}{rc}"
+    return Row(source=LLM_FOUNDRY, label=label,
+               gpu=gpu, nic="400Gbps" if gpu == "h100" else "200Gbps", model=MPT[model], gpus=n, seq_len=s,
+               micro_batch=mbs, global_batch=mbs * ga * n, fsdp=True, recompute="full" if ac else "none",
+               published=tps, metric="tokens")
+
+
+ROWS = [
+    # LLM Foundry, H100 80GB BF16 (3200 Gbps per node): model, SeqLen, #GPUs, MicroBatchSize, GradAccum,
+    # Activation Checkpointing, Throughput (T/s/GPU)
+    _mpt("h100", "1b", 2048, 8, 14, 1, False, 45455),
+    _mpt("h100", "3b", 2048, 16, 10, 3, False, 24142),
+    _mpt("h100", "7b", 2048, 8, 6, 1, False, 10643),
+    _mpt("h100", "7b", 8192, 8, 8, 2, True, 6935),
+    _mpt("h100", "13b", 2048, 32, 2, 1, False, 4811),
+    _mpt("h100", "13b", 4096, 8, 10, 3, True, 4717),
+    _mpt("h100", "30b", 2048, 16, 10, 3, True, 2263),
+    _mpt("h100", "70b", 2048, 64, 8, 4, True, 1039),
+    # LLM Foundry, A100 80GB with 1600 Gbps RoCE per node
+    _mpt("a100", "1b", 2048, 8, 14, 4, False, 20513),
+    _mpt("a100", "3b", 2048, 8, 10, 2, False, 10811),
+    _mpt("a100", "7b", 2048, 8, 6, 2, False, 4641),
+    _mpt("a100", "7b", 8192, 8, 8, 2, True, 3206),
+    _mpt("a100", "13b", 2048, 8, 2, 3, False, 2262),
+    _mpt("a100", "13b", 4096, 8, 10, 3, True, 2060),
+    _mpt("a100", "30b", 2048, 8, 3, 21, True, 916),
+    _mpt("a100", "70b", 2048, 64, 8, 4, True, 410),
+    # Megatron-LM, A100 80GB (Selene: 8 x 200 Gb/s HDR per node), sequence parallelism + selective
+    # recomputation, data-parallel size 1, micro-batch 1, sequence 2048, vocabulary 51,200
+    *[Row(source=MEGATRON_README, label=f"GPT-{name} TP8 PP{pp} {n}xA100 GBS={gbs} SP+selective",
+          gpu="a100", nic="200Gbps", model=_gpt(name, L, h, a), gpus=n, seq_len=2048, micro_batch=1,
+          global_batch=gbs, tp=8, pp=pp, sequence_parallel=True, recompute="selective", published=mfu,
+          metric="mfu", slow=n > 100)
+      for name, L, h, a, pp, n, gbs, mfu in [("22B", 48, 6144, 64, 1, 8, 4, 0.415),
+                                             ("175B", 96, 12288, 96, 8, 64, 64, 0.514),
+                                             ("530B", 105, 20480, 128, 35, 280, 280, 0.560),
+                                             ("1T", 128, 25600, 160, 64, 512, 512, 0.563)]],
+    # MT-NLG 530B on Selene (A100 80GB, 200 Gb/s HDR per GPU): TP 8, PP 35, global batch 1920,
+    # sequence 2048, full recomputation; iteration time 60.1 / 50.2 / 44.4 s on 280 / 350 / 420 nodes
+    *[Row(source=MT_NLG, label=f"MT-NLG-530B TP8 PP35 {n}xA100 GBS=1920 full recompute", gpu="a100",
+          nic="200Gbps", model=_gpt("530B", 105, 20480, 128, vocab=50272), gpus=n, seq_len=2048,
+          micro_batch=1, global_batch=1920, tp=8, pp=35, recompute="full", published=it,
+          metric="iteration_s", slow=True)
+      for n, it in [(2240, 60.1), (2800, 50.2), (3360, 44.4)]],
+    # BLOOM-176B on Jean Zay: 384 A100 80GB, 4 x 100 Gb/s Omni-Path per node, TP 4, PP 12, DP 8,
+    # micro-batch 2, global batch 2048, ZeRO-1, full recomputation; Megatron-DeepSpeed's TFLOP/s
+    # count includes the recomputation
+    Row(source=BLOOM, label="BLOOM-176B TP4 PP12 DP8 384xA100 GBS=2048 ZeRO-1 full recompute", gpu="a100",
+        nic="50Gbps", model=_gpt("bloom", 70, 14336, 112, vocab=250880), gpus=384, seq_len=2048,
+        micro_batch=2, global_batch=2048, tp=4, pp=12, zero=1, recompute="full", published=150.0,
+        metric="tflops"),
+]
+
+
+def scenario(row: Row) -> dict:
+    """The single-job scenario of a row."""
+    servers = max(1, row.gpus // 8)
+    leaves = next(k for k in range(max(1, servers // 16), 0, -1) if servers % k == 0)
+    return {
+        "name": f"published-{row.gpu}",
+        "fabric": {"kind": "leaf-spine", "servers": servers, "gpus_per_server": 8, "gpu": row.gpu,
+                   "leaves": leaves, "spines": leaves, "oversubscription": 1, "link_latency": "1us",
+                   "nic_bandwidth": row.nic, "nvlink_bandwidth": NVLINK[row.gpu]},
+        "workload": {"jobs": [{
+            "name": "job", "model": row.model, "gpus": row.gpus,
+            "parallelism": {"tp": row.tp, "pp": row.pp, "dp": row.dp, "virtual_stages": row.virtual_stages,
+                            "sequence_parallel": row.sequence_parallel, "zero": row.zero, "fsdp": row.fsdp},
+            "recompute": row.recompute, "micro_batch": row.micro_batch, "global_batch": row.global_batch,
+            "seq_len": row.seq_len, "iterations": 1,
+        }]},
+        "simulation": {"fidelity": "collective", "horizon": "10h"},
+    }
+
+
+def simulate(row: Row) -> dict:
+    """flowherd's iteration time, tokens/s/GPU, MFU, HFU and hardware TFLOP/s of a row."""
+    run = run_scenario(scenario_from_mapping(scenario(row)), solo=False)
+    job = run.jobs[0]
+    it = job["mean_iteration_s"]
+    peak = {"h100": 989e12, "a100": 312e12}[row.gpu]
+    return {"iteration_s": it, "tokens": row.global_batch * row.seq_len / (it * row.gpus), "mfu": job["mfu"],
+            "hfu": job["hfu"], "tflops": job["hfu"] * peak / 1e12}
+
+
+def _fmt(metric: str, x: float) -> str:
+    return {"tokens": f"{x:.0f} tok/s", "mfu": f"{x:.1%} MFU", "hfu": f"{x:.1%} HFU",
+            "tflops": f"{x:.0f} TFLOP/s", "iteration_s": f"{x:.1f} s/it"}[metric]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", choices=sorted(NVLINK), help="only the rows of one GPU type")
+    ap.add_argument("--source", help="only rows whose source contains this text")
+    ap.add_argument("--all", action="store_true",
+                    help="also the rows that take minutes each (Megatron 530B and 1T, MT-NLG)")
+    args = ap.parse_args()
+    rows = [r for r in ROWS if (args.gpu is None or r.gpu == args.gpu) and (args.all or not r.slow)
+            and (args.source is None or args.source.lower() in r.source.lower())]
+    t0 = time.perf_counter()
+    errors = []
+    print(f"{'source':<66} {'configuration':<66} {'published':>15} {'flowherd':>15} {'error':>7} {'MFU':>6}")
+    for r in rows:
+        t_row = time.perf_counter()
+        got = simulate(r)
+        mine = got[r.metric]
+        # error of the throughput: an iteration time is its inverse
+        err = r.published / mine - 1 if r.metric == "iteration_s" else mine / r.published - 1
+        errors.append(err)
+        print(f"{r.source:<66} {r.label:<66} {_fmt(r.metric, r.published):>15} {_fmt(r.metric, mine):>15} "
+              f"{err:>+7.1%} {got['mfu']:>6.1%} {time.perf_counter() - t_row:>5.0f} s", flush=True)
+    within = sum(abs(e) <= 0.10 for e in errors)
+    worst = max(errors, key=abs)
+    gpus = sorted({r.gpu for r in rows})
+    print(f"{within} of {len(rows)} rows within 10% (throughput); worst error {worst:+.1%}; "
+          f"GPU types: {', '.join(gpus)}; {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

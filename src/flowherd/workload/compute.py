@@ -1,0 +1,265 @@
+"""Compute model: the time of every kernel of a transformer layer on one GPU.
+
+Each op of a layer's forward and backward pass on one rank is timed as a roofline plus a fixed cost::
+
+    time = max(flops / (peak * efficiency), bytes / (hbm_bytes_per_s * hbm_fraction)) + overhead_s
+
+* **GEMMs** (the projections the model shape implies: QKV, attention output, MLP up/gate and down,
+  router, experts, logits). ``efficiency = gemm_peak_fraction * k / (k + gemm_k_half)``: the
+  achieved fraction of the peak rises with the reduction dimension ``k`` (the prologue/epilogue of
+  every output tile is amortized over ``k``) towards a plateau; ``overhead_s`` is the fixed cost of
+  one GEMM kernel (ramp-up, tail, launch). Backward of ``Y[m, n] = X[m, k] W[k, n]`` is the data
+  gradient ``(m, k, n)`` and the weight gradient ``(k, n, m)``.
+* **Attention core** (flash attention: ``Q K^T``, softmax, ``P V`` fused): FLOPs of the model's
+  count (`ModelShape.attention_score_flops`) halved for the causal mask (flash attention skips
+  the masked blocks), at ``attention_fwd_fraction`` / ``attention_bwd_fraction`` of the peak
+  times ``s / (s + attention_seq_half)``.
+* **Elementwise and norm** kernels (RMSNorm/LayerNorm, residual adds, rotary embedding, the MLP
+  activation, the loss): bytes read and written at ``hbm_fraction`` of the HBM bandwidth.
+* **Optimizer step** (`optimizer_step_s`): Adam is memory-bound over the rank's shard of
+  parameters, gradients and optimizer states.
+
+Fitted constants and their measurements:
+
+* H100 SXM GEMMs: fitted (least squares on log throughput, three free parameters) to the BF16
+  measurements of OpenXLA's default matmul performance table for ``sm_90``
+  (``xla/service/gpu/model/matmul_interpolator_data.h``, tensorflow/tensorflow commit
+  372d578bb861cc5804e56d37d93aec931a59762c, Apache-2.0) restricted to training-sized shapes
+  (``batch * m >= 1024``, ``n, k >= 512``; 15 shapes up to 4096 x 4096 x 4096 = 783 TFLOP/s), plus
+  the Maximum Achievable Matmul FLOPS of H100 SXM, 794.5 TFLOP/s at 2048 x 2048 x 13312 (S. Bekman,
+  "Machine Learning Engineering", compute/accelerator/README.md, MAMF table, torch 2.7).
+  Every fitted shape is reproduced within 7% (``tests/workload/test_compute.py``).
+* A100 SXM GEMMs: the H100 shape constants (``k`` half-point and kernel cost, an assumption: the
+  shapes measured on A100 are all at the plateau) with the plateau fitted to the A100 measurements:
+  MAMF 271.2 TFLOP/s at 1024 x 10240 x 5120 (torch 2.6) and 267.9 at 6912 x 16384 x 2048 (CUDA
+  12.1; same source) and cuBLAS 238.8 TFLOP/s at 4096^3 FP16 with FP32 accumulation
+  (DefTruth/CUDA-Learn-Notes, hgemm README).
+* Flash attention: FlashAttention-2 (Dao, ICLR 2024, figures 4-7: A100, head dim 128, causal,
+  forward ~ 60% and backward ~ 50% of the peak at 2k-16k tokens) and FlashAttention-3 (Shah et al.,
+  NeurIPS 2024, figures 5-7: H100 BF16 causal head dim 128, forward 500-640 TFLOP/s, backward
+  400-500 TFLOP/s at 2k-16k tokens).
+* HBM: 80% of the datasheet bandwidth for streaming kernels (the level NVIDIA's STREAM-like
+  ``nvbandwidth`` / BabelStream measurements reach on A100 and H100).
+* ``sustained_fraction`` 0.87: calibrated on the single-node A100 80GB rows of MosaicML LLM
+  Foundry's MPT training benchmarks (``benchmarks/published.py``: 1B-30B, FSDP on 8 GPUs, where
+  the network does not matter); the other GPU types assume A100's value (LLM Foundry's H100 rows
+  run 30-50% below this model: 2023 PyTorch software on Hopper, not calibrated on).
+
+GPUs without measurements of their own borrow the constants of the closest part (H200: H100
+compute; B200 and MI300X: H100 shape constants with their MAMF plateau, 1745 / 2250 and
+781.9 / 1307 of the same MAMF table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowherd.workload.gpus import GpuSpec
+from flowherd.workload.models import ModelShape
+
+__all__ = [
+    "KERNEL_MODELS",
+    "OPTIMIZER_BYTES_PER_PARAM",
+    "KernelModel",
+    "LayerTimes",
+    "attention_time_s",
+    "gemm_efficiency",
+    "gemm_time_s",
+    "head_times",
+    "kernel_model",
+    "layer_times",
+    "memory_time_s",
+    "optimizer_step_s",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelModel:
+    """Fitted kernel-efficiency constants of one GPU type (module docstring).
+
+    Attributes:
+        name: GPU catalog name.
+        gemm_peak_fraction: Plateau of a GEMM's achieved fraction of the dense BF16 peak.
+        gemm_k_half: Reduction size at which a GEMM reaches half its plateau, elements.
+        gemm_overhead_s: Fixed cost of one GEMM kernel, seconds.
+        attention_fwd_fraction, attention_bwd_fraction: Flash attention's fraction of the peak at
+            long sequences, forward and backward.
+        attention_seq_half: Sequence length at which flash attention reaches half that, tokens.
+        hbm_fraction: Achieved fraction of the HBM bandwidth of streaming kernels.
+        kernel_overhead_s: Fixed cost of one non-GEMM kernel, seconds.
+        sustained_fraction: What a training run keeps of the kernel speeds measured in isolation
+            (power-limited clocks under sustained load, framework gaps between kernels); scales
+            `layer_times` and `head_times`, not the single-kernel functions.
+    """
+
+    name: str
+    gemm_peak_fraction: float
+    gemm_k_half: float = 85.0
+    gemm_overhead_s: float = 6.52e-6
+    attention_fwd_fraction: float = 0.55
+    attention_bwd_fraction: float = 0.45
+    attention_seq_half: float = 256.0
+    hbm_fraction: float = 0.8
+    kernel_overhead_s: float = 2e-6
+    sustained_fraction: float = 0.87
+
+
+KERNEL_MODELS: dict[str, KernelModel] = {
+    "h100": KernelModel(name="h100", gemm_peak_fraction=0.849),
+    "h200": KernelModel(name="h200", gemm_peak_fraction=0.849),
+    "a100": KernelModel(name="a100", gemm_peak_fraction=0.861, attention_fwd_fraction=0.60,
+                        attention_bwd_fraction=0.50),
+    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776),
+    "mi300x": KernelModel(name="mi300x", gemm_peak_fraction=0.598, attention_fwd_fraction=0.40,
+                          attention_bwd_fraction=0.30),
+}
+
+# Adam with mixed precision (Megatron-LM's optimizer; Rajbhandari et al. SC'20 section 3.1): per
+# parameter of the shard it reads the FP32 master weight, the FP32 main gradient and the two FP32
+# moments (16 bytes) and writes the master weight, the moments and the BF16 model weight (14 bytes).
+OPTIMIZER_BYTES_PER_PARAM = 30.0
+
+
+def kernel_model(gpu: GpuSpec) -> KernelModel:
+    """The constants of ``gpu`` (by catalog name; an unknown GPU gets H100's shape constants)."""
+    return KERNEL_MODELS.get(gpu.name.lower(), KERNEL_MODELS["h100"])
+
+
+def gemm_time_s(m: float, n: float, k: float, gpu: GpuSpec, *, batch: float = 1,
+                dtype_bytes: int = 2) -> float:
+    """Time of ``batch`` GEMMs ``[m, k] x [k, n]`` on one GPU, seconds (module docstring)."""
+    if min(m, n, k, batch) <= 0:
+        return 0.0
+    km = kernel_model(gpu)
+    flops = 2.0 * batch * m * n * k
+    eff = km.gemm_peak_fraction * k / (k + km.gemm_k_half)
+    mem = dtype_bytes * batch * (m * k + k * n + m * n) / gpu.memory_bytes_per_s
+    return max(flops / (gpu.peak_bf16_flops * eff), mem) + km.gemm_overhead_s
+
+
+def gemm_efficiency(m: float, n: float, k: float, gpu: GpuSpec, *, batch: float = 1) -> float:
+    """Achieved fraction of the peak of a GEMM (its FLOPs over its `gemm_time_s`)."""
+    return 2.0 * batch * m * n * k / gemm_time_s(m, n, k, gpu, batch=batch) / gpu.peak_bf16_flops
+
+
+def memory_time_s(size_bytes: float, gpu: GpuSpec, *, kernels: int = 1) -> float:
+    """Time of ``kernels`` streaming kernels moving ``size_bytes`` in all, seconds."""
+    km = kernel_model(gpu)
+    if size_bytes <= 0:
+        return 0.0
+    return size_bytes / (gpu.memory_bytes_per_s * km.hbm_fraction) + kernels * km.kernel_overhead_s
+
+
+def attention_time_s(flops: float, seq_len: int, gpu: GpuSpec, *, backward: bool = False,
+                     causal: bool = True) -> float:
+    """Flash-attention time of ``flops`` (the model's count, no causal halving), seconds."""
+    if flops <= 0:
+        return 0.0
+    km = kernel_model(gpu)
+    frac = km.attention_bwd_fraction if backward else km.attention_fwd_fraction
+    frac *= seq_len / (seq_len + km.attention_seq_half)
+    work = flops * (0.5 if causal else 1.0)
+    return work / (gpu.peak_bf16_flops * frac) + km.kernel_overhead_s
+
+
+def optimizer_step_s(params: float, gpu: GpuSpec, *,
+                     bytes_per_param: float = OPTIMIZER_BYTES_PER_PARAM) -> float:
+    """Adam step over ``params`` parameters of one rank's shard: bytes over HBM bandwidth, seconds."""
+    return params * bytes_per_param / gpu.memory_bytes_per_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerTimes:
+    """Kernel time of one layer (or the output head) for one micro-batch on one rank, seconds.
+
+    Attributes:
+        fwd_s: Forward pass.
+        bwd_s: Backward pass (without recomputation).
+        attn_core_fwd_s: The forward of the attention core alone (what selective recomputation
+            repeats, Korthikanti et al. 2022 section 5).
+        kernels: Kernels of the forward pass.
+    """
+
+    fwd_s: float
+    bwd_s: float
+    attn_core_fwd_s: float = 0.0
+    kernels: int = 0
+
+
+def _gemm_fb(m: float, n: float, k: float, gpu: GpuSpec, batch: float = 1) -> tuple[float, float]:
+    """Forward and backward (data + weight gradient) time of ``[m, k] x [k, n]``."""
+    f = gemm_time_s(m, n, k, gpu, batch=batch)
+    b = gemm_time_s(m, k, n, gpu, batch=batch) + gemm_time_s(k, n, m, gpu, batch=batch)
+    return f, b
+
+
+def layer_times(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
+                tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
+                dtype_bytes: int = 2) -> LayerTimes:
+    """Kernel times of layer ``layer`` for one micro-batch on one rank (module docstring).
+
+    The rank holds ``micro_batch * seq_len / cp`` tokens; its GEMMs are Megatron's column/row
+    parallel halves (``n`` or ``k`` divided by ``tp``); norms and residual adds run on ``1 / tp`` of
+    the tokens with sequence parallelism and on all of them otherwise.
+    """
+    h, m = model.hidden, model
+    t = micro_batch * seq_len / cp
+    fwd = bwd = 0.0
+    kernels = 0
+
+    def add(fb: tuple[float, float]) -> None:
+        nonlocal fwd, bwd, kernels
+        fwd += fb[0]
+        bwd += fb[1]
+        kernels += 1
+
+    o_in = m.heads * m.v_head_dim
+    qkv_out = (m.attention_params() - o_in * h) / h
+    add(_gemm_fb(t, qkv_out / tp, h, gpu))
+    add(_gemm_fb(t, h, o_in / tp, gpu))
+    core = t * m.attention_score_flops(seq_len) / tp
+    a_f = attention_time_s(core, seq_len, gpu)
+    a_b = attention_time_s(2.0 * core, seq_len, gpu, backward=True)
+    fwd += a_f
+    bwd += a_b
+    kernels += 1
+    up = m.mlp_matrices - 1
+    if m.layer_is_moe(layer):
+        ffn = m.moe_ffn_hidden
+        add(_gemm_fb(t, m.experts, h, gpu))  # router, replicated over TP ranks
+        local = m.experts // ep
+        per_expert = t * ep * m.top_k / m.experts  # token-expert pairs of one local expert
+        add(_gemm_fb(per_expert, up * ffn / tp, h, gpu, batch=local))
+        add(_gemm_fb(per_expert, h, ffn / tp, gpu, batch=local))
+        if m.shared_experts:
+            add(_gemm_fb(t, up * ffn * m.shared_experts / tp, h, gpu))
+            add(_gemm_fb(t, h, ffn * m.shared_experts / tp, gpu))
+        act_width = (m.top_k + m.shared_experts) * ffn / tp
+        permute = 2 * 2 * m.top_k * h  # dispatch and combine permutations read and write a row each
+    else:
+        ffn = m.ffn_hidden
+        add(_gemm_fb(t, up * ffn / tp, h, gpu))
+        add(_gemm_fb(t, h, ffn / tp, gpu))
+        act_width = ffn / tp
+        permute = 0
+    # elements read + written per token: 2 norms (2h each), 2 residual adds (3h each), rotary on
+    # the local Q and K heads, the activation (gated: reads 2 widths, writes 1; GELU: 1 and 1)
+    tok_sp = t / tp if sequence_parallel else t
+    rope = 2 * (m.heads + m.kv_heads) * m.head_dim / tp
+    elems = tok_sp * 10 * h + t * (rope + (up + 1) * act_width + permute)
+    ew_f = memory_time_s(elems * dtype_bytes, gpu, kernels=5)
+    fwd += ew_f
+    bwd += 2.0 * ew_f
+    k = 1.0 / kernel_model(gpu).sustained_fraction
+    return LayerTimes(fwd_s=fwd * k, bwd_s=bwd * k, attn_core_fwd_s=a_f * k, kernels=kernels + 5)
+
+
+def head_times(model: ModelShape, gpu: GpuSpec, *, micro_batch: int, seq_len: int, tp: int = 1,
+               cp: int = 1, dtype_bytes: int = 2) -> LayerTimes:
+    """Output projection and vocabulary-parallel cross-entropy for one micro-batch on one rank."""
+    t = micro_batch * seq_len / cp
+    f, b = _gemm_fb(t, model.vocab / tp, model.hidden, gpu)
+    # FP32 logits: softmax statistics (read), loss (read, write); backward writes the gradient
+    ce = memory_time_s(3 * t * model.vocab / tp * 4, gpu, kernels=3)
+    k = 1.0 / kernel_model(gpu).sustained_fraction
+    return LayerTimes(fwd_s=(f + ce) * k, bwd_s=(b + 2 * ce / 3) * k, kernels=4)

@@ -1,0 +1,379 @@
+"""The op graph of one training iteration: Megatron-LM's pipeline schedules and their traffic.
+
+`build_iteration` turns a `flowherd.workload.TrainingJob` into an `OpGraph` (the traffic sizes and
+their sources are in `flowherd.workload.training`'s docstring). The schedule is Megatron-LM's
+(``megatron/core/pipeline_parallel/schedules.py``, NVIDIA/Megatron-LM commit d98e8a64dd):
+
+* ``virtual_stages == 1``: 1F1B (PipeDream-Flush, Narayanan et al. SC'21 section 2.2.1,
+  ``forward_backward_pipelining_without_interleaving``): stage ``p`` runs ``min(pp - p - 1, m)``
+  warm-up forwards, then alternates one forward and one backward, then drains.
+* ``virtual_stages = V > 1``: the interleaved schedule (SC'21 section 2.2.2,
+  ``forward_backward_pipelining_with_interleaving``). The layers are cut into ``pp * V`` model
+  chunks; rank ``p`` holds chunks ``p, p + pp, ..., p + (V - 1) pp`` (its virtual stages
+  ``v = 0 .. V-1``). A rank runs ``m * V`` forwards and as many backwards in the order of
+  ``get_schedule_table``: groups of ``N`` consecutive micro-batches, for each virtual stage in
+  turn (backwards visit the virtual stages in reverse), ``N = pp`` (Megatron's default
+  ``microbatch_group_size_per_vp_stage``) when ``pp`` divides ``m``, else ``N = m`` (one group;
+  Megatron refuses a last group smaller than ``pp``). Warm-up forwards:
+  ``min(2 (pp - p - 1) + (V - 1) N, m V)`` (``get_pp_rank_microbatches``), then 1F1B steps (one
+  forward, one backward), then the remaining backwards. The bubble shrinks ``V`` times, to
+  ``(pp - 1) / (m V)`` of the ideal, for ``V`` times the point-to-point traffic.
+* Point-to-point: forward activations go from virtual stage ``(p, v)`` to ``(p + 1, v)``, and from
+  the last rank to ``(0, v + 1)``; gradients go the reverse way. Sends are asynchronous (the sender
+  continues, the receiver waits for the send).
+
+Optimizer step: after its last backward and its gradient reduction, every stage runs Adam over its
+shard (`flowherd.workload.compute.optimizer_step_s`); ZeRO-1/2 then AllGather the updated
+parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from flowherd.collectives.ops import Collective, Op
+from flowherd.errors import SimulationError
+from flowherd.workload import compute as cm
+from flowherd.workload.opgraph import GraphBuilder, OpGraph
+
+__all__ = ["build_iteration", "schedule_order"]
+
+
+def schedule_order(pp: int, p: int, m: int, virtual_stages: int) -> list[tuple[str, int, int]]:
+    """The ``(phase, micro_batch, virtual_stage)`` order of pipeline rank ``p`` (module docstring)."""
+    V = virtual_stages
+    if V == 1:
+        warm = min(pp - p - 1, m)
+        order = [("fwd", i, 0) for i in range(warm)]
+        for i in range(m - warm):
+            order += [("fwd", warm + i, 0), ("bwd", i, 0)]
+        return order + [("bwd", i, 0) for i in range(m - warm, m)]
+    group = pp if m % pp == 0 else m
+    table: list[tuple[int, int]] = []  # get_schedule_table
+    for start in range(0, m, group):
+        stop = m if start + group >= m else start + group
+        table += [(mb, v) for v in range(V) for mb in range(start, stop)]
+    total = m * V
+    warm = min(2 * (pp - p - 1) + (V - 1) * group, total)
+
+    def fwd(k: int) -> tuple[str, int, int]:
+        return ("fwd", table[k][0], table[k][1])
+
+    def bwd(k: int) -> tuple[str, int, int]:
+        return ("bwd", table[k][0], V - 1 - table[k][1])
+
+    order = [fwd(k) for k in range(warm)]
+    for k in range(total - warm):
+        order += [fwd(warm + k), bwd(k)]
+    return order + [bwd(k) for k in range(total - warm, total)]
+
+
+def build_iteration(job: Any, layer_granularity: bool) -> OpGraph:
+    """The op graph of one iteration of ``job`` (a `TrainingJob`)."""
+    return _Builder(job, layer_granularity).build()
+
+
+class _Builder:
+    """Builds one iteration graph; one instance per call."""
+
+    def __init__(self, job: Any, layer_granularity: bool):
+        self.job = j = job
+        self.fine = layer_granularity
+        m = j.model
+        self.V = j.virtual_stages
+        self.R = j.rank_grid()
+        self.b = GraphBuilder(f"{j.name}/iteration", j.world_size, [self.R[p].ravel() for p in range(j.pp)])
+        self.s_c = j.seq_len // j.cp
+        self.act_bytes = j.micro_batch * self.s_c * m.hidden * j.dtype_bytes  # per rank, one TP call
+        if m.kv_lora_rank:  # MLA materializes per-head K (with rope part) and V
+            kv_width = m.heads * (m.head_dim + m.rope_head_dim + m.v_head_dim)
+        else:
+            kv_width = m.kv_heads * (m.head_dim + m.v_head_dim)
+        self.cp_bytes = j.micro_batch * j.seq_len * kv_width / j.tp * j.dtype_bytes
+        self.a2a_bytes = j.micro_batch * self.s_c / j.tp * m.top_k * m.hidden * j.dtype_bytes
+        self._coll_cache: dict[tuple, tuple[Collective, ...]] = {}
+        self._groups_cache: dict[tuple[int, str], np.ndarray] = {}
+        self._lt: dict[int, cm.LayerTimes] = {}
+        self.units = {(p, v): self._units(p, v) for p in range(j.pp) for v in range(self.V)}
+        self.last: list[tuple[int, ...]] = [() for _ in range(j.pp)]
+        self.zero_tail: list[int | None] = [None] * j.pp
+        self.dp_tail: list[int | None] = [None] * j.pp
+        self.dangling: list[list[int]] = [[] for _ in range(j.pp)]
+        self.buckets = ({k: self._buckets(k) for k in self.units} if j.zero_stage < 3 else None)
+
+    # ---- per-chunk quantities --------------------------------------------------------------
+    def _layer_times(self, i: int) -> cm.LayerTimes:
+        j = self.job
+        key = i if j.model.layer_is_moe(i) else -1  # dense layers are all alike
+        if key not in self._lt:
+            self._lt[key] = cm.layer_times(j.model, i, j.gpu, micro_batch=j.micro_batch, seq_len=j.seq_len,
+                                           tp=j.tp, cp=j.cp, ep=j.ep, sequence_parallel=j.sequence_parallel,
+                                           dtype_bytes=j.dtype_bytes)
+        return self._lt[key]
+
+    def _units(self, p: int, v: int) -> dict[str, np.ndarray]:
+        j, m = self.job, self.job.model
+        layers = list(j.chunk_layers(v * j.pp + p))
+        first, last = p == 0 and v == 0, p == j.pp - 1 and v == self.V - 1
+        n = len(layers)
+        dense = np.array([m.layer_dense_params(i) for i in layers], dtype=np.float64)
+        expert = np.array([m.layer_expert_params(i) for i in layers], dtype=np.float64)
+        if last and n:
+            dense[-1] += m.head_params()
+        if first and n:
+            dense[0] += m.embedding_params()
+        tokens = j.micro_batch * j.seq_len / (j.tp * j.cp)  # a rank's share of the FLOPs
+        attn = np.array([m.attention_score_flops(j.seq_len) for _ in layers]) * tokens
+        fwd_flops = np.array([m.attention_matmul_flops() + m.attention_score_flops(j.seq_len) + m.mlp_flops(i)
+                              for i in layers]) * tokens
+        if j.efficiency is not None:  # the explicit override: every pass at one fraction of the peak
+            rate = j.gpu.peak_bf16_flops * j.efficiency
+            fwd = fwd_flops / rate
+            bwd = 2.0 * fwd
+            core = attn / rate
+            if last and n:
+                head = m.logit_flops() * tokens / rate
+                fwd[-1] += head
+                bwd[-1] += 2.0 * head
+        else:
+            lt = [self._layer_times(i) for i in layers]
+            fwd = np.array([x.fwd_s for x in lt])
+            bwd = np.array([x.bwd_s for x in lt])
+            core = np.array([x.attn_core_fwd_s for x in lt])
+            if last and n:
+                h = cm.head_times(m, j.gpu, micro_batch=j.micro_batch, seq_len=j.seq_len, tp=j.tp, cp=j.cp,
+                                  dtype_bytes=j.dtype_bytes)
+                fwd[-1] += h.fwd_s
+                bwd[-1] += h.bwd_s
+        # recomputation (Korthikanti et al. 2022): full repeats each layer's forward (not the
+        # output head) before its backward; selective repeats the attention core only
+        if j.recompute == "full":
+            rc = np.array([x.fwd_s for x in lt]) if j.efficiency is None else fwd_flops / rate
+        elif j.recompute == "selective":
+            rc = core
+        else:
+            rc = np.zeros(n)
+        return {"fwd_s": fwd, "bwd_s": bwd + rc, "dense_loc": dense / j.tp,
+                "expert_loc": expert / (j.tp * j.ep),
+                "moe": np.array([m.layer_is_moe(i) for i in layers], bool)}
+
+    def _buckets(self, key: tuple[int, int]) -> list[list[int]]:
+        """DDP buckets of one chunk: lists of unit indices in backward order."""
+        u = self.units[key]
+        per_unit = (u["dense_loc"] + u["expert_loc"]) * self.job.grad_bytes
+        out: list[list[int]] = []
+        cur: list[int] = []
+        acc = 0.0
+        for k in reversed(range(len(per_unit))):
+            cur.append(k)
+            acc += per_unit[k]
+            if acc >= self.job.bucket_bytes:
+                out.append(cur)
+                cur, acc = [], 0.0
+        if cur:
+            out.append(cur)
+        return out
+
+    # ---- rank groups and collectives ------------------------------------------------------
+    def _groups(self, p: int, kind: str) -> np.ndarray:
+        key = (p, kind)
+        if key not in self._groups_cache:
+            j, r = self.job, self.R[p]
+            if kind == "tp":
+                g = r.reshape(-1, j.tp)
+            elif kind == "cp":
+                g = r.transpose(0, 2, 1).reshape(-1, j.cp)
+            elif kind == "dp":
+                g = r.transpose(2, 0, 1).reshape(j.tp, j.dp * j.cp)
+            else:
+                e = r.reshape(j.dp // j.ep, j.ep, j.cp, j.tp)
+                if kind == "ep":
+                    g = e.transpose(0, 2, 3, 1).reshape(-1, j.ep)
+                else:  # "edp": expert data-parallel
+                    g = e.transpose(1, 3, 0, 2).reshape(j.ep * j.tp, -1)
+            self._groups_cache[key] = g
+        return self._groups_cache[key]
+
+    def _colls(self, p: int, kind: str, op: Op, size: float) -> tuple[Collective, ...]:
+        key = (p, kind, op, size)
+        if key not in self._coll_cache:
+            groups = self._groups(p, kind)
+            if groups.shape[1] < 2 or size <= 0:
+                self._coll_cache[key] = ()
+            else:
+                self._coll_cache[key] = tuple(
+                    Collective(op=op, gpus=tuple(row.tolist()), size_bytes=size) for row in groups
+                )
+        return self._coll_cache[key]
+
+    def _param_colls(self, p: int, op: Op, dense: float, expert: float) -> tuple[Collective, ...]:
+        return self._colls(p, "dp", op, dense) + self._colls(p, "edp", op, expert)
+
+    # ---- passes ----------------------------------------------------------------------------
+    def _chunks(self, key: tuple[int, int], phase: str, mb: int) -> list[list[int]]:
+        n = len(self.units[key]["fwd_s"])
+        order = list(range(n)) if phase == "fwd" else list(reversed(range(n)))
+        if self.fine:
+            return [[k] for k in order]
+        if phase == "bwd" and self.buckets is not None and self._syncs(mb):
+            return self.buckets[key]
+        return [order] if n else []
+
+    def _syncs(self, mb: int) -> bool:
+        """Whether the backward of micro-batch ``mb`` reduces gradients: the last one, or every
+        one under ZeRO-2 (DeepSpeed partitions gradients as the backward produces them)."""
+        return mb == self.job.micro_batches - 1 or self.job.zero_stage == 2
+
+    def _pass(self, p: int, v: int, phase: str, mb: int, recv: int | None) -> tuple[int, ...]:
+        j, u, b = self.job, self.units[(p, v)], self.b
+        entry: tuple[int, ...] = (*self.last[p], *(() if recv is None else (recv,)))
+        anchor = entry
+        done_at: dict[int, int] = {}
+        tag = f"s{p}/v{v}/mb{mb}/{phase}" if self.V > 1 else f"s{p}/mb{mb}/{phase}"
+        reps = 2 if (phase == "bwd" and j.recompute == "full") else 1
+        for units in self._chunks((p, v), phase, mb):
+            n = len(units)
+            n_moe = int(u["moe"][units].sum())
+            lbl = f"{tag}/L{units[0]}" if n == 1 else f"{tag}/L{min(units)}-{max(units)}"
+            pre = list(entry)
+            if j.zero_stage == 3:
+                dense = float(u["dense_loc"][units].sum()) * j.dtype_bytes / n
+                expert = float(u["expert_loc"][units].sum()) * j.dtype_bytes / n
+                colls = self._param_colls(p, Op.ALLGATHER, dense, expert)
+                if colls:
+                    ag = b.comm(f"{lbl}/zero-ag", colls, (self.zero_tail[p], *anchor), group="zero",
+                                stage=p, count=n, micro_batch=mb, phase=phase)
+                    self.zero_tail[p] = ag
+                    pre.append(ag)
+            overlapped = []
+            if j.cp > 1:
+                cp_ops = [Op.ALLGATHER] if phase == "fwd" else [Op.ALLGATHER, Op.REDUCESCATTER]
+                for op in cp_ops:
+                    again = op == Op.ALLGATHER and phase == "bwd" and j.recompute != "none"
+                    colls = self._colls(p, "cp", op, self.cp_bytes)
+                    overlapped.append(b.comm(f"{lbl}/cp-{op}", colls, entry, group="cp", stage=p,
+                                             count=n * (2 if again else 1), micro_batch=mb, phase=phase))
+            dur = float(u["fwd_s" if phase == "fwd" else "bwd_s"][units].sum())
+            c = b.compute(lbl, dur, pre, stage=p, micro_batch=mb, phase=phase)
+            for k in units:
+                done_at[k] = c
+            tail: tuple[int, ...] = (c, *overlapped)
+            blocking: list[tuple[str, Op, float, int]] = []
+            if j.tp > 1:
+                if j.sequence_parallel:
+                    blocking.append(("tp", Op.ALLGATHER, self.act_bytes, 2 * n * reps))
+                    blocking.append(("tp", Op.REDUCESCATTER, self.act_bytes, 2 * n * reps))
+                else:
+                    blocking.append(("tp", Op.ALLREDUCE, self.act_bytes, 2 * n * reps))
+            if j.ep > 1 and n_moe:
+                blocking.append(("ep", Op.ALLTOALL, self.a2a_bytes, 2 * n_moe * reps))
+            for kind, op, size, cnt in blocking:
+                colls = self._colls(p, kind, op, size)
+                if colls:
+                    tail = (b.comm(f"{lbl}/{kind}-{op}", colls, tail, group=kind, stage=p, count=cnt,
+                                   micro_batch=mb, phase=phase),)
+            if j.zero_stage == 3 and phase == "bwd":
+                dense = float(u["dense_loc"][units].sum()) * j.grad_bytes / n
+                expert = float(u["expert_loc"][units].sum()) * j.grad_bytes / n
+                colls = self._param_colls(p, Op.REDUCESCATTER, dense, expert)
+                if colls:
+                    rs = b.comm(f"{lbl}/dp-rs", colls, (c, self.dp_tail[p]), group="dp", stage=p,
+                                count=n, micro_batch=mb, phase=phase)
+                    self.dp_tail[p] = rs
+                    self.dangling[p].append(rs)
+            anchor = entry
+            entry = tail
+        self.last[p] = entry
+        if phase == "bwd" and self.buckets is not None and self._syncs(mb):
+            self._dp_sync(p, v, mb, done_at)
+        return entry
+
+    def _dp_sync(self, p: int, v: int, mb: int, done_at: dict[int, int]) -> None:
+        j, u = self.job, self.units[(p, v)]
+        op = Op.ALLREDUCE if j.zero_stage == 0 else Op.REDUCESCATTER
+        vt = f"v{v}/" if self.V > 1 else ""
+        mt = f"mb{mb}/" if j.zero_stage == 2 else ""
+        for k, bucket in enumerate(self.buckets[(p, v)]):
+            dense = float(u["dense_loc"][bucket].sum()) * j.grad_bytes
+            expert = float(u["expert_loc"][bucket].sum()) * j.grad_bytes
+            colls = self._param_colls(p, op, dense, expert)
+            if not colls:
+                continue
+            t = self.b.comm(f"s{p}/{vt}{mt}dp/bucket{k}", colls, (done_at[bucket[-1]], self.dp_tail[p]),
+                            group="dp", stage=p, micro_batch=mb if j.zero_stage == 2 else None, phase="sync")
+            self.dp_tail[p] = t
+            self.dangling[p].append(t)
+
+    # ---- schedule -------------------------------------------------------------------------
+    def _send(self, p: int, q: int, phase: str, mb: int, deps: tuple[int, ...]) -> int:
+        j = self.job
+        size = self.act_bytes / j.tp
+        src, dst = self.R[p].ravel(), self.R[q].ravel()
+        key = ("pp", p, q, size)
+        if key not in self._coll_cache:
+            self._coll_cache[key] = tuple(
+                Collective(op=Op.SENDRECV, gpus=(int(a), int(c)), size_bytes=size)
+                for a, c in zip(src, dst, strict=True)
+            )
+        return self.b.comm(f"s{p}->s{q}/mb{mb}/{phase}", self._coll_cache[key], deps, group="pp", stage=p,
+                           micro_batch=mb, phase=phase)
+
+    def _peer(self, p: int, v: int, phase: str, out: bool) -> tuple[int, int] | None:
+        """The virtual stage that ``(p, v)`` sends to (``out``) or receives from in ``phase``."""
+        pp, V = self.job.pp, self.V
+        step = 1 if (phase == "fwd") == out else -1
+        q, w = p + step, v
+        if q == pp:
+            q, w = 0, v + 1
+        elif q < 0:
+            q, w = pp - 1, v - 1
+        return (q, w) if 0 <= w < V else None
+
+    def build(self) -> OpGraph:
+        j, b = self.job, self.b
+        orders = [schedule_order(j.pp, p, j.micro_batches, self.V) for p in range(j.pp)]
+        ptr = [0] * j.pp
+        sends: dict[tuple[int, int, str, int], int] = {}
+        remaining = sum(len(o) for o in orders)
+        while remaining:
+            progressed = False
+            for p in range(j.pp):
+                while ptr[p] < len(orders[p]):
+                    phase, mb, v = orders[p][ptr[p]]
+                    src = self._peer(p, v, phase, out=False)
+                    recv = None
+                    if src is not None:
+                        if (*src, phase, mb) not in sends:
+                            break
+                        recv = sends[(*src, phase, mb)]
+                    end = self._pass(p, v, phase, mb, recv)
+                    dst = self._peer(p, v, phase, out=True)
+                    if dst is not None:
+                        sends[(p, v, phase, mb)] = self._send(p, dst[0], phase, mb, end)
+                    ptr[p] += 1
+                    remaining -= 1
+                    progressed = True
+            if not progressed:  # Megatron's schedules cannot deadlock; this guards the builder itself
+                raise SimulationError(f"pipeline schedule of job {j.name!r} is stuck at {ptr}")
+        ends = []
+        for p in range(j.pp):
+            us = [self.units[(p, v)] for v in range(self.V)]
+            dense = sum(float(u["dense_loc"].sum()) for u in us)
+            expert = sum(float(u["expert_loc"].sum()) for u in us)
+            shard = dense + expert
+            if j.zero_stage >= 1:  # optimizer states sharded over the (expert) data-parallel ranks
+                shard = dense / (j.dp * j.cp) + expert / max(1, j.dp * j.cp // j.ep)
+            step = b.compute(f"s{p}/optimizer", cm.optimizer_step_s(shard, j.gpu),
+                             (*self.last[p], *self.dangling[p]), stage=p, phase="step")
+            ends.append(step)
+            if 1 <= j.zero_stage <= 2:
+                nb = sum(len(self.buckets[(p, v)]) for v in range(self.V))
+                colls = self._param_colls(p, Op.ALLGATHER, dense * j.dtype_bytes / nb,
+                                          expert * j.dtype_bytes / nb)
+                if colls:
+                    ends.append(b.comm(f"s{p}/zero-ag-params", colls, (step,), group="zero", stage=p,
+                                       count=nb, phase="step"))
+        b.compute("iteration-end", 0.0, ends, stage=0, phase="step")
+        return b.build()

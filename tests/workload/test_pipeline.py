@@ -1,0 +1,110 @@
+"""Megatron-LM's interleaved 1F1B schedule: order, point-to-point pattern, bubble, layer split."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowherd.errors import ConfigError
+from flowherd.workload import ModelShape, TaskKind, TrainingJob
+from flowherd.workload.pipeline import schedule_order
+
+_U = ModelShape(name="u", layers=16, hidden=1024, heads=8, ffn_hidden=4096, vocab=2)
+
+
+def _passes_and_step(g):
+    passes = np.zeros(len(g.stage_ranks))
+    step0 = 0.0
+    for t in g.tasks:
+        if t.kind == TaskKind.COMPUTE and t.phase in ("fwd", "bwd"):
+            passes[t.stage] += t.duration_s
+        elif t.kind == TaskKind.COMPUTE and t.name == "s0/optimizer":
+            step0 = t.duration_s
+    return passes, step0
+
+
+@pytest.mark.parametrize(("p", "v", "m"), [(4, 1, 8), (4, 2, 8), (4, 4, 8), (2, 2, 6), (4, 2, 12), (4, 2, 6),
+                                           (8, 2, 16)])
+def test_interleaved_bubble_is_p_minus_1_over_m_v_of_the_ideal(p, v, m):
+    # Narayanan et al. SC'21, section 2.2.2: with v model chunks per device the bubble is
+    # (p - 1) / (m v) of the ideal m (t_f + t_b); uniform stages, communication free (idle fabric of
+    # infinite speed), vocab=2 makes the logit layer negligible
+    j = TrainingJob(model=_U, gpus=p, pp=p, global_batch=m, seq_len=1024, efficiency=0.45, virtual_stages=v)
+    g = j.iteration_graph("layer")
+    passes, step0 = _passes_and_step(g)
+    ideal = passes[0]
+    assert g.critical_path_s() - step0 == pytest.approx(ideal * (1 + (p - 1) / (m * v)), rel=1e-4)
+
+
+def test_schedule_table_matches_megatron_example():
+    # schedules.py, get_schedule_table docstring: PP2, N3 M5, VP2 -> micro-batches 0 1 2 0 1 2 3 4 3 4
+    # (here N = m when pp does not divide m); with N = pp = 2 and m = 4: 0 1 0 1 2 3 2 3
+    order = schedule_order(2, 0, 4, 2)
+    fwd = [(mb, v) for ph, mb, v in order if ph == "fwd"]
+    assert fwd == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (3, 0), (2, 1), (3, 1)]
+    bwd = [(mb, v) for ph, mb, v in order if ph == "bwd"]
+    assert bwd == [(0, 1), (1, 1), (0, 0), (1, 0), (2, 1), (3, 1), (2, 0), (3, 0)]
+    # warm-up forwards: 2 (pp - p - 1) + (V - 1) pp (get_pp_rank_microbatches)
+    assert [ph for ph, _, _ in order[:4]] == ["fwd"] * 4 and order[4][0] == "fwd" and order[5][0] == "bwd"
+    last = schedule_order(2, 1, 4, 2)
+    assert [ph for ph, _, _ in last[:3]] == ["fwd", "fwd", "fwd"] and last[3][0] == "bwd"
+
+
+def test_interleaving_multiplies_point_to_point_traffic_and_wraps_around():
+    # every micro-batch crosses pp * V - 1 chunk boundaries each way instead of pp - 1
+    base = dict(model=_U, gpus=4, pp=4, global_batch=8, seq_len=1024, efficiency=0.45)
+    one = TrainingJob(**base).iteration_graph().bytes_by_group()["pp"]
+    two = TrainingJob(**base, virtual_stages=2).iteration_graph().bytes_by_group()["pp"]
+    assert two == pytest.approx(one * (4 * 2 - 1) / (4 - 1))
+    g = TrainingJob(**base, virtual_stages=2).iteration_graph()
+    hops = {(t.collectives[0].gpus[0], t.collectives[0].gpus[1], t.phase) for t in g.tasks if t.group == "pp"}
+    assert (3, 0, "fwd") in hops and (0, 3, "bwd") in hops  # last rank -> first rank's next chunk
+
+
+def test_interleaved_chunks_hold_every_pp_th_slice_of_layers():
+    # transformer_block.py get_num_layers_to_build: 8 layers, 2 stages, 2 virtual stages ->
+    # stage 0 holds [0, 1] and [4, 5], stage 1 holds [2, 3] and [6, 7]
+    shape = ModelShape(name="e", layers=8, hidden=256, heads=4, ffn_hidden=512, vocab=100)
+    j = TrainingJob(model=shape, gpus=2, pp=2, virtual_stages=2, global_batch=4)
+    assert j.stage_layers(0) == [0, 1, 4, 5] and j.stage_layers(1) == [2, 3, 6, 7]
+
+
+def test_uneven_first_and_last_stage_as_megatron():
+    # num_layers_in_first/last_pipeline_stage: the middle stages share the rest evenly
+    j = TrainingJob(model="llama3-405b", gpus=8, pp=8, first_stage_layers=14, last_stage_layers=16,
+                    global_batch=8)
+    sizes = [len(j.stage_layers(p)) for p in range(8)]
+    assert sizes == [14, 16, 16, 16, 16, 16, 16, 16] and sum(sizes) == 126
+    with pytest.raises(ConfigError, match=r"\(first_stage_layers\)"):
+        TrainingJob(model="llama3-405b", gpus=8, pp=8, first_stage_layers=15, global_batch=8)
+    with pytest.raises(ConfigError, match=r"\(virtual_stages\)"):
+        TrainingJob(model=_U, gpus=4, pp=4, virtual_stages=2, global_batch=2)  # fewer micro-batches than pp
+    with pytest.raises(ConfigError, match=r"\(virtual_stages\)"):
+        TrainingJob(model=_U, gpus=4, pp=4, virtual_stages=8, global_batch=8)  # 32 chunks > 16 layers
+
+
+def test_interleaving_shortens_a_deep_pipeline_iteration():
+    base = dict(model="llama3-70b", gpus=16, pp=16, global_batch=16)
+    t1 = TrainingJob(**base).iteration_graph().critical_path_s()
+    t5 = TrainingJob(**base, virtual_stages=5).iteration_graph().critical_path_s()
+    # ideal stages: (1 + 15/80) / (1 + 15/16) = 0.61; the logit layer makes the last stage longer
+    assert t5 < 0.75 * t1
+
+
+def test_zero2_reduce_scatters_every_micro_batch_zero1_only_the_last():
+    # DeepSpeed ZeRO-2 partitions gradients as the backward produces them (every micro-batch);
+    # ZeRO-1 (and Megatron's distributed optimizer) reduce-scatter once, at the last micro-batch
+    base = dict(model="llama3-8b", gpus=4, global_batch=12)  # 3 micro-batches per replica
+    z1 = TrainingJob(**base, zero_stage=1).iteration_graph().bytes_by_group()
+    z2 = TrainingJob(**base, zero_stage=2).iteration_graph().bytes_by_group()
+    psi = TrainingJob(**base).model.num_params()
+    assert z1["dp"] == pytest.approx(psi * 2) and z2["dp"] == pytest.approx(3 * psi * 2)
+    assert z1["zero"] == z2["zero"] == pytest.approx(psi * 2)  # parameters gathered once after the step
+
+
+def test_fsdp_is_zero3():
+    a = TrainingJob(model="llama3-8b", gpus=4, global_batch=8, fsdp=True)
+    b = TrainingJob(model="llama3-8b", gpus=4, global_batch=8, zero_stage=3)
+    assert a.zero_stage == 3 and a.iteration_graph().bytes_by_group() == b.iteration_graph().bytes_by_group()
+    with pytest.raises(ConfigError, match=r"\(fsdp\)"):
+        TrainingJob(model="llama3-8b", gpus=4, global_batch=8, fsdp=True, zero_stage=1)
