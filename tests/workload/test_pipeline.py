@@ -81,6 +81,8 @@ def test_uneven_first_and_last_stage_as_megatron():
         TrainingJob(model=_U, gpus=4, pp=4, virtual_stages=2, global_batch=2)  # fewer micro-batches than pp
     with pytest.raises(ConfigError, match=r"\(virtual_stages\)"):
         TrainingJob(model=_U, gpus=4, pp=4, virtual_stages=8, global_batch=8)  # 32 chunks > 16 layers
+    with pytest.raises(ConfigError, match=r"needs pp > 1.*\(virtual_stages\)"):
+        TrainingJob(model=_U, gpus=1, virtual_stages=2, global_batch=2)
 
 
 def test_interleaving_shortens_a_deep_pipeline_iteration():
