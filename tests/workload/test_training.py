@@ -404,13 +404,14 @@ def test_any_valid_spec_keeps_bytes_and_flops_across_granularities():
     @given(tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 3, 7]), cp=st.sampled_from([1, 2]),
            dp=st.sampled_from([1, 2, 4]), ep=st.sampled_from([1, 2, 4]), zero=st.integers(0, 3),
            sp=st.booleans(), rc=st.booleans(), m=st.integers(1, 5),
-           bucket=st.sampled_from([1e5, 1e6, float("inf")]))
-    def check(tp, pp, cp, dp, ep, zero, sp, rc, m, bucket):
-        if dp % ep:
+           bucket=st.sampled_from([1e5, 1e6, float("inf")]), v=st.sampled_from([1, 2]))
+    def check(tp, pp, cp, dp, ep, zero, sp, rc, m, bucket, v):
+        if dp % ep or (v > 1 and (pp == 1 or pp * v > _MOE.layers or m < pp)):
             return
         j = TrainingJob(model=_MOE, gpus=tp * pp * cp * dp, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep,
                         zero_stage=zero, sequence_parallel=sp, activation_recompute=rc,
-                        global_batch=m * dp, seq_len=256, bucket_bytes=bucket, efficiency=0.45)
+                        global_batch=m * dp, seq_len=256, bucket_bytes=bucket, efficiency=0.45,
+                        virtual_stages=v)
         fine, coarse = j.iteration_graph("layer"), j.iteration_graph("stage")
         a, b = fine.bytes_by_group_op(), coarse.bytes_by_group_op()
         assert a.keys() == b.keys()

@@ -211,6 +211,9 @@ class TrainingJob:
                 f"{w}: global_batch must be a multiple of micro_batch*dp = {self.micro_batch * self.dp}, "
                 f"got {self.global_batch} (global_batch)"
             )
+        if self.virtual_stages > 1 and self.pp == 1:
+            raise ConfigError(f"{w}: virtual_stages > 1 needs pp > 1 (Megatron interleaves pipeline stages), "
+                              f"got pp=1, virtual_stages={self.virtual_stages} (virtual_stages)")
         if self.virtual_stages > 1 and self.micro_batches < self.pp:
             # Megatron's interleaved schedule (schedules.py) needs micro-batch groups of pp to m
             raise ConfigError(
