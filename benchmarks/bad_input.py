@@ -26,6 +26,7 @@ def _cases():
     path = ROOT / "tests" / "cli" / "test_bad_input_table.py"
     spec = importlib.util.spec_from_file_location("bad_input_table", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
 
