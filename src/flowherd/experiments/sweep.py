@@ -18,6 +18,13 @@ its canonical JSON (keys sorted, seed left out). A run is one point under one se
 one transaction as soon as its task returns, so a sweep killed at any time and restarted with
 ``resume=True`` repeats no stored run and loses none.
 
+Checked before any run: the file is read strictly (`flowherd.experiments.loading`); ``name``
+becomes the directory ``runs/<name>`` when no ``--out`` is given, so it must be one path component
+(letters, digits, ``.``, ``_``, ``-``; no ``/`` or ``..``); seeds are integers in 0..2**63-1 (the
+store's 64-bit integers); at most `MAX_RUNS` runs; every axis path is checked against the schema,
+including the keys of the free-form ``fabric`` mapping, and every point's scenario is validated.
+A local Ray instance binds every process to 127.0.0.1 (`flowherd.experiments.ray_local`).
+
 Ray is imported only by `run_sweep` (the ``sweep`` extra).
 """
 
