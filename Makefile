@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-# The quick demo: about 5 minutes of wall time on 2 cores (README, "What the demo shows").
+# The quick demo, budgeted at 5 minutes of wall time on 2 quiet cores (it prints the CPU time its
+# simulations took; README, "What the demo shows").
 demo: $(STAMP)
 	$(BIN)/flowherd demo
 
