@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/flowherd demo
 
-# Every literature baseline and every flowherd policy: about twice as long.
+# Every literature baseline and every flowherd policy: several times as long (CASSINI and Crux
+# cost 7-10 runs without control each).
 demo-full: $(STAMP)
 	$(BIN)/flowherd demo --full
 
