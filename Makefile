@@ -15,11 +15,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-# The quick demo: about 5 minutes of wall time on 2 cores (README, "What the demo shows").
+# The quick demo, budgeted at 5 minutes of wall time on 2 quiet cores (it prints the CPU time its
+# simulations took; README, "What the demo shows").
 demo: $(STAMP)
 	$(BIN)/flowherd demo
 
-# Every literature baseline and every flowherd policy: about twice as long.
+# Every literature baseline and every flowherd policy: several times as long (CASSINI and Crux
+# cost 7-10 runs without control each).
 demo-full: $(STAMP)
 	$(BIN)/flowherd demo --full
 

@@ -160,3 +160,22 @@ def test_the_cli_package_imports_no_command_module_at_import_time():
     top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
     names = {getattr(n, "module", None) or n.names[0].name for n in top}
     assert not {n for n in names if n and n.startswith("flowherd.cli.") and n != "flowherd.cli.commands"}
+
+
+def test_a_planned_run_is_named_by_its_plan_not_by_the_scenarios_placer(tmp_path, capsys):
+    pytest.importorskip("duckdb", reason="the store extra is not installed")
+    from flowherd.experiments.store import ResultStore
+    from flowherd.report.data import load_report_data
+
+    tiny = str(ROOT / "scenarios" / "tiny.yaml")
+    plan = tmp_path / "plan.json"
+    assert main(["plan", tiny, "--method", "topology", "--out", str(plan)]) == 0
+    out = tmp_path / "run"
+    assert main(["simulate", tiny, "--plan", str(plan), "--controller", "varys", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    # issue 16: "packed placement" was printed (and stored) for a planned run with a controller
+    assert "(topology placement" in text and "first-fit placement" not in text
+    with ResultStore(out, read_only=True) as st:
+        (run,) = st.runs()
+    assert run["placement"] == "topology" and run["controller"] == "varys"
+    assert load_report_data(out).methods == ["topology + ECMP + Varys"]

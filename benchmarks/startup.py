@@ -1,0 +1,88 @@
+"""Time a newcomer's commands against the README's budgets (issue 16) and print each.
+
+    python benchmarks/startup.py               # --help, a 64-GPU collective, simulate default
+    python benchmarks/startup.py --with-make   # also `make demo` and `make test` (15+ minutes)
+    python benchmarks/startup.py --repeats 9 --skip-simulate
+
+Budgets are for a quiet 2-core machine: `flowherd --help` < 0.3 s, a 64-GPU `collective` < 0.6 s
+(medians of --repeats runs), `make demo` <= 5 min, `make test` <= 10 min. `simulate default` has
+no budget (the README quotes its time). The load average is printed beside the figures: on a
+busy machine every time is longer, and a ratio to `python -c pass` (also printed) says how much.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COLLECTIVE = ["collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "64",
+              "--fabric", "dgx-superpod-h100-1su"]
+BUDGETS_S = {"flowherd --help": 0.3, "flowherd " + " ".join(COLLECTIVE): 0.6,
+             "flowherd simulate default": None, "make demo": 300.0, "make test": 600.0}
+
+
+def _flowherd() -> list[str]:
+    script = Path(sys.executable).with_name("flowherd")
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from flowherd.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+
+def _time(cmd: list[str], *, cwd: Path, timeout_s: float) -> float:
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         timeout=timeout_s)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")
+    return wall
+
+
+def _median(cmd: list[str], repeats: int, cwd: Path) -> tuple[float, list[float]]:
+    _time(cmd, cwd=cwd, timeout_s=300)  # warm: numba's cache, the OS's file cache
+    runs = [_time(cmd, cwd=cwd, timeout_s=300) for _ in range(repeats)]
+    return statistics.median(runs), runs
+
+
+def _line(name: str, wall_s: float, detail: str = "") -> None:
+    budget = BUDGETS_S.get(name)
+    verdict = "no budget" if budget is None else ("within" if wall_s <= budget else "OVER") + \
+        f" budget {budget:g} s"
+    print(f"{name:<78} {wall_s:8.2f} s  {verdict}{'  ' + detail if detail else ''}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=5, help="runs of each short command (median)")
+    ap.add_argument("--with-make", action="store_true", help="also time `make demo` and `make test`")
+    ap.add_argument("--skip-simulate", action="store_true", help="skip `flowherd simulate default`")
+    args = ap.parse_args(argv)
+    fh = _flowherd()
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {' '.join(fh)}", flush=True)
+    base, _ = _median([sys.executable, "-c", "pass"], args.repeats, ROOT)
+    print(f"{'python -c pass (the interpreter alone)':<78} {base:8.2f} s", flush=True)
+    for name, argv_ in (("flowherd --help", ["--help"]), ("flowherd " + " ".join(COLLECTIVE), COLLECTIVE)):
+        med, runs = _median([*fh, *argv_], args.repeats, ROOT)
+        _line(name, med, f"median of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)}")
+    if not args.skip_simulate:
+        _line("flowherd simulate default", _time([*fh, "simulate", "default"], cwd=ROOT, timeout_s=3600))
+    if args.with_make:
+        make = shutil.which("make")
+        if make is None:
+            raise SystemExit("make is not installed")
+        # as a newcomer runs it: from the checkout, into flowherd-demo/ there
+        _line("make demo", _time([make, "demo"], cwd=ROOT, timeout_s=7200))
+        _line("make test", _time([make, "test"], cwd=ROOT, timeout_s=7200))
+    print(f"load average {os.getloadavg()[0]:.2f} at the end", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""What the figures draw, read back from the figures (issue 16's report fixes), not only that they
+render: the plotted values equal the series, one load compares methods side by side, an outlier
+tenant turns the axis logarithmic, the fabric's colours are tenants with numbered jobs, the Gantt
+title fits, and equal runs are labelled as ties."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib", reason="the report extra is not installed")
+
+from flowherd.report.data import (
+    LINEAR_SPREAD_MAX,
+    controller_label,
+    fabric_layout,
+    jct_cdf,
+    load_report_data,
+    method_label,
+    slowdown_vs_load,
+    tenant_axis_scale,
+    tenant_slowdowns,
+)
+from flowherd.report.figures import (
+    fig_fabric,
+    fig_gantt,
+    fig_jct_cdf,
+    fig_slowdown_vs_load,
+    fig_tenant_fairness,
+)
+
+
+@pytest.fixture(scope="module")
+def data(store_dir):
+    return load_report_data(store_dir)
+
+
+def _one_load(data, load=0.0):
+    return dataclasses.replace(data, runs=[r for r in data.runs if (r["background_load"] or 0.0) == load])
+
+
+def test_jct_cdf_lines_are_the_sorted_jcts_of_each_method(data):
+    ax = fig_jct_cdf(data).axes[0]
+    series = jct_cdf(data)
+    lines = [ln for ln in ax.get_lines() if ln.get_label() and not ln.get_label().startswith("_")]
+    assert len(lines) == len(series)
+    for line, (m, (x, y, _)) in zip(lines, series.items(), strict=True):
+        assert line.get_label().startswith(m)
+        np.testing.assert_allclose(line.get_xdata()[1:], x)
+        np.testing.assert_allclose(line.get_ydata()[1:], y)
+
+
+def _errorbar_lines(ax):
+    # an errorbar is a container (data line, caps, bars) carrying the label
+    return {c.get_label(): c.lines[0] for c in ax.containers}
+
+
+def test_slowdown_over_loads_plots_each_methods_mean_at_each_load(data):
+    ax = fig_slowdown_vs_load(data).axes[0]
+    series = slowdown_vs_load(data)
+    assert "(% of link capacity)" in ax.get_xlabel() and "mean of 1 seed;" in ax.get_title()
+    drawn = _errorbar_lines(ax)
+    for m, s in series.items():
+        np.testing.assert_allclose(drawn[m].get_xdata(), 100 * s["load"])
+        np.testing.assert_allclose(drawn[m].get_ydata(), s["mean"])
+
+
+def test_one_load_compares_the_methods_side_by_side(data):
+    # issue 16: "four dots at one load": with one load each method gets its own x position
+    one = _one_load(data)
+    series = slowdown_vs_load(one)
+    assert all(len(s["load"]) == 1 for s in series.values()) and len(series) >= 2
+    ax = fig_slowdown_vs_load(one).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(series)
+    assert "background load 0%" in ax.get_xlabel() and "mean of 1 seed;" in ax.get_title()
+    drawn = _errorbar_lines(ax)
+    xs = [float(drawn[m].get_xdata()[0]) for m in series]
+    assert xs == list(range(len(series)))  # distinct positions, not one stack
+    for m, s in series.items():
+        assert float(drawn[m].get_ydata()[0]) == pytest.approx(float(s["mean"][0]))
+
+
+def _tenant_data(data, factor):
+    tenants = [dict(t) for t in data.tenants]
+    first = tenants[0]["tenant"]
+    for t in tenants:
+        if t["tenant"] == first and t["mean_slowdown"] is not None:
+            t["mean_slowdown"] = factor
+    return dataclasses.replace(data, tenants=tenants)
+
+
+def test_an_outlier_tenant_turns_the_axis_logarithmic_and_keeps_the_others_readable(data):
+    outlier = _tenant_data(data, 34.0)  # issue 16: one 34x tenant bar squashed the others
+    _, series = tenant_slowdowns(outlier)
+    assert tenant_axis_scale(series) == "log"
+    ax = fig_tenant_fairness(outlier).axes[0]
+    assert ax.get_yscale() == "log" and "log scale" in ax.get_ylabel()
+    heights = [p.get_height() for p in ax.patches if np.isfinite(p.get_height())]
+    finite = np.concatenate([v[np.isfinite(v)] for v in series.values()])
+    assert sorted(heights) == pytest.approx(sorted(finite))
+    lo, hi = ax.get_ylim()
+    assert lo <= finite.min() and hi >= finite.max()
+    # the labels carry the values, so the smaller bars can be read
+    labels = {t.get_text() for t in ax.texts}
+    assert "34.0x" in labels and len(labels) > 1
+
+
+def test_close_tenant_slowdowns_stay_on_a_linear_axis(data):
+    _, series = tenant_slowdowns(data)
+    finite = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in series.values()])
+    assert finite.max() / finite.min() <= LINEAR_SPREAD_MAX
+    assert fig_tenant_fairness(data).axes[0].get_yscale() == "linear"
+
+
+def test_the_fabric_colours_tenants_and_numbers_jobs_in_the_legend(data):
+    view = data.detail[0]
+    lay = fabric_layout(view)
+    ran = [j for j in view.jobs if j["gpus"]]
+    assert sorted(lay.job_number.values()) == list(range(1, len(ran) + 1))
+    assert all(lay.job_tenant[j["name"]] == j["tenant"] for j in ran)
+    ax = fig_fabric(view).axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    for name, k in lay.job_number.items():
+        assert any(t.startswith(f"{k}: ") and t.endswith(f"({lay.job_tenant[name]})".replace("$", r"\$"))
+                   for t in legend), (k, name)
+    numbers = {t.get_text(): t.get_position()[0] for t in ax.texts if t.get_text().isdigit()}
+    for name, k in lay.job_number.items():
+        assert numbers[str(k)] == pytest.approx(lay.job_span[name])
+    # the GPUs take as many colours as there are tenants, not one per job
+    gpu_colors = set()
+    for coll in ax.collections[1:]:
+        for c in coll.get_facecolors():
+            gpu_colors.add(tuple(np.round(c, 3)))
+    assert len(gpu_colors) <= len(set(lay.job_tenant.values())) + 2  # + idle GPUs and switches
+
+
+def test_the_gantt_title_fits_the_figure(data):
+    fig = fig_gantt(data.detail[0])
+    fig.canvas.draw()
+    title = fig.axes[0].title
+    box = title.get_window_extent(renderer=fig.canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height
+    assert data.detail[0].run["run_id"] in title.get_text()
+
+
+def test_equal_runs_are_labelled_as_ties_not_as_a_best():
+    run = {"placement": "heuristic", "routing": "ecmp", "controller": "crux",
+           "params": {"role": "best baseline", "tied": ["sincronia", "varys"]}}
+    assert method_label(run, {"placement", "controller"}, []) == \
+        "flowherd planner + best baseline (tie: Crux = Sincronia = Varys)"
+    assert controller_label("varys", "best baseline") == "best baseline (Varys)"
+    assert "tie" not in controller_label("crux", "best baseline", ())
+
+
+def test_the_html_charts_draw_the_same_choices(data):
+    pytest.importorskip("plotly", reason="the report extra is not installed")
+    from flowherd.report.html import plot_slowdown, plot_tenants
+
+    one = _one_load(data)
+    fig = plot_slowdown(one)
+    series = slowdown_vs_load(one)
+    assert [tr.x[0] for tr in fig.data if tr.name in series] == list(series)
+    assert [float(tr.y[0]) for tr in fig.data if tr.name in series] == \
+        pytest.approx([float(s["mean"][0]) for s in series.values()])
+    assert "1 seed" in fig.layout.title.text
+    assert plot_tenants(_tenant_data(data, 34.0)).layout.yaxis.type == "log"
+    assert plot_tenants(data).layout.yaxis.type == "linear"
