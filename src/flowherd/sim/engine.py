@@ -39,6 +39,7 @@ from flowherd.errors import ConfigError, SimulationError
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router, Routes
 from flowherd.sim.fairshare import Scratch, max_min_subset
+from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
 from flowherd.sim.results import SimResult
 
 __all__ = ["Engine"]
@@ -368,18 +369,26 @@ class Engine:
     1.0
     """
 
-    def __init__(self, fabric: Fabric, router: Router | None, *, record_flows: bool = True):
+    def __init__(self, fabric: Fabric, router: Router | None, *, record_flows: bool = True,
+                 network: NetworkConfig | None = None):
         """Args:
         fabric: The network.
         router: Routes flows of coflows added without ``routes=``.
         record_flows: Keep per-flow records in `result` (per-coflow and per-link ones are
             always kept).
+        network: The congestion model (`flowherd.sim.network`); default: the one set by
+            `flowherd.sim.network.use_network`, else ``ideal`` (no model at all).
         """
         self.fabric = fabric
         self.router = router
         self.record_flows = record_flows
         num_links = fabric.num_directed_links
         self._cap = np.ascontiguousarray(fabric.link_capacity_bytes_per_s, dtype=np.float64)
+        # NETWORK HOOK 1/4: a congestion model other than ideal gives the links' payload capacity
+        net = network if network is not None else current_network()
+        self.network = None if net is None or net.ideal else NetworkModel(net, fabric)
+        if self.network is not None:
+            self._cap = self.network.cap
         self._now = 0.0
         self._f = _Grow(_FLOW_COLUMNS)
         self._links = _Grow({"link": (np.int64, 0), "frac": (np.float64, 0.0),
@@ -514,6 +523,8 @@ class Engine:
                               f"{np.shape(weight)} (weight of coflow {cid})")
         if isinstance(priority, bool) or not isinstance(priority, int | np.integer):
             raise ConfigError(f"priority must be an int, got {priority!r} (priority of coflow {cid})")
+        if self.network is not None:  # NETWORK HOOK 2/4: controller classes -> port queues
+            priority = self.network.port_class(priority)
         after_t = tuple(int(a) for a in np.atleast_1d(np.asarray(after, dtype=np.int64)))
         for a in after_t:
             if not 0 <= a < cid:
@@ -748,6 +759,8 @@ class Engine:
                             self._b_flow, self._b_inc)
                 f.txend[done] = now
                 f.finish[done] = now + f.lat[done]
+                if self.network is not None:  # NETWORK HOOK 3/4: queueing delay, link state
+                    self.network.on_done(self, done, now)
                 changed.append(done)
                 self._dead += done.size
                 self.num_events += done.size
@@ -851,6 +864,8 @@ class Engine:
             if not more.size:
                 break
             forced = np.union1d(forced, more)
+        if self.network is not None:  # NETWORK HOOK 4/4: start, burst, convergence costs
+            self.network.on_rates(self, comp, now)
         _settle(comp, now, False, f.rate, f.rem, f.t0, f.lo, f.hi, links.link, links.frac,
                 self._link_bytes, self._link_nact, self._link_load, self._busy_since,
                 self._link_busy)
