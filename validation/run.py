@@ -233,7 +233,12 @@ def main() -> None:
         if args.cases and c.name not in args.cases:
             continue
         t0 = time.perf_counter()
-        s3, e3, x3 = run_ns3(c, binary)
+        try:
+            s3, e3, x3 = run_ns3(c, binary)
+        except subprocess.CalledProcessError as err:  # ns-3 3.37 crashes in TcpRateLinux::SkbSent
+            print(f"{c.name:26s} ns-3 failed ({err.returncode}): left out", flush=True)
+            rows.append({"case": c.name, "flows": len(c.src), "ns3_failed": str(err)})
+            continue
         t_ns3 = time.perf_counter() - t0
         ref = metrics(c, s3, e3)
         row = {"case": c.name, "flows": len(c.src), "ns3": ref, "ns3_extra": x3, "ns3_wall_s": t_ns3}
@@ -250,6 +255,8 @@ def main() -> None:
             f"{k[:-2]:10s} ns3 {ref[k] * 1e6:9.1f}us ideal {row['ideal'][k] * 1e6:9.1f} "
             f"({row['ideal_err'][k]:6.1%}) "
             f"tcp {row['tcp'][k] * 1e6:9.1f} ({row['tcp_err'][k]:6.1%})" for k in ref), flush=True)
+    failed = [r for r in rows if "ns3_failed" in r]
+    rows = [r for r in rows if "ns3_failed" not in r]
     if not rows:
         return
     summary = {}
@@ -270,7 +277,10 @@ def main() -> None:
           and summary["tcp"]["median_err_cct"] <= 0.10 and len(rows) >= 12)
     print(f"target (>= 12 cases, tcp median error <= half of ideal's, <= 10% on collective times): "
           f"{'met' if ok else 'NOT met'}")
-    Path(args.json).write_text(json.dumps({"rows": rows, "summary": summary, "target_met": ok}, indent=1))
+    if failed:
+        print(f"ns-3 failed on {len(failed)} case(s): {', '.join(r['case'] for r in failed)}")
+    Path(args.json).write_text(json.dumps({"rows": rows, "failed": failed, "summary": summary,
+                                           "target_met": ok}, indent=1))
     os.sync()
 
 

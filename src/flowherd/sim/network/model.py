@@ -49,6 +49,7 @@ import numpy as np
 from flowherd.fabric.core import Fabric, LinkKind, NodeKind
 from flowherd.sim.network import fluid
 from flowherd.sim.network.config import NetworkConfig
+from flowherd.sim.network.kernels import flow_pass, touched_links
 
 if TYPE_CHECKING:
     from flowherd.sim.engine import Engine
@@ -126,10 +127,15 @@ class NetworkModel:
         self.q_max = np.zeros(num_links)
         self.mark = np.zeros(num_links)
         self.load = np.zeros(num_links)
-        self.arrive = np.zeros(num_links)  # `_arrival_potential`, bytes per second
+        self.arrive = np.zeros(num_links)  # arrival potential (below), bytes per second
+        self._mark = np.zeros(num_links, np.bool_)
+        self._s_dload = np.zeros(num_links)
+        self._s_rtt = np.zeros(num_links)
+        self._s_cnt = np.zeros(num_links, np.int64)
         self.marked = np.zeros(num_links)
         self.drops = np.zeros(num_links)
         self.pause = np.zeros(num_links)
+        self._lossless_q = np.array([cfg.is_lossless(q) for q in range(cfg.queues)], bool)
         self.num_timeouts = 0
         self.num_pauses = 0
         self._series: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -143,13 +149,12 @@ class NetworkModel:
     def on_rates(self, eng: Engine, comp: np.ndarray, now: float) -> None:
         """The engine re-allocated ``comp`` (old rates in ``rate``, new in ``rate_new``)."""
         f, lk = eng._f, eng._links
-        inc, own = _incidences(f.lo[comp], f.hi[comp])
-        links, frac = lk.link[inc], lk.frac[inc]
         old, new = f.rate[comp], f.rate_new[comp]
-        rtt = np.bincount(own, weights=self.rtt_part[links] * frac, minlength=comp.size)
-        # the round trip a flow starts with includes the standing queues on its path
-        rtt_q = rtt + np.bincount(own, weights=self.q[links] / self.cap_wire[links] * frac,
-                                  minlength=comp.size)
+        # per flow: base RTT, RTT with the standing queues on its path (what a starting flow's
+        # round trips take), line rate; per link: load change, RTT, arrival potential
+        rtt, rtt_q, line, touched, d_load, rtt_l, pot = flow_pass(
+            comp, f.lo, f.hi, lk.link, lk.frac, f.rate, f.rate_new, self.rtt_part, self.q, self.cap_wire,
+            self.link_src, self.link_dst, self._mark, self._s_dload, self._s_rtt, self._s_cnt)
         cfg = self.cfg
         extra = np.zeros(comp.size)
         fresh = (old == 0.0) & (f.rem[comp] == f.size[comp]) & (f.start[comp] == now) & (new > 0)
@@ -169,39 +174,20 @@ class NetworkModel:
                                            cfg.dcqcn_rai_bytes_per_s, cfg.ramp_gain)
             extra[grow] += ramp[grow]
         if fresh.any():
-            extra += self._bursts(eng, comp, fresh, links, frac, own, rtt, now)
-        f.lat[comp] += extra
+            sub = comp[fresh]
+            inc, own = _incidences(f.lo[sub], f.hi[sub])
+            extra[fresh] += self._bursts(eng, sub, lk.link[inc], lk.frac[inc], own, rtt[fresh],
+                                         line[fresh])
+        if extra.any():
+            f.lat[comp] += extra
         # per-link state after this update
-        touched = np.unique(links)
-        d_load = np.bincount(links, weights=(new - old)[own] * frac, minlength=self.q.size)[touched]
-        rtt_l = (np.bincount(links, weights=rtt[own], minlength=self.q.size)[touched]
-                 / np.maximum(np.bincount(links, minlength=self.q.size)[touched], 1))
-        line = np.full(comp.size, np.inf)
-        np.minimum.at(line, own, self.cap_wire[links])
-        self.arrive[touched] = self._arrival_potential(links, own, line, touched)
+        self.arrive[touched] = pot
         self._set_links(touched, eng._b_len[touched], eng._link_load[touched] + d_load, rtt_l, now)
 
-    def _arrival_potential(self, links: np.ndarray, own: np.ndarray, line: np.ndarray,
-                           touched: np.ndarray) -> np.ndarray:
-        """Per link of ``touched``: the fastest its flows can arrive, summed over the links they
-        enter it by, each ingress at most its capacity and at most the line rates (narrowest
-        link of the path) of its flows. A port whose flows cannot arrive faster than it drains
-        builds no queue: a flow alone, or flows paced by one slower ingress."""
-        nn = np.int64(self.fabric.num_nodes)
-        key_in = own.astype(np.int64) * nn + self.link_dst[links]
-        order = np.argsort(key_in, kind="stable")
-        sorted_keys = key_in[order]
-        want = own.astype(np.int64) * nn + self.link_src[links]
-        pos = np.minimum(np.searchsorted(sorted_keys, want), max(sorted_keys.size - 1, 0))
-        hit = sorted_keys[pos] == want
-        up = np.where(hit, links[order[pos]], -1)
-        num = np.int64(self.q.size)
-        pair_of = links[hit].astype(np.int64) * num + up[hit]
-        pairs, inv = np.unique(pair_of, return_inverse=True)
-        lines = np.bincount(inv, weights=line[own[hit]], minlength=pairs.size)
-        per_in = np.minimum(self.cap_wire[pairs % num], lines)
-        pot = np.bincount(pairs // num, weights=per_in, minlength=self.q.size)
-        return pot[touched]
+    # The arrival potential of a link (`kernels.flow_pass`): the fastest its flows can arrive,
+    # summed over the links they enter it by, each ingress at most its capacity and at most the
+    # line rates (narrowest link of the path) of its flows. A port whose flows cannot arrive
+    # faster than it drains builds no queue: a flow alone, or flows paced by one slower ingress.
 
     def on_done(self, eng: Engine, done: np.ndarray, now: float) -> None:
         """Flows ``done`` sent their last byte at ``now``; their links' queues follow the flows
@@ -210,8 +196,7 @@ class NetworkModel:
         the source sent them; a short flow pays the queues on its path in its round trips,
         `on_rates`.)"""
         f, lk = eng._f, eng._links
-        inc, _ = _incidences(f.lo[done], f.hi[done])
-        touched = np.unique(lk.link[inc])
+        touched = touched_links(done, f.lo, f.hi, lk.link, self._mark)
         self._set_links(touched, eng._b_len[touched], eng._link_load[touched], self._rtt_of(touched), now)
 
     # ---- state ---------------------------------------------------------------------------
@@ -240,9 +225,8 @@ class NetworkModel:
                 mark[sat] = fluid.dctcp_mark_fraction(n, bdp, cfg.ecn_kmin_bytes, self.pkt_wire)
             else:
                 cw = self.cap_wire[links[sat]]
-                pq = [self._dcqcn(int(k), float(c)) for k, c in zip(n.tolist(), cw.tolist(), strict=True)]
-                ps = np.array([p for p, _ in pq])
-                qs = np.array([x for _, x in pq])
+                pq = np.array([self._dcqcn(int(k), c) for k, c in zip(n.tolist(), cw.tolist(), strict=True)])
+                ps, qs = pq[:, 0], pq[:, 1]
                 q[sat] = np.minimum(qs, cfg.pfc_xoff_bytes)
                 mark[sat] = ps
         changed = np.abs(q - self.q[links]) > 1e-9 * np.maximum(q, 1.0)
@@ -262,18 +246,16 @@ class NetworkModel:
                                        c.dcqcn_fast_recovery_steps, c.dcqcn_rai_bytes_per_s,
                                        c.dcqcn_cnp_interval_s, c.dcqcn_alpha_interval_s)
 
-    def _bursts(self, eng: Engine, comp: np.ndarray, fresh: np.ndarray, links: np.ndarray,
-                frac: np.ndarray, own: np.ndarray, rtt: np.ndarray, now: float) -> np.ndarray:
-        """Extra time of the flows of ``comp`` from the first-window bursts of its fresh flows."""
+    def _bursts(self, eng: Engine, comp: np.ndarray, links: np.ndarray, frac: np.ndarray,
+                own: np.ndarray, rtt: np.ndarray, line: np.ndarray) -> np.ndarray:
+        """Extra time of the flows ``comp`` (all fresh; victims of a pause get theirs directly)
+        from their first-window bursts."""
         cfg, f = self.cfg, eng._f
         extra = np.zeros(comp.size)
-        sel = fresh[own] & self.is_net[links]
+        sel = self.is_net[links]
         if not sel.any():
             return extra
         li, fi = links[sel], own[sel]
-        # each fresh flow's line rate: the narrowest link of its path
-        line = np.full(comp.size, np.inf)
-        np.minimum.at(line, own, self.cap_wire[links])
         size_wire = f.rem[comp] / cfg.wire_efficiency
         if cfg.model == "tcp":
             w = np.minimum(size_wire, cfg.init_cwnd_packets * self.pkt_wire)
@@ -290,8 +272,7 @@ class NetworkModel:
         arrive = sum_line[hot] + old_load
         peak = np.where(arrive > self.cap_wire[hot],
                         self.q[hot] + sum_w[hot] + (old_load - self.cap_wire[hot]) * dur[hot], 0.0)
-        lossless_f = np.array([cfg.is_lossless(int(p)) for p in f.prio[comp]]) if cfg.model == "roce" \
-            else np.zeros(comp.size, bool)
+        lossless_f = self._lossless_q[np.clip(f.prio[comp], 0, cfg.queues - 1)]
         ll = np.zeros(num, bool)
         np.logical_or.at(ll, li, lossless_f[fi])
         ll = ll[hot]
