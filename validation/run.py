@@ -36,6 +36,7 @@ NS3_SRC = HERE / "ns3" / "leafspine.cc"
 NS3_BIN = HERE / "build" / "leafspine"
 NS3_LIBS = ("ns3-core", "ns3-network", "ns3-internet", "ns3-point-to-point", "ns3-applications",
             "ns3-traffic-control")
+OVERRIDES: dict[str, str] = {}  # --set: documented constants of the tcp model, as in a network: section
 INSTALL = ("ns-3 is not installed: `apt-get install -y libns3-dev libgsl-dev` (Debian 12: ns-3 3.37 "
            "with pkg-config files), then run again")
 
@@ -191,7 +192,7 @@ def network_of(c: Case, model: str):
     # a handshake per flow, the same K, buffer and minimum RTO
     return network_from_mapping({"model": "tcp", "port_buffer": f"{int(c.buffer_bytes)}B",
                                  "ecn_k": f"{int(c.ecn_k_bytes)}B", "overhead": 54, "setup_rtts": 1,
-                                 "min_rto": c.min_rto_s})
+                                 "min_rto": c.min_rto_s, **OVERRIDES})
 
 
 def run_flowherd(c: Case, model: str) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -226,21 +227,36 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="*", default=None)
     ap.add_argument("--json", default=str(HERE / "results.json"))
+    ap.add_argument("--reuse-ns3", default=None, help="a results.json whose ns-3 figures to take "
+                    "instead of running ns-3 again (ns-3 is deterministic; the flowherd side reruns)")
+    ap.add_argument("--set", nargs="*", default=[], help="network overrides for the tcp model, "
+                    "key=value (e.g. ramp_gain=0.5)")
     args = ap.parse_args()
-    binary = build_ns3()
+    global OVERRIDES
+    OVERRIDES = dict(kv.split("=", 1) for kv in args.set)
+    reuse = {}
+    if args.reuse_ns3:
+        reuse = {r["case"]: r for r in json.loads(Path(args.reuse_ns3).read_text())["rows"]}
+    binary = None if reuse else build_ns3()
     rows = []
     for c in cases():
         if args.cases and c.name not in args.cases:
             continue
         t0 = time.perf_counter()
-        try:
-            s3, e3, x3 = run_ns3(c, binary)
-        except subprocess.CalledProcessError as err:  # ns-3 3.37 crashes in TcpRateLinux::SkbSent
-            print(f"{c.name:26s} ns-3 failed ({err.returncode}): left out", flush=True)
-            rows.append({"case": c.name, "flows": len(c.src), "ns3_failed": str(err)})
-            continue
-        t_ns3 = time.perf_counter() - t0
-        ref = metrics(c, s3, e3)
+        if reuse:
+            if c.name not in reuse:
+                print(f"{c.name:26s} no ns-3 figures to reuse: left out", flush=True)
+                continue
+            ref, x3, t_ns3 = reuse[c.name]["ns3"], reuse[c.name]["ns3_extra"], 0.0
+        else:
+            try:
+                s3, e3, x3 = run_ns3(c, binary)
+            except subprocess.CalledProcessError as err:  # ns-3 3.37 crashes in TcpRateLinux::SkbSent
+                print(f"{c.name:26s} ns-3 failed ({err.returncode}): left out", flush=True)
+                rows.append({"case": c.name, "flows": len(c.src), "ns3_failed": str(err)})
+                continue
+            t_ns3 = time.perf_counter() - t0
+            ref = metrics(c, s3, e3)
         row = {"case": c.name, "flows": len(c.src), "ns3": ref, "ns3_extra": x3, "ns3_wall_s": t_ns3}
         for model in ("ideal", "tcp"):
             t0 = time.perf_counter()

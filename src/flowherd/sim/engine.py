@@ -759,7 +759,7 @@ class Engine:
                             self._b_flow, self._b_inc)
                 f.txend[done] = now
                 f.finish[done] = now + f.lat[done]
-                if self.network is not None:  # NETWORK HOOK 3/4: queueing delay, link state
+                if self.network is not None:  # NETWORK HOOK 3/4: link state after departures
                     self.network.on_done(self, done, now)
                 changed.append(done)
                 self._dead += done.size
