@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-full test test-all lint bench startup docs browser clean
+.PHONY: demo demo-full test test-all lint bench startup docs browser clean validate ns3
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -45,6 +45,16 @@ test: $(STAMP) browser lint
 # SIGKILL-and-resume sweeps) included: about 20 minutes on 2 cores.
 test-all: $(STAMP) browser lint
 	$(BIN)/pytest -q
+
+# flowherd's congestion model against ns-3 (validation/README.md; not part of `make test`).
+ns3:
+	@pkg-config --exists ns3-core ns3-internet ns3-traffic-control 2>/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libns3-dev libgsl-dev >/dev/null; \
+	  else echo "ns-3 is missing: sudo apt-get install libns3-dev libgsl-dev"; exit 1; fi; }
+
+validate: $(STAMP) ns3
+	$(BIN)/python validation/run.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine.py

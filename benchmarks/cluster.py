@@ -34,6 +34,7 @@ import numpy as np
 
 from flowherd.fabric.generators import leaf_spine
 from flowherd.sim.cluster import BackgroundSpec, JobRequest, simulate_cluster
+from flowherd.sim.network import load_network, use_network
 from flowherd.workload import TrainingJob
 
 SIZES = np.array([1, 2, 4, 8, 16, 32, 64])
@@ -94,8 +95,12 @@ def main() -> None:
                     help="also run the exact background rule and print the error against it")
     ap.add_argument("--max-iterations", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--network", nargs="+", default=["ideal"],
+                    help="network models (flowherd.sim.network) to run one after the other; with "
+                         "two or more the wall-time ratio to the first is printed")
     args = ap.parse_args()
-    for scale in args.scale:
+    walls: dict[tuple[str, str], float] = {}
+    for scale, net_name in [(s, n) for s in args.scale for n in args.network]:
         servers, leaves, spines, num_jobs = SCALES[scale]
         horizon = args.horizon_b if (scale == "b" and args.horizon_b) else args.horizon
         t0 = time.perf_counter()
@@ -106,8 +111,10 @@ def main() -> None:
         build_s = time.perf_counter() - t0
         bg = (BackgroundSpec(load=args.load, max_flows_per_s=args.bg_flows_per_s, fast_forward=args.bg_mode)
               if args.load else None)
-        res = simulate_cluster(fab, jobs, fidelity=args.fidelity, horizon_s=horizon, background=bg,
-                               placer=args.placer, seed=args.seed)
+        with use_network(load_network(net_name)):
+            res = simulate_cluster(fab, jobs, fidelity=args.fidelity, horizon_s=horizon, background=bg,
+                                   placer=args.placer, seed=args.seed)
+        walls[scale, net_name] = res.wall_s
         cpu_s = time.process_time() - cpu0
         done = sum(j.finish_s is not None for j in res.jobs)
         started = sum(j.start_s is not None for j in res.jobs)
@@ -116,7 +123,8 @@ def main() -> None:
         bg_done = int(np.sum(~np.isnan(res.background_finish_s)))
         hour = res.wall_s * 3600.0 / horizon
         note = "" if horizon >= 3600 else f" (extrapolated from {horizon:g} s simulated: x{3600 / horizon:g})"
-        print(f"({scale}) {fab.num_gpus} GPUs, {len(jobs)} jobs, background {args.load:.0%} "
+        print(f"({scale}) network {net_name}: {fab.num_gpus} GPUs, {len(jobs)} jobs, "
+              f"background {args.load:.0%} "
               f"(k={res.background_aggregation}, {len(res.background_start_s)} flows, {bg_done} done), "
               f"fidelity {args.fidelity} ({args.bg_mode}), horizon {horizon:g} s")
         print(f"    wall {res.wall_s:.1f} s (+{build_s:.1f} s fabric/jobs; CPU {cpu_s:.1f} s in all) -> one "

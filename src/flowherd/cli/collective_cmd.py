@@ -58,10 +58,13 @@ def collective(
                                  "selector's for auto, else simple)"),
     seed: int = typer.Option(0, "--seed", help="routing seed (ECMP hashing)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    network: str = typer.Option("ideal", "--network", help="the network model: ideal, roce, tcp, a "
+                                "switch preset or a YAML file of a network: section"),
 ) -> None:
     """Simulate one collective on an idle fabric; print time, algbw and busbw (nccl-tests)."""
     from flowherd.cli.checks import check_seed, load_fabric_arg
     from flowherd.sim.collective import FIDELITIES, simulate_collective
+    from flowherd.sim.network import load_network, use_network
 
     if algo in SYNTHESIZED:  # the planning layer's LP synthesizers; imported only when asked for
         from flowherd.planning.teccl import register_collective_algorithms
@@ -75,16 +78,18 @@ def collective(
     ROUTINGS[routing]
     FIDELITIES[fidelity]
     check_seed(seed, "--seed")
+    net = load_network(network)
     fab = load_fabric_arg(fabric, "--fabric")
     ranks = place(fab, gpus, placement)
     matrix = None
     if the_op == Op.ALLTOALLV:  # no matrix on the command line: the uniform one
         matrix = np.full((gpus, gpus), size_bytes / gpus)
     coll = Collective(op=the_op, gpus=ranks, size_bytes=size_bytes, matrix_bytes=matrix)
-    res = simulate_collective(fab, coll, algorithm=algo, protocol=protocol, router=routing,
-                              fidelity=fidelity, seed=seed)
+    with use_network(net):
+        res = simulate_collective(fab, coll, algorithm=algo, protocol=protocol, router=routing,
+                                  fidelity=fidelity, seed=seed)
     out = res.to_dict()
-    out.update(fabric=fab.name, placement=placement)
+    out.update(fabric=fab.name, placement=placement, network=net.model)
     if as_json:
         typer.echo(json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                                for k, v in out.items()}))
@@ -103,6 +108,7 @@ def collective(
     table.add_row("busbw", f"{res.busbw_bytes_per_s / 1e9:.2f} GB/s ({format_rate(res.busbw_bytes_per_s)})")
     table.add_row("fidelity / routing", f"{res.fidelity} / {res.router}")
     table.add_row("placement", placement)
+    table.add_row("network", net.model + (f" ({net.switch})" if net.switch else ""))
     table.add_row("steps / flows", f"{res.num_steps} / {res.num_flows}")
     table.add_row("wire bytes", format_size(res.wire_bytes))
     Console().print(table)

@@ -139,7 +139,8 @@ def _print_run(run: Any) -> None:
 
 
 def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed: int | None,
-                   plan: Path | None = None, controller: str | None = None) -> None:
+                   plan: Path | None = None, controller: str | None = None,
+                   network: str | None = None) -> None:
     from flowherd.cli.checks import check_out_dir, check_seed
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
 
@@ -150,6 +151,8 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
         source = {**source, "seed": seed}
     if controller is not None:
         source = {**source, "controller": {**source.get("controller", {}), "name": controller}}
+    if network is not None:  # a model or switch name, or a YAML file (flowherd.sim.network)
+        source = {**source, "network": network}
     planned = None
     if plan is not None:
         from flowherd.experiments.loading import read_text_file
@@ -202,6 +205,10 @@ def simulate(
     controller: str = typer.Option(None, "--controller", help="an online controller: none, adaptive, "
                                    "cassini, crux, sincronia, varys, threshold, flowherd, or the path of a "
                                    "model trained by flowherd train (.zip); overrides the scenario's"),
+    network: str = typer.Option(None, "--network", help="the network model: ideal, roce, tcp, a switch "
+                                "preset (tomahawk2, spectrum2, spectrum3, jericho3, shallow, deep) or a "
+                                "YAML file of a network: section; overrides the scenario's"),
 ) -> None:
     """Simulate a scenario: jobs arrive, get placed, run on the shared fabric; print per-job metrics."""
-    run_and_report(scenario, as_json=as_json, out=out, seed=seed, plan=plan, controller=controller)
+    run_and_report(scenario, as_json=as_json, out=out, seed=seed, plan=plan, controller=controller,
+                   network=network)

@@ -16,6 +16,7 @@ from typing import Any
 from flowherd.experiments.metrics import job_metrics, run_metrics, tenant_metrics
 from flowherd.experiments.scenario import Scenario
 from flowherd.sim.cluster import ClusterResult, JobRecord, JobRequest, simulate_cluster
+from flowherd.sim.network import use_network
 from flowherd.sim.placement import PLACERS
 from flowherd.workload import InferenceJob, TrainingJob
 
@@ -74,9 +75,10 @@ def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob, rec: JobRecord)
         short = dataclasses.replace(spec, name="solo", submit_s=0.0)
     horizon = max(scenario.horizon_s, 1.0) * 10
     req = JobRequest(name="solo", tenant="solo", spec=short, submit_s=0.0)
-    res = simulate_cluster(scenario.fabric, [req], placer="first-fit", fidelity="collective",
-                           horizon_s=horizon, router=scenario.routing, seed=scenario.seed,
-                           placements={"solo": rec.gpus})
+    with use_network(scenario.network):  # alone on the same network model
+        res = simulate_cluster(scenario.fabric, [req], placer="first-fit", fidelity="collective",
+                               horizon_s=horizon, router=scenario.routing, seed=scenario.seed,
+                               placements={"solo": rec.gpus})
     it = res.jobs[0].iteration_s
     if not len(it):
         return None
@@ -125,12 +127,13 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
         from flowherd.control import make_controller
 
         controller = make_controller(scenario.controller, **scenario.controller_params)
-    cluster = simulate_cluster(scenario.fabric, requests, placer=placer,
-                               fidelity=scenario.fidelity, horizon_s=scenario.horizon_s,
-                               router=router, background=scenario.background,
-                               seed=scenario.seed, progress=progress, placements=placements,
-                               planned_start=planned_start,
-                               controller=controller, on_controller_error=scenario.on_controller_error)
+    with use_network(scenario.network):  # every engine of the run: the scenario's network model
+        cluster = simulate_cluster(scenario.fabric, requests, placer=placer,
+                                   fidelity=scenario.fidelity, horizon_s=scenario.horizon_s,
+                                   router=router, background=scenario.background,
+                                   seed=scenario.seed, progress=progress, placements=placements,
+                                   planned_start=planned_start,
+                                   controller=controller, on_controller_error=scenario.on_controller_error)
     cache: dict[tuple[Any, ...], float | None] = {}
     jobs = []
     for spec, rec in zip(scenario.jobs, cluster.jobs, strict=True):

@@ -26,6 +26,8 @@ The contract (fields beyond these are documented on each model below)::
       background: {load: 0.0}
     placement: {method: first-fit}
     simulation: {fidelity: collective, horizon: 4h}
+    network: ideal        # or roce / tcp / a switch preset / {model: roce, switch: spectrum3, ...}
+                          # (flowherd.sim.network.config)
 
 Every error is one `ConfigError` naming the field path (``workload.jobs[0].gpus``), the value and
 what was expected.
@@ -49,6 +51,7 @@ from flowherd.experiments import loading
 from flowherd.fabric.core import Fabric
 from flowherd.fabric.spec import fabric_from_mapping
 from flowherd.sim.cluster import BackgroundSpec
+from flowherd.sim.network import NetworkConfig, load_network, network_from_mapping
 from flowherd.units import parse_time
 from flowherd.workload import (
     FlowSizeCDF,
@@ -177,6 +180,7 @@ class ScenarioModel(_Model):
     placement: PlacementModel = PlacementModel()
     controller: ControllerModel = ControllerModel()
     simulation: SimulationModel = SimulationModel()
+    network: dict[str, Any] | str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,6 +200,7 @@ class Scenario:
     controller_params: Mapping[str, Any]
     on_controller_error: str
     source: Mapping[str, Any]  # the mapping it was read from, for the record
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -357,11 +362,13 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
             CONTROLLERS[m.controller.name]
         except FlowherdError as err:
             raise ConfigError(f"{err} (controller.name)") from None
+    network = (load_network(m.network) if isinstance(m.network, str)
+               else network_from_mapping(m.network, field="network"))
     return Scenario(name=m.name, seed=m.seed, fabric=fabric, jobs=tuple(all_jobs), background=background,
                     placement=m.placement.method, fidelity=m.simulation.fidelity, horizon_s=horizon_s,
                     routing=m.simulation.routing, controller=m.controller.name,
                     controller_params=dict(m.controller.params), on_controller_error=m.controller.on_error,
-                    source=dict(data))
+                    source=dict(data), network=network)
 
 
 def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:

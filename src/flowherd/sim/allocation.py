@@ -13,6 +13,8 @@ rate changes or it ends), the number of flows with a positive rate and the busy 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit
 
@@ -224,7 +226,8 @@ class LinkState:
 
 
 def reallocate(seeds: np.ndarray, now: float, f, link: np.ndarray, frac: np.ndarray, ls: LinkState,
-               b_start: np.ndarray, b_len: np.ndarray, b_flow: np.ndarray) -> tuple[int, int]:
+               b_start: np.ndarray, b_len: np.ndarray, b_flow: np.ndarray,
+               on_rates: Callable[[np.ndarray], None] | None = None) -> tuple[int, int]:
     """Recompute the rates the flows ``seeds`` (just started or ended) can change, in place.
 
     Args:
@@ -235,6 +238,9 @@ def reallocate(seeds: np.ndarray, now: float, f, link: np.ndarray, frac: np.ndar
         link, frac: The incidence pool (flow ``i``'s links are ``link[lo[i]:hi[i]]``).
         ls: Per-link state (loads, accounting) updated with the new rates.
         b_start, b_len, b_flow: Per-link buckets of the active flows.
+        on_rates: Called with the re-allocated flows once their max-min rates are in
+            ``f.rate_new`` and before they apply (the congestion model's hook, `flowherd.sim.network`;
+            None: ideal sharing).
 
     Returns:
         (max-min passes run, flows re-allocated summed over the passes).
@@ -262,6 +268,8 @@ def reallocate(seeds: np.ndarray, now: float, f, link: np.ndarray, frac: np.ndar
         if not more.size:
             break
         forced = np.union1d(forced, more)
+    if on_rates is not None:
+        on_rates(comp)
     settle(comp, now, False, f.rate, f.rem, f.t0, f.lo, f.hi, link, frac, ls.bytes, ls.nact, ls.load,
            ls.busy_since, ls.busy_s)
     activate(comp, now, f.rate, f.rate_new, f.rem, f.txend, f.lo, f.hi, link, frac, ls.nact, ls.load,

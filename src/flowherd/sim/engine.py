@@ -39,6 +39,7 @@ from flowherd.routing.base import Router, Routes
 from flowherd.sim.allocation import LinkState, reallocate, settle
 from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing
 from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, adj_remove, ranges
+from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
 from flowherd.sim.results import SimResult
 
 __all__ = ["Engine"]
@@ -75,7 +76,7 @@ class Engine:
     """
 
     def __init__(self, fabric: Fabric, router: Router | None, *, record_flows: bool = True,
-                 completion_rtol: float = 0.0):
+                 completion_rtol: float = 0.0, network: NetworkConfig | None = None):
         """Args:
         fabric: The network.
         router: Routes flows of coflows added without ``routes=``.
@@ -87,6 +88,8 @@ class Engine:
             own end is then early by at most ``completion_rtol`` of its duration (coflow starts
             are never moved); the flows sharing links with it follow the capacity it frees.
             `benchmarks/engine.py` measures the error in completion times against exact.
+        network: The congestion model (`flowherd.sim.network`); default: the one set by
+            `flowherd.sim.network.use_network`, else ``ideal`` (no model at all).
         """
         if not (0 <= completion_rtol < 1):
             raise ConfigError(f"completion_rtol must lie in [0, 1), got {completion_rtol!r} "
@@ -96,7 +99,10 @@ class Engine:
         self.record_flows = record_flows
         self.completion_rtol = float(completion_rtol)
         num_links = fabric.num_directed_links
-        self._ls = LinkState(fabric.link_capacity_bytes_per_s)
+        # NETWORK HOOK 1/4: a congestion model other than ideal gives the links' payload capacity
+        net = network if network is not None else current_network()
+        self.network = None if net is None or net.ideal else NetworkModel(net, fabric)
+        self._ls = LinkState(fabric.link_capacity_bytes_per_s if self.network is None else self.network.cap)
         self._now = 0.0
         self._f = Grow(FLOW_COLUMNS)
         self._links = Grow({"link": (np.int64, 0), "frac": (np.float64, 0.0), "pos": (np.int64, 0)})
@@ -200,6 +206,8 @@ class Engine:
             src_a, dst_a, size_a = check_flows(src, dst, size_bytes, self.fabric.num_gpus, what)
         n = src_a.size
         check_timing(at_s, delay_s, weight, priority, n, what)
+        if self.network is not None:  # NETWORK HOOK 2/4: controller classes -> port queues
+            priority = self.network.port_class(priority)
         after_t = (() if type(after) is tuple and not after
                    else tuple(int(a) for a in np.atleast_1d(np.asarray(after, dtype=np.int64))))
         for a in after_t:
@@ -299,7 +307,7 @@ class Engine:
         f.size[fs] = size_a
         f.lat[fs] = lat
         f.weight[fs] = 1.0
-        f.prio[fs] = 0
+        f.prio[fs] = 0 if self.network is None else self.network.port_class(0)
         f.lo[fs] = ptr[:-1] + ls.start
         f.hi[fs] = ptr[1:] + ls.start
         self._links.link[ls] = lnk
@@ -496,6 +504,8 @@ class Engine:
                            self._b_flow, self._b_inc)
                 f.txend[done] = now
                 f.finish[done] = now + f.lat[done]
+                if self.network is not None:  # NETWORK HOOK 3/4: link state after departures
+                    self.network.on_done(self, done, now)
                 changed.append(done)
                 self._dead += done.size
                 self.num_events += done.size
@@ -527,8 +537,10 @@ class Engine:
     def _rates(self, seeds: np.ndarray, now: float) -> None:
         """Recompute the rates the flows ``seeds`` (just started or ended) can change
         (`flowherd.sim.allocation.reallocate`: the engine's one rate computation)."""
+        # NETWORK HOOK 4/4: start, burst, convergence costs, on the new rates before they apply
+        on_rates = None if self.network is None else (lambda comp: self.network.on_rates(self, comp, now))
         passes, moved = reallocate(seeds, now, self._f, self._links.link, self._links.frac, self._ls,
-                                   self._b_start, self._b_len, self._b_flow)
+                                   self._b_start, self._b_len, self._b_flow, on_rates=on_rates)
         self.num_rate_updates += passes
         self.num_flows_reallocated += moved
 

@@ -1,0 +1,349 @@
+"""The congestion model an `Engine` consults: what queues, marks, pauses and drops cost flows.
+
+The engine keeps sharing links max-min (`flowherd.sim.fairshare`); this model sits beside it
+and, through three marked hooks in `flowherd.sim.engine`, turns the ideal allocation into what
+a real fabric delivers, at flow level:
+
+* **Wire efficiency** (at attach): a network link carries payload at
+  ``capacity * payload / (payload + headers)`` (`NetworkConfig.wire_efficiency`).
+* **Start of a flow** (hook ``on_rates``, when the engine has just computed new rates):
+  connection setup (``setup_rtts`` round trips), TCP slow start (`fluid.slow_start_loss_s`;
+  RoCE starts at line rate), and the first-window burst of the flows that start together
+  (`fluid.incast_burst_bytes`): on a lossy port a peak above the port buffer drops the excess
+  and the flows whose first windows were lost wait a retransmission timeout (with drop-tail,
+  the last windows to arrive are the ones lost; a flow that loses its whole first window
+  has no duplicate ACKs to recover by, RFC 5681 Sec. 3.2); on a lossless port a peak above
+  PFC Xoff pauses the port's upstream links until the queue falls to Xon, which stops every
+  flow on those links, the victims that never cross the congested port included, and a pause
+  long enough to fill the upstream switch's queue past Xoff pauses the links before it
+  (congestion spreading, IEEE 802.1Qbb; Guo et al., "RDMA over Commodity Ethernet at Scale",
+  SIGCOMM 2016, Sec. 4).
+* **Convergence** (same hook): a flow whose share grows takes time to use it (DCTCP's
+  additive increase, DCQCN's timer-driven recovery; `fluid.tcp_ramp_loss_s`,
+  `fluid.dcqcn_ramp_loss_s`); the time lost is added to its finish.
+* **Queueing delay** (hooks ``on_rates`` and ``on_done`` keep it per port): a port whose
+  flows can arrive faster than it drains holds the fluid-model queue of its flows' congestion
+  control (DCTCP, `fluid.dctcp_queue`; DCQCN, `fluid.dcqcn_fixed_point`), capped by the port
+  buffer (lossy) or PFC Xoff (lossless); a starting flow's round trips (its setup and slow
+  start) include the queues on its path, which is where short flows pay them.
+* **Priority classes** (hook at ``add_coflow``): a controller's classes land in the port's
+  `NetworkConfig.queues` queues (the classes beyond the last share it).
+
+Per network link it records queue occupancy over time, pause time, ECN-marked bytes (marking
+fraction of the fluid model times the bytes carried) and dropped bytes (`NetworkStats`).
+Bytes are conserved: every flow delivers its size (drops are re-sent, at flow level the
+bytes a link carries are its flows' bytes); only times change.
+
+What it does not model (said so where it matters): per-packet dynamics, reordering, the
+persistent incast collapse of many flows with windows of one or two packets, PFC deadlock,
+shared-buffer coupling between ports of a switch (each port has its dynamic-threshold share).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from flowherd.fabric.core import Fabric, LinkKind, NodeKind
+from flowherd.sim.network import fluid
+from flowherd.sim.network.config import NetworkConfig
+from flowherd.sim.network.kernels import flow_pass, touched_links
+
+if TYPE_CHECKING:
+    from flowherd.sim.engine import Engine
+
+__all__ = ["NetworkModel", "NetworkStats"]
+
+_SAT_RTOL = 1e-6  # a link loaded to within this of its capacity holds a standing queue
+_SERIES_MAX = 1_000_000  # queue samples kept (the rest of a long run is dropped, counted)
+_PFC_DEPTH = 3  # hops a pause may spread upstream
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkStats:
+    """Per directed link (indexed as the fabric's links) over ``[0, now_s]``.
+
+    Attributes:
+        queue_mean_bytes, queue_max_bytes: Time-average and peak of the standing queue.
+        pause_s: Time the link was paused by PFC from downstream.
+        ecn_marked_bytes: Bytes carried with an ECN mark.
+        drop_bytes: Bytes dropped at the link's port (re-sent by the transport).
+        series_t_s, series_link, series_queue_bytes: Queue changes (time, link, new queue).
+        num_timeouts, num_pauses: Retransmission timeouts taken, PFC pause episodes.
+    """
+
+    model: str
+    now_s: float
+    queue_mean_bytes: np.ndarray
+    queue_max_bytes: np.ndarray
+    pause_s: np.ndarray
+    ecn_marked_bytes: np.ndarray
+    drop_bytes: np.ndarray
+    series_t_s: np.ndarray
+    series_link: np.ndarray
+    series_queue_bytes: np.ndarray
+    num_timeouts: int
+    num_pauses: int
+
+
+def _incidences(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lens = hi - lo
+    idx = np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+    return idx, np.repeat(np.arange(lo.size), lens)
+
+
+class NetworkModel:
+    """The mutable congestion state of one engine run (see the module docstring).
+
+    It reads the engine's flow columns (``rate``, ``rate_new``, ``size``, ``rem``, ``start``,
+    ``lat``, ``prio``, ``lo``, ``hi``), incidences (``link``, ``frac``), per-link load and
+    active-flow buckets, and writes only the flows' ``lat`` and ``finish`` (extra time).
+    """
+
+    def __init__(self, cfg: NetworkConfig, fabric: Fabric):
+        """``cap`` is what the engine shares: the fabric's capacities, on network links scaled
+        by the wire efficiency."""
+        self.cfg = cfg
+        self.fabric = fabric
+        num_links = fabric.num_directed_links
+        self.is_net = np.asarray(fabric.link_kind) == LinkKind.NETWORK
+        self.cap_wire = np.asarray(fabric.link_capacity_bytes_per_s, dtype=np.float64).copy()
+        self.cap = self.cap_wire.copy()  # the engine's (payload) capacities
+        self.cap[self.is_net] *= cfg.wire_efficiency
+        self.pkt_wire = cfg.payload_bytes + cfg.overhead_bytes
+        # round trip of a packet over a link and back: propagation both ways plus the
+        # store-and-forward serialization of a full packet
+        lat = np.asarray(fabric.link_latency_s, dtype=np.float64)
+        self.rtt_part = 2.0 * lat + np.where(self.is_net, self.pkt_wire / self.cap_wire, 0.0)
+        src = np.asarray(fabric.link_src)
+        self.link_src = src
+        self.link_dst = np.asarray(fabric.link_dst)
+        self.src_is_switch = np.asarray(fabric.node_kind)[src] == NodeKind.SWITCH
+        self.q = np.zeros(num_links)
+        self.q_t = np.zeros(num_links)
+        self.q_int = np.zeros(num_links)
+        self.q_max = np.zeros(num_links)
+        self.mark = np.zeros(num_links)
+        self.load = np.zeros(num_links)
+        self.arrive = np.zeros(num_links)  # arrival potential (below), bytes per second
+        self._mark = np.zeros(num_links, np.bool_)
+        self._s_dload = np.zeros(num_links)
+        self._s_rtt = np.zeros(num_links)
+        self._s_cnt = np.zeros(num_links, np.int64)
+        self.marked = np.zeros(num_links)
+        self.drops = np.zeros(num_links)
+        self.pause = np.zeros(num_links)
+        self._lossless_q = np.array([cfg.is_lossless(q) for q in range(cfg.queues)], bool)
+        self.num_timeouts = 0
+        self.num_pauses = 0
+        self._series: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self._series_n = 0
+
+    # ---- hooks (called by the engine) ------------------------------------------------------
+    def port_class(self, priority: int) -> int:
+        """The port queue of a controller priority class (`NetworkConfig.queue_of`)."""
+        return self.cfg.queue_of(priority)
+
+    def on_rates(self, eng: Engine, comp: np.ndarray, now: float) -> None:
+        """The engine re-allocated ``comp`` (old rates in ``rate``, new in ``rate_new``)."""
+        f, lk = eng._f, eng._links
+        old, new = f.rate[comp], f.rate_new[comp]
+        # per flow: base RTT, RTT with the standing queues on its path (what a starting flow's
+        # round trips take), line rate; per link: load change, RTT, arrival potential
+        rtt, rtt_q, line, touched, d_load, rtt_l, pot = flow_pass(
+            comp, f.lo, f.hi, lk.link, lk.frac, f.rate, f.rate_new, self.rtt_part, self.q, self.cap_wire,
+            self.link_src, self.link_dst, self._mark, self._s_dload, self._s_rtt, self._s_cnt)
+        cfg = self.cfg
+        extra = np.zeros(comp.size)
+        fresh = (old == 0.0) & (f.rem[comp] == f.size[comp]) & (f.start[comp] == now) & (new > 0)
+        if cfg.setup_rtts:
+            extra[fresh] += cfg.setup_rtts * rtt_q[fresh]
+        grow = ~fresh & (new > old * (1.0 + 1e-9))
+        if cfg.model == "tcp":
+            iw = cfg.init_cwnd_packets * cfg.payload_bytes
+            ss = fluid.slow_start_loss_s(f.rem[comp], new, rtt_q, iw)
+            extra[fresh] += ss[fresh]
+            # a flow resumed after a stop restarts from the initial window (RFC 5681 Sec. 4.1);
+            # a growing one cannot lose more than such a restart would
+            ramp = np.minimum(fluid.tcp_ramp_loss_s(old, new, rtt, cfg.payload_bytes, cfg.ramp_gain), ss)
+            extra[grow] += ramp[grow]
+        else:
+            ramp = fluid.dcqcn_ramp_loss_s(old, new, cfg.dcqcn_timer_s, cfg.dcqcn_fast_recovery_steps,
+                                           cfg.dcqcn_rai_bytes_per_s, cfg.ramp_gain)
+            extra[grow] += ramp[grow]
+        if fresh.any():
+            sub = comp[fresh]
+            inc, own = _incidences(f.lo[sub], f.hi[sub])
+            extra[fresh] += self._bursts(eng, sub, lk.link[inc], lk.frac[inc], own, rtt[fresh],
+                                         line[fresh])
+        if extra.any():
+            f.lat[comp] += extra
+        # per-link state after this update
+        self.arrive[touched] = pot
+        self._set_links(touched, eng._b_len[touched], eng._ls.load[touched] + d_load, rtt_l, now)
+
+    # The arrival potential of a link (`kernels.flow_pass`): the fastest its flows can arrive,
+    # summed over the links they enter it by, each ingress at most its capacity and at most the
+    # line rates (narrowest link of the path) of its flows. A port whose flows cannot arrive
+    # faster than it drains builds no queue: a flow alone, or flows paced by one slower ingress.
+
+    def on_done(self, eng: Engine, done: np.ndarray, now: float) -> None:
+        """Flows ``done`` sent their last byte at ``now``; their links' queues follow the flows
+        left. (A flow's finish gets no queueing delay here: the fluid engine already delivers
+        a bottlenecked flow's bytes at the bottleneck's drain rate, the queue only moves when
+        the source sent them; a short flow pays the queues on its path in its round trips,
+        `on_rates`.)"""
+        f, lk = eng._f, eng._links
+        touched = touched_links(done, f.lo, f.hi, lk.link, self._mark)
+        self._set_links(touched, eng._b_len[touched], eng._ls.load[touched], self._rtt_of(touched), now)
+
+    # ---- state ---------------------------------------------------------------------------
+    def _rtt_of(self, links: np.ndarray) -> np.ndarray:
+        # without the flows at hand: a three-hop round trip through the link (host-leaf-host)
+        return 3.0 * self.rtt_part[links]
+
+    def _set_links(self, links: np.ndarray, nflows: np.ndarray, load: np.ndarray, rtt: np.ndarray,
+                   now: float) -> None:
+        cfg = self.cfg
+        dt = now - self.q_t[links]
+        self.q_int[links] += self.q[links] * dt
+        self.marked[links] += self.load[links] * self.mark[links] * dt
+        cap = self.cap[links]
+        sat = (self.is_net[links] & self.src_is_switch[links] & (nflows > 0)
+               & (load >= cap * (1.0 - _SAT_RTOL))
+               & (self.arrive[links] > self.cap_wire[links] * (1.0 + _SAT_RTOL)))
+        q = np.zeros(links.size)
+        mark = np.zeros(links.size)
+        if sat.any():
+            n = nflows[sat].astype(np.float64)
+            bdp = self.cap_wire[links[sat]] * rtt[sat]
+            if cfg.model == "tcp":
+                qs, _ = fluid.dctcp_queue(n, bdp, cfg.ecn_kmin_bytes, self.pkt_wire)
+                q[sat] = np.minimum(qs, cfg.port_buffer_bytes)
+                mark[sat] = fluid.dctcp_mark_fraction(n, bdp, cfg.ecn_kmin_bytes, self.pkt_wire)
+            else:
+                cw = self.cap_wire[links[sat]]
+                pq = np.array([self._dcqcn(int(k), c) for k, c in zip(n.tolist(), cw.tolist(), strict=True)])
+                ps, qs = pq[:, 0], pq[:, 1]
+                q[sat] = np.minimum(qs, cfg.pfc_xoff_bytes)
+                mark[sat] = ps
+        changed = np.abs(q - self.q[links]) > 1e-9 * np.maximum(q, 1.0)
+        self.q[links] = q
+        self.q_max[links] = np.maximum(self.q_max[links], q)
+        self.mark[links] = mark
+        self.load[links] = np.where(self.is_net[links], load, 0.0)
+        self.q_t[links] = now
+        if changed.any() and self._series_n < _SERIES_MAX:
+            self._series.append((now, links[changed].copy(), q[changed]))
+            self._series_n += int(changed.sum())
+
+    def _dcqcn(self, n: int, cap_wire: float) -> tuple[float, float]:
+        c = self.cfg
+        return fluid.dcqcn_fixed_point(n, cap_wire, self.pkt_wire, c.ecn_kmin_bytes, c.ecn_kmax_bytes,
+                                       c.ecn_pmax, c.dcqcn_timer_s, c.dcqcn_byte_counter_bytes,
+                                       c.dcqcn_fast_recovery_steps, c.dcqcn_rai_bytes_per_s,
+                                       c.dcqcn_cnp_interval_s, c.dcqcn_alpha_interval_s)
+
+    def _bursts(self, eng: Engine, comp: np.ndarray, links: np.ndarray, frac: np.ndarray,
+                own: np.ndarray, rtt: np.ndarray, line: np.ndarray) -> np.ndarray:
+        """Extra time of the flows ``comp`` (all fresh; victims of a pause get theirs directly)
+        from their first-window bursts."""
+        cfg, f = self.cfg, eng._f
+        extra = np.zeros(comp.size)
+        sel = self.is_net[links]
+        if not sel.any():
+            return extra
+        li, fi = links[sel], own[sel]
+        size_wire = f.rem[comp] / cfg.wire_efficiency
+        if cfg.model == "tcp":
+            w = np.minimum(size_wire, cfg.init_cwnd_packets * self.pkt_wire)
+        else:  # at line rate until the first CNP can act: one RTT plus the CNP interval
+            w = np.minimum(size_wire, line * (rtt + cfg.dcqcn_cnp_interval_s))
+        # most starts burst nowhere: their ports drain faster than they fill
+        arrive_all = eng._ls.load[li] + line[fi]
+        over = arrive_all > self.cap_wire[li]
+        if comp.size == 1 and not over.any():
+            return extra
+        hot, inv = np.unique(li, return_inverse=True)
+        sum_w = np.bincount(inv, weights=w[fi] * frac[sel], minlength=hot.size)
+        sum_line = np.bincount(inv, weights=line[fi], minlength=hot.size)
+        dur = np.zeros(hot.size)
+        np.maximum.at(dur, inv, w[fi] / line[fi])
+        old_load = eng._ls.load[hot]
+        arrive = sum_line + old_load
+        cap_h = self.cap_wire[hot]
+        peak = np.where(arrive > cap_h, self.q[hot] + sum_w + (old_load - cap_h) * dur, 0.0)
+        if not (peak > 0).any():
+            return extra
+        lossless_f = self._lossless_q[np.clip(f.prio[comp], 0, cfg.queues - 1)]
+        ll = np.zeros(hot.size, bool)
+        np.logical_or.at(ll, inv, lossless_f[fi])
+        self.q_max[hot] = np.maximum(self.q_max[hot], np.minimum(peak, np.where(ll, cfg.pfc_xoff_bytes,
+                                                                               cfg.port_buffer_bytes)))
+        drop = ~ll & (peak > cfg.port_buffer_bytes)
+        timed_out = np.zeros(comp.size, bool)  # a flow waits one timeout for its lost window
+        for j in np.flatnonzero(drop).tolist():
+            lnk = int(hot[j])
+            over = float(peak[j] - cfg.port_buffer_bytes)
+            self.drops[lnk] += over
+            on = np.unique(fi[li == lnk])  # fresh flows on the port, in id order: the last lose
+            on = on[~lossless_f[on]]
+            k = min(on.size, int(np.ceil(over / (cfg.init_cwnd_packets * self.pkt_wire))))
+            hit = on[on.size - k:] if k else on[:0]
+            hit = hit[~timed_out[hit]]
+            extra[hit] += cfg.min_rto_s
+            timed_out[hit] = True
+            self.num_timeouts += hit.size
+        for j in np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes)).tolist():
+            lnk = int(hot[j])
+            t_pause = float(peak[j] - cfg.pfc_xon_bytes) / self.cap_wire[lnk]
+            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0)
+        return extra
+
+    def _pause_upstream(self, eng: Engine, lnk: int, t_pause: float, comp: np.ndarray,
+                        extra: np.ndarray, depth: int) -> None:
+        """Port ``lnk`` pauses, for ``t_pause``, the links into its switch that feed it."""
+        if depth >= _PFC_DEPTH or not self.src_is_switch[lnk]:
+            return  # a NIC's own queue: the host just waits (its flows are the congested ones)
+        f, lk = eng._f, eng._links
+        b0, bn = eng._b_start[lnk], eng._b_len[lnk]
+        on_port = eng._b_flow[b0:b0 + bn]
+        inc, _ = _incidences(f.lo[on_port], f.hi[on_port])
+        ups = np.unique(lk.link[inc])
+        ups = ups[self.link_dst[ups] == self.link_src[lnk]]
+        pos = {int(c): i for i, c in enumerate(comp.tolist())}
+        for u in ups.tolist():
+            self.pause[u] += t_pause
+            self.num_pauses += 1
+            u0, un = eng._b_start[u], eng._b_len[u]
+            victims = np.setdiff1d(eng._b_flow[u0:u0 + un], on_port)
+            for v in victims.tolist():  # a paused link moves nothing: each victim loses t_pause
+                if v in pos:
+                    extra[pos[v]] += t_pause
+                else:
+                    f.lat[v] += t_pause
+            backlog = float(eng._ls.load[u]) * t_pause  # what piles up before the paused link
+            if backlog > self.cfg.pfc_xoff_bytes:
+                self._pause_upstream(eng, u, (backlog - self.cfg.pfc_xon_bytes) / self.cap_wire[u], comp,
+                                     extra, depth + 1)
+
+    # ---- output --------------------------------------------------------------------------
+    def stats(self, now: float) -> NetworkStats:
+        """A snapshot of the per-link records up to ``now``."""
+        dt = now - self.q_t
+        q_int = self.q_int + self.q * dt
+        marked = self.marked + self.load * self.mark * dt
+        if self._series:
+            t = np.concatenate([np.full(s[1].size, s[0]) for s in self._series])
+            lnk = np.concatenate([s[1] for s in self._series])
+            qb = np.concatenate([s[2] for s in self._series])
+        else:
+            t, lnk, qb = np.zeros(0), np.zeros(0, np.int64), np.zeros(0)
+        return NetworkStats(model=self.cfg.model, now_s=now,
+                            queue_mean_bytes=q_int / now if now > 0 else np.zeros_like(q_int),
+                            queue_max_bytes=self.q_max.copy(), pause_s=self.pause.copy(),
+                            ecn_marked_bytes=marked, drop_bytes=self.drops.copy(), series_t_s=t,
+                            series_link=lnk, series_queue_bytes=qb, num_timeouts=self.num_timeouts,
+                            num_pauses=self.num_pauses)

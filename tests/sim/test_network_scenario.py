@@ -1,0 +1,109 @@
+"""The ``network:`` section and ``--network``: scenario, runner, CLI and the report figure."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from flowherd.cli import main
+from flowherd.errors import ConfigError
+from flowherd.experiments.runner import run_scenario
+from flowherd.experiments.scenario import scenario_from_mapping
+from flowherd.fabric.generators import leaf_spine
+from flowherd.routing.policies import make_router
+from flowherd.sim.engine import Engine
+from flowherd.sim.network import network_from_mapping
+
+SCENARIO = {
+    "seed": 1,
+    "fabric": {"kind": "leaf-spine", "servers": 4, "gpus_per_server": 8, "gpu": "h100",
+               "nic_bandwidth": "400Gbps", "nvlink_bandwidth": "900GB/s", "leaves": 2, "spines": 1,
+               "oversubscription": 4, "link_latency": "1us"},
+    "workload": {"jobs": [
+        {"name": "a", "tenant": "t", "kind": "training", "model": "llama3-8b", "gpus": 16,
+         "parallelism": {"tp": 8, "pp": 1, "dp": 2}, "seq_len": 4096, "micro_batch": 1,
+         "global_batch": 32, "iterations": 3, "submit": "0s"},
+        {"name": "b", "tenant": "t", "kind": "training", "model": "llama3-8b", "gpus": 16,
+         "parallelism": {"tp": 8, "pp": 1, "dp": 2}, "seq_len": 4096, "micro_batch": 1,
+         "global_batch": 32, "iterations": 3, "submit": "0s"}]},
+    "placement": {"method": "spread"},
+    "simulation": {"fidelity": "collective", "horizon": "1h"},
+}
+
+
+def _jcts(run):
+    return [j["jct_s"] for j in run.jobs]
+
+
+def test_a_scenario_without_network_is_ideal_and_ideal_is_unchanged():
+    plain = scenario_from_mapping(SCENARIO)
+    ideal = scenario_from_mapping({**SCENARIO, "network": {"model": "ideal"}})
+    assert plain.network.ideal and ideal.network.ideal
+    assert _jcts(run_scenario(plain, solo=False)) == _jcts(run_scenario(ideal, solo=False))
+
+
+def test_congestion_models_slow_jobs_sharing_an_oversubscribed_uplink():
+    ideal = _jcts(run_scenario(scenario_from_mapping(SCENARIO), solo=False))
+    for net in ("roce", {"model": "tcp", "switch": "tomahawk2"}):
+        slow = _jcts(run_scenario(scenario_from_mapping({**SCENARIO, "network": net}), solo=False))
+        assert all(s > i for s, i in zip(slow, ideal, strict=True))
+
+
+def test_bad_network_section_names_the_field():
+    bad = copy.deepcopy(SCENARIO)
+    bad["network"] = {"model": "roce", "pfc_xof": "1MB"}
+    with pytest.raises(ConfigError, match=r"network.pfc_xof.*did you mean 'pfc_xoff'"):
+        scenario_from_mapping(bad)
+
+
+def test_collective_cli_takes_network(capsys, tmp_path):
+    fab = tmp_path / "fab.yaml"
+    fab.write_text("kind: leaf-spine\nservers: 4\ngpus_per_server: 1\nleaves: 2\nspines: 1\n"
+                   "nic_bandwidth: 100Gbps\noversubscription: 2\n")
+    times = {}
+    for net in ("ideal", "roce", "tcp"):
+        assert main(["collective", "--op", "alltoall", "--size", "64MiB", "--gpus", "4", "--fabric",
+                     str(fab), "--network", net, "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["network"] == net
+        times[net] = d["time_s"]
+    assert times["ideal"] < times["roce"] and times["ideal"] < times["tcp"]
+    net_file = tmp_path / "net.yaml"
+    net_file.write_text("network: {model: tcp, port_buffer: 100KB, ecn_k: 30KB}\n")
+    assert main(["collective", "--op", "alltoall", "--size", "64MiB", "--gpus", "4", "--fabric",
+                 str(fab), "--network", str(net_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["network"] == "tcp"
+    assert main(["collective", "--op", "alltoall", "--size", "1MiB", "--gpus", "4", "--fabric",
+                 str(fab), "--network", "rocee"]) == 2
+    assert "did you mean 'roce'" in capsys.readouterr().err
+
+
+def test_simulate_cli_takes_network(capsys, tmp_path):
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(SCENARIO))
+    out = {}
+    for net in ("ideal", "roce"):
+        assert main(["simulate", str(path), "--network", net, "--json"]) == 0
+        out[net] = json.loads(capsys.readouterr().out)
+    assert out["roce"] != out["ideal"]
+
+
+def test_network_figure_shows_queues_pauses_marks_and_drops(tmp_path):
+    from flowherd.report.network_fig import write_network_figure
+
+    fab = leaf_spine(servers=16, gpus_per_server=1, leaves=2, spines=1, nvlink_bandwidth_bytes_per_s=None,
+                     nic_bandwidth_bytes_per_s=12.5e9, oversubscription=2)
+    eng = Engine(fab, make_router("shortest", fab),
+                 network=network_from_mapping({"model": "roce", "pfc_xoff": "50KB", "pfc_xon": "40KB"}))
+    for i in range(8):
+        eng.add_coflow(8 + i, 0, 2e6, at_s=0.0)
+    eng.add_coflow(15, 1, 4e6, at_s=0.0)
+    eng.run()
+    st = eng.network.stats(eng.now_s)
+    assert st.pause_s.sum() > 0 and st.ecn_marked_bytes.sum() > 0 and st.queue_max_bytes.max() > 0
+    assert np.all(st.queue_mean_bytes <= st.queue_max_bytes + 1e-9)
+    png = write_network_figure(st, fab, tmp_path / "net.png")
+    assert png.stat().st_size > 10_000
