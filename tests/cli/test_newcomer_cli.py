@@ -179,3 +179,11 @@ def test_a_planned_run_is_named_by_its_plan_not_by_the_scenarios_placer(tmp_path
         (run,) = st.runs()
     assert run["placement"] == "topology" and run["controller"] == "varys"
     assert load_report_data(out).methods == ["topology + ECMP + Varys"]
+
+
+def test_fabric_help_names_the_presets(capsys):
+    from flowherd.fabric.presets import PRESETS
+
+    assert main(["fabric", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--list" in text and all(name in text for name in PRESETS)

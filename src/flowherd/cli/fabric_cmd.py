@@ -9,7 +9,16 @@ import typer
 from flowherd.cli import app
 
 
-@app.command("fabric")
+def _presets_epilog() -> str:
+    from flowherd.fabric.presets import preset_names
+
+    names = preset_names()
+    rows = [", ".join(names[i:i + 3]) for i in range(0, len(names), 3)]
+    # \b: click keeps these lines as they are (its wrapping would split names at their hyphens)
+    return "\b\nPresets (--list: one line each):\n" + "\n".join(f"  {r}" for r in rows)
+
+
+@app.command("fabric", epilog=_presets_epilog())
 def fabric_command(
     fabric: str = typer.Argument(None, help="A preset name (e.g. dgx-superpod-h100-2su; --list shows "
                                  "them) or a YAML file."),
