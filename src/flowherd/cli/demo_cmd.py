@@ -26,8 +26,8 @@ DEMO_PLACEMENTS = ("packed", "heuristic")
 FULL_BASELINES = ("adaptive", "cassini", "crux", "sincronia", "varys")
 #: The quick demo's baselines: the two cheapest to simulate on the default. CPU time of one run on
 #: the heuristic's plan, as a multiple of the run without control (2-core machine, 2026-12-01):
-#: Varys 2.2x (90 s horizon), adaptive routing about 2x, CASSINI about 7x, Crux about 10x (wall
-#: times of one full demo). Crux is the strongest baseline there: `--full` tries it.
+#: Varys 2.1x, adaptive routing 2.8x; CASSINI about 6x and Crux about 10x (wall times of one full
+#: demo). On the default Crux's mean JCT is Varys' within 0.01%: `--full` tries it and the rest.
 QUICK_BASELINES = ("adaptive", "varys")
 FULL_POLICIES = ("flowherd", "threshold")  # best first on ties
 QUICK_POLICIES = ("flowherd",)
