@@ -86,9 +86,40 @@ def test_preset_fabric_and_rich_table(capsys):
     (["--op", "allreduce", "--algo", "tree", "--size", "1GiB", "--gpus", "4", "--placement", "spred"],
      "did you mean 'spread'"),
     (["--op", "alltoall", "--algo", "tree", "--size", "1GiB", "--gpus", "4"], "does not implement op"),
+    (["--op", "allreduce", "--size", "1GiB", "--gpus", "4", "--latency-model", "ncl"],
+     "did you mean 'nccl'"),
+    (["--op", "allreduce", "--size", "1GiB", "--gpus", "4", "--channels", "0"], "got 0 (--channels)"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, fabric_file, args, message):
     code, _, err = _run(capsys, *args, "--fabric", fabric_file)
     assert code == 2
     assert message in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_fabric_latency_model_gives_the_ring_closed_form(capsys, tmp_path):
+    # ring AllReduce on 64 servers of one GPU behind one switch: 2(n-1)/n S/B + 2(n-1) alpha, with
+    # alpha the path's latency (NIC-leaf-NIC, 2 x 1 us) and B the 400 Gb/s NIC (Patarasuk & Yuan)
+    p = tmp_path / "ls.yaml"
+    p.write_text("kind: leaf-spine\nservers: 64\ngpus_per_server: 1\nleaves: 1\nspines: 1\n"
+                 "nic_bandwidth: 400Gbps\n")
+    n, size, bw, alpha = 64, 2**30, 50e9, 2e-6
+    times = {}
+    for model in ("fabric", "nccl"):
+        code, out, _ = _run(capsys, "--op", "allreduce", "--algo", "ring", "--size", "1GiB", "--gpus",
+                            str(n), "--fabric", str(p), "--latency-model", model, "--json")
+        assert code == 0
+        d = json.loads(out)
+        times[model] = d["time_s"]
+        assert d["latency_model"] == model and d["channels"] >= 1
+        assert d["predicted_time_s"] > 0
+    assert times["fabric"] == pytest.approx(2 * (n - 1) / n * size / bw + 2 * (n - 1) * alpha, rel=1e-3)
+    assert times["nccl"] > times["fabric"]
+
+
+def test_json_prints_channels_and_the_models_time(capsys):
+    code, out, _ = _run(capsys, "--op", "allreduce", "--size", "1GiB", "--gpus", "16",
+                        "--fabric", "dgx-superpod-h100-1su", "--fidelity", "collective", "--json")
+    d = json.loads(out)
+    assert code == 0 and (d["algorithm"], d["channels"]) == ("nvlstree", 16)
+    assert d["predicted_time_s"] == pytest.approx(1 / (455e9 / (2**30 * 30 / 16)), rel=0.01)

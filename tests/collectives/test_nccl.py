@@ -1,20 +1,29 @@
-"""NCCL's protocol constants and tuning model (NVIDIA/nccl src/graph/tuning.cc @ 01afd20a)."""
+"""NCCL 2.30.7's tuning model (NVIDIA/nccl src/graph/tuning.cc, search.cc, enqueue.cc @ 5067397c)
+and the selector built on it."""
 
 from __future__ import annotations
 
 import pytest
 
-from flowherd.collectives.nccl import (
-    BASE_LATENCY_S,
-    HW_LATENCY_S,
-    WIRE_FRACTION,
-    Protocol,
-    nccl_predictions,
-    select,
-    step_latency_s,
+from flowherd.collectives import select
+from flowherd.collectives.nccl import WIRE_FRACTION, Protocol, base_latency_s, step_latency_s
+from flowherd.collectives.ops import Op
+from flowherd.collectives.selector import nccl_model
+from flowherd.collectives.tuning import (
+    BASE_LATENCY_US,
+    HW_LATENCY_US,
+    PER_CH_MAX_NVLSTREE_BW,
+    algo_time_us,
 )
-from flowherd.errors import ConfigError, UnknownNameError
+from flowherd.errors import ConfigError
+from flowherd.fabric.generators import leaf_spine, rail_optimized
+from flowherd.fabric.presets import preset
 from flowherd.units import GBps, us
+
+
+@pytest.fixture(scope="module")
+def dgx():
+    return preset("dgx-superpod-h100-1su")
 
 
 def test_wire_fractions():
@@ -24,61 +33,104 @@ def test_wire_fractions():
     assert WIRE_FRACTION[Protocol.SIMPLE] == 1.0
 
 
-def test_latency_tables_match_tuning_cc():
-    assert BASE_LATENCY_S[("ring", Protocol.SIMPLE)] == pytest.approx(8.4 * us)
-    assert BASE_LATENCY_S[("ring", Protocol.LL128)] == pytest.approx(10.0 * us)
-    assert BASE_LATENCY_S[("tree", Protocol.LL)] == pytest.approx(4.4 * us)
-    assert HW_LATENCY_S[("net", "ring", Protocol.SIMPLE)] == pytest.approx(9.6 * us)
-    assert HW_LATENCY_S[("nvlink", "ring", Protocol.LL)] == pytest.approx(0.47 * us)
-    assert HW_LATENCY_S[("net", "tree", Protocol.LL128)] == pytest.approx(8.5 * us)
-    # tree/simple's 28/50 us is a whole 256 kB chunk: the simulator uses ring/simple per hop
-    assert step_latency_s("simple", algorithm_family="tree") == pytest.approx(9.6 * us)
+def test_latency_tables_are_nccl_2_30s():
+    # tuning.cc ncclTunerConstantsDefaults, NCCL 2.30.7
+    assert BASE_LATENCY_US["ring"] == (6.6, 14.0, 8.4)
+    assert BASE_LATENCY_US["pat"] == (8.0, 8.0, 8.0)
+    assert HW_LATENCY_US["net"]["ring"] == (2.7, 4.0, 14.0)
+    assert HW_LATENCY_US["net"]["nvlstree"][2] == 20.9
+    assert HW_LATENCY_US["nvlink"]["nvls"][2] == 25
+    assert PER_CH_MAX_NVLSTREE_BW[2] == (0.0, 57.7, 45.5)
+    assert step_latency_s("simple", hw="net") == pytest.approx(14.0 * us)
+    assert step_latency_s("ll", algorithm_family="tree", hw="nvlink") == pytest.approx(0.6 * us)
+    assert base_latency_s("ll128", algorithm_family="tree") == pytest.approx(14.0 * us)
+    with pytest.raises(ConfigError, match="hw"):
+        step_latency_s("simple", hw="ether")
 
 
-def test_ring_allreduce_simple_prediction_is_the_tuning_formula():
-    # n=16 ranks on 2 nodes, bus bw 40 GB/s: algbw = 40 * n / (2(n-1)); latency = baseLat 8.4 +
-    # (nsteps - ninter) * 3.4 (NVLink) + ninter * 9.6 (NET), x1.9 plateau for large sizes
-    n, nodes, size = 16, 2, 1 << 30
-    pred = {(p.algorithm, p.protocol): p for p in
-            nccl_predictions("allreduce", size, n, nodes, bus_bandwidth_bytes_per_s=40 * GBps)}
-    p = pred[("ring", Protocol.SIMPLE)]
-    nsteps, ninter = 2 * (n - 1), 2 * (nodes - 1)
-    lat_us = (8.4 + (nsteps - ninter) * 3.4 + ninter * 9.6) * 1.9
-    algbw = 40 * n / nsteps
-    assert p.latency_s == pytest.approx(lat_us * us)
-    assert p.time_s == pytest.approx((lat_us + size / (1000 * algbw)) * us)
+def test_dgx_h100_search_finds_ncclss_channels(dgx):
+    # one node: ring 6 x 60 GB/s doubled to 12 x 30 (ncclTopoDupChannels), 24 after Postset;
+    # NVLS 8 heads x 40 GB/s, bwInter raised to 60; 16 NVLS channels (NVLS_NCHANNELS_SM90)
+    comm, view, _ = nccl_model(dgx, range(8))
+    ring = comm.graphs["ring"]
+    assert (ring.n_channels, ring.bw_intra) == (12, 30.0)
+    assert comm.n_channels == 24 and comm.nvls_channels == 16
+    nv = comm.graphs["nvls"]
+    assert (nv.n_channels, nv.bw_intra, nv.bw_inter) == (8, 40.0, 60.0)
+    assert view.nvl_bw == pytest.approx(18 * 20.6)  # NCCL's 18 NVLinks x SM90_NVLINK_BW
+    # across servers: one channel per NIC at 48 GB/s (sm90SpeedArrayInter[0]), 16 after Postset
+    comm, view, _ = nccl_model(dgx, range(64))
+    ring = comm.graphs["ring"]
+    assert (ring.n_channels, ring.bw_inter, view.nics) == (8, 48.0, 8)
+    assert comm.n_channels == 16
+    nv = comm.graphs["nvlstree"]
+    assert (nv.n_channels, nv.bw_intra, nv.bw_inter) == (8, 40.0, 48.0)
 
 
-def test_tree_is_predicted_at_half_bus_bandwidth():
-    preds = nccl_predictions("allreduce", 1 << 30, 64, 8, bus_bandwidth_bytes_per_s=50 * GBps)
-    tree = next(p for p in preds if p.algorithm == "tree" and p.protocol == Protocol.SIMPLE)
-    assert tree.algbw_bytes_per_s == pytest.approx(50 * 0.9 * 0.5 * GBps)  # min(bw*.9, 80) * .5
+def test_ring_allgather_time_is_the_tuning_formula(dgx):
+    # 16 ranks on 2 nodes: busBw = 8 ch x 48 GB/s, algbw = busBw * 16 / 15; latency = baseLat 8.4
+    # + (nsteps - nInterSteps) * max(hwLat NVLink 3.4, 3 x netOverhead 1.0) + nInterSteps * 14
+    comm, _, tables = nccl_model(dgx, range(16))
+    size = 1 << 30
+    lat = 8.4 + 14 * 3.4 + 1 * 14.0
+    expected = lat + size / (1000 * 8 * 48 * 16 / 15)
+    assert algo_time_us(comm, tables, Op.ALLGATHER, "ring", "simple", size) == pytest.approx(expected)
+    # NVLSTree AllReduce on 2 nodes: per channel min(40 * .85 * 7/8 * 2, 48 * 2, 57.7) = 57.7
+    bw = tables.bandwidth[(Op.ALLREDUCE, "nvlstree", "simple")]
+    assert bw == pytest.approx(8 * 57.7 * 16 / 30, rel=1e-6)
 
 
-def test_selector_follows_nccl_regimes():
-    # small AllReduce across nodes: tree + LL (latency-bound); large: ring + Simple (bandwidth)
-    assert select("allreduce", 4096, 64, 8) == ("tree", Protocol.LL)
-    assert select("allreduce", 4 << 30, 64, 8) == ("ring", Protocol.SIMPLE)
-    # protocol moves LL -> LL128 -> Simple as the size grows (AllGather has only ring)
-    seq = [select("allgather", s, 64, 8)[1] for s in (1e3, 1e7, 1e9)]
-    assert seq == [Protocol.LL, Protocol.LL128, Protocol.SIMPLE]
-    assert select("alltoall", 1 << 20, 8, 8) == ("direct", Protocol.SIMPLE)
+@pytest.mark.parametrize(("gpus", "op", "size", "expected"), [
+    (range(16), "allreduce", 1 << 30, ("nvlstree", "simple", 16)),
+    (range(16), "allreduce", 1 << 10, ("tree", "ll", 1)),
+    (range(64), "allreduce", 4 << 30, ("ring", "simple", 16)),
+    (range(8), "allreduce", 1 << 30, ("nvls", "simple", 16)),
+    (range(8), "allgather", 1 << 30, ("ring", "simple", 24)),
+    (range(64), "allgather", 64 << 20, ("ring", "ll128", 16)),
+    (range(64), "broadcast", 1 << 30, ("ring", "simple", 16)),
+    (range(16), "alltoall", 1 << 20, ("direct", "simple", 16)),
+])
+def test_selector_choices_on_dgx_h100(dgx, gpus, op, size, expected):
+    s = select(dgx, gpus, op, size)
+    assert (s.algorithm, s.protocol, s.channels) == expected
+    assert s.predicted_time_s > 0
 
 
-def test_selector_picks_the_fastest_prediction():
-    for size in (1e3, 1e5, 1e7, 1e9):
-        preds = nccl_predictions("allreduce", size, 32, 4)
-        best = min(preds, key=lambda p: p.time_s)
-        assert select("allreduce", size, 32, 4) == (best.algorithm, best.protocol)
+def test_pat_at_one_gpu_per_server(dgx):
+    # ncclPatEnable: nNodes == nRanks; PAT wins AllGather at mid sizes on 32 servers x 1 GPU
+    gpus = list(range(0, 256, 8))
+    choices = {select(dgx, gpus, "allgather", s).algorithm for s in (1 << 16, 1 << 20, 1 << 24)}
+    assert "pat" in choices
+    assert all(select(dgx, range(16), "allgather", s).algorithm != "pat"
+               for s in (1 << 16, 1 << 20, 1 << 24))
 
 
-def test_ll128_disabled_is_never_chosen():
-    for size in (1e3, 1e6, 1e7, 1e9):
-        assert select("allreduce", size, 64, 8, ll128=False)[1] != Protocol.LL128
+def test_no_nvls_without_in_switch_reduction():
+    # rail_optimized() marks no server NVLS-capable: NCCL finds no NVLS graph
+    fab = rail_optimized(servers=4, gpus_per_server=8, servers_per_su=4, spines=4,
+                         nvlink_bandwidth_bytes_per_s=450 * GBps)
+    assert {select(fab, range(s), "allreduce", 1 << 30).algorithm for s in (8, 32)} <= {"ring", "tree"}
 
 
-def test_bad_inputs():
-    with pytest.raises(ConfigError, match="nodes"):
-        nccl_predictions("allreduce", 1e6, 4, 8)
-    with pytest.raises(UnknownNameError, match="did you mean 'll128'"):
-        step_latency_s("ll129")
+def test_ll128_off_without_nvlink():
+    fab = leaf_spine(servers=4, leaves=1, spines=1)  # one GPU per server, no NVLink
+    _, _, tables = nccl_model(fab, range(4))
+    assert tables.bandwidth[(Op.ALLREDUCE, "ring", "ll128")] > 0  # 1 GPU/node: LOC intra
+    fab2 = rail_optimized(servers=2, gpus_per_server=4, servers_per_su=2, spines=1,
+                          nvlink_bandwidth_bytes_per_s=None)
+    _, _, tables2 = nccl_model(fab2, range(8))
+    assert tables2.bandwidth[(Op.ALLREDUCE, "ring", "ll128")] == 0
+
+
+def test_predicted_time_grows_with_size(dgx):
+    t = [select(dgx, range(32), "allreduce", s).predicted_time_s for s in (1 << 10, 1 << 20, 1 << 30)]
+    assert t[0] < t[1] < t[2]
+
+
+def test_select_rejects_bad_input(dgx):
+    with pytest.raises(ConfigError, match="op"):
+        select(dgx, range(8), "allreduc", 1024)
+    with pytest.raises(ConfigError, match="gpus"):
+        select(dgx, [0, 10**6], "allreduce", 1024)
+    with pytest.raises(ConfigError, match="size"):
+        select(dgx, range(8), "allreduce", -1)

@@ -74,6 +74,20 @@ def test_idle_time_matches_closed_form(algorithm, op, n, fidelity):
     _check(algorithm, op, n, fidelity)
 
 
+@pytest.mark.parametrize("fidelity", ["step", "collective"])
+@pytest.mark.parametrize("n", [8, 64])
+@pytest.mark.parametrize(("algorithm", "op"), [c for c in CASES if c[1] in BALANCED.get(c[0], ())])
+def test_fabric_latency_model_is_the_textbook_closed_form(algorithm, op, n, fidelity):
+    # --latency-model fabric: alpha = the path's latency only (2 x 1 us), no NCCL base latency
+    fab = leaf_spine(servers=n, leaves=1, spines=1)
+    coll = Collective(op=op, gpus=range(n), size_bytes=SIZE)
+    res = simulate_collective(fab, coll, algorithm=algorithm, fidelity=fidelity,
+                              latency_model="fabric")
+    expected = alpha_beta_time_s(algorithm, op, n, SIZE, alpha_s=PATH_S, bandwidth_bytes_per_s=B,
+                                 base_s=0.0)
+    assert res.time_s == pytest.approx(expected, rel=0.01)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fidelity", ["step", "collective"])
 @pytest.mark.parametrize("n", [1000, 1024])
@@ -231,12 +245,16 @@ def test_spraying_makes_a_multi_leaf_clos_non_blocking(algorithm, op):
 
 @pytest.mark.parametrize("fidelity", ["step", "collective"])
 def test_zero_bytes_cost_only_the_latency_term(fidelity):
-    # ring AllReduce of 0 B: 2(n-1) steps of NCCL's Ring/Simple hwLat (NET) + baseLat, no flows
+    # ring AllReduce of 0 B: 2(n-1) steps of NCCL 2.30's Ring/Simple hwLatencies (NET, 14 us) +
+    # baseLatencies (8.4 us), no flows
     n = 4
     fab = leaf_spine(servers=n, leaves=1, spines=1)
     res = simulate_collective(fab, Collective(op="allreduce", gpus=range(n), size_bytes=0),
                               algorithm="ring", fidelity=fidelity)
-    assert res.time_s == pytest.approx(2 * (n - 1) * 9.6 * us + 8.4 * us)
+    assert res.time_s == pytest.approx(2 * (n - 1) * 14.0 * us + 8.4 * us)
+    bare = simulate_collective(fab, Collective(op="allreduce", gpus=range(n), size_bytes=0),
+                               algorithm="ring", fidelity=fidelity, latency_model="fabric")
+    assert bare.time_s == 0.0
 
 
 @pytest.mark.parametrize("fidelity", ["step", "collective"])

@@ -57,12 +57,16 @@ def collective(
     protocol: str = typer.Option(None, "--protocol", help="simple, ll or ll128 (default: the "
                                  "selector's for auto, else simple)"),
     seed: int = typer.Option(0, "--seed", help="routing seed (ECMP hashing)"),
+    latency_model: str = typer.Option("nccl", "--latency-model", help="nccl (NCCL 2.30's per-step "
+                                      "latencies plus the paths') or fabric (path latencies only)"),
+    channels: int = typer.Option(None, "--channels", help="NCCL channels (default: NCCL's count)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     network: str = typer.Option("ideal", "--network", help="the network model: ideal, roce, tcp, a "
                                 "switch preset or a YAML file of a network: section"),
 ) -> None:
     """Simulate one collective on an idle fabric; print time, algbw and busbw (nccl-tests)."""
     from flowherd.cli.checks import check_seed, load_fabric_arg
+    from flowherd.collectives.nccl import LATENCY_MODELS
     from flowherd.sim.collective import FIDELITIES, simulate_collective
     from flowherd.sim.network import load_network, use_network
 
@@ -78,6 +82,9 @@ def collective(
     ROUTINGS[routing]
     FIDELITIES[fidelity]
     check_seed(seed, "--seed")
+    LATENCY_MODELS[latency_model]
+    if channels is not None and channels < 1:
+        raise ConfigError(f"--channels must be a positive integer, got {channels} (--channels)")
     net = load_network(network)
     fab = load_fabric_arg(fabric, "--fabric")
     ranks = place(fab, gpus, placement)
@@ -87,7 +94,8 @@ def collective(
     coll = Collective(op=the_op, gpus=ranks, size_bytes=size_bytes, matrix_bytes=matrix)
     with use_network(net):
         res = simulate_collective(fab, coll, algorithm=algo, protocol=protocol, router=routing,
-                                  fidelity=fidelity, seed=seed)
+                                  fidelity=fidelity, seed=seed, channels=channels,
+                                  latency_model=latency_model)
     out = res.to_dict()
     out.update(fabric=fab.name, placement=placement, network=net.model)
     if as_json:
@@ -103,7 +111,11 @@ def collective(
     table.add_column("field")
     table.add_column("value", justify="right")
     table.add_row("algorithm / protocol", f"{res.algorithm} / {res.protocol}")
+    table.add_row("channels", str(res.channels))
     table.add_row("time", format_time(res.time_s))
+    if res.predicted_time_s is not None:
+        table.add_row("NCCL 2.30 model time", format_time(res.predicted_time_s))
+    table.add_row("latency model", res.latency_model)
     table.add_row("algbw", f"{res.algbw_bytes_per_s / 1e9:.2f} GB/s ({format_rate(res.algbw_bytes_per_s)})")
     table.add_row("busbw", f"{res.busbw_bytes_per_s / 1e9:.2f} GB/s ({format_rate(res.busbw_bytes_per_s)})")
     table.add_row("fidelity / routing", f"{res.fidelity} / {res.router}")

@@ -27,12 +27,22 @@ steps without predecessors also carry NCCL's ``baseLat`` (`flowherd.collectives.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
-from flowherd.collectives.nccl import PROTOCOLS, WIRE_FRACTION, base_latency_s, step_latency_s
+from flowherd.collectives.channels import chain_edges, ring_channels, ring_edges, tree_channels
+from flowherd.collectives.nccl import (
+    LATENCY_MODELS,
+    PROTOCOLS,
+    WIRE_FRACTION,
+    base_latency_s,
+    step_latency_s,
+)
 from flowherd.collectives.ops import Collective, Op
 from flowherd.collectives.schedule import Schedule, Step
 from flowherd.errors import ConfigError
@@ -66,6 +76,7 @@ class _Builder:
         self.fabric = fabric
         self.family = family
         self.raw: list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, ...]]] = []
+        self.hop_latency_s: float | None = None  # overrides the per-step latency when set
 
     def add(self, src, dst, size, deps=()) -> int:
         src = np.asarray(src, dtype=np.int64).ravel()
@@ -93,6 +104,8 @@ class _Builder:
                          and np.all(fab.gpu_server[s] == fab.gpu_server[d]))
             lat = step_latency_s(self.protocol, algorithm_family=self.family,
                                  hw=intra_hw if intra else "net")
+            if self.hop_latency_s is not None:
+                lat = self.hop_latency_s
             steps.append(Step(src_gpu=s, dst_gpu=d, size_bytes=size[keep], deps=deps,
                               latency_s=lat + (0.0 if deps else base), intra_server=intra))
         return Schedule(collective=self.coll, algorithm=self.algorithm, protocol=self.protocol.value,
@@ -118,36 +131,58 @@ _RING_OPS = (Op.ALLREDUCE, Op.REDUCESCATTER, Op.ALLGATHER, Op.BROADCAST, Op.REDU
 
 @ALGORITHMS.register("ring")
 def ring(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "simple",
-         chunks: int | None = None) -> Schedule:
+         chunks: int | None = None, channels: int | None = None) -> Schedule:
     """Ring algorithms (Patarasuk & Yuan 2009); Broadcast/Reduce as a pipelined chain.
 
-    Rank ``i`` sends to rank ``i+1 (mod n)``. AllReduce: ``2(n-1)`` steps of ``S/n``;
-    ReduceScatter and AllGather: ``n-1`` steps of ``S/n``. Broadcast from the root along
-    ``root, root+1, ...`` (Reduce the other way) in ``c`` chunks of ``S/c``: ``n-2+c``
-    wavefronts, edge ``i`` of the chain carrying chunk ``w-i`` in wavefront ``w``.
+    Without `channels`: one ring, rank ``i`` sends to rank ``i+1 (mod n)``. AllReduce:
+    ``2(n-1)`` steps of ``S/n``; ReduceScatter and AllGather: ``n-1`` steps of ``S/n``.
+    Broadcast from the root along ``root, root+1, ...`` (Reduce the other way) in ``c`` chunks
+    of ``S/c``: ``n-2+c`` wavefronts, edge ``i`` of the chain carrying chunk ``w-i`` in
+    wavefront ``w``. With `channels` (and the fabric): NCCL's C rings
+    (`flowherd.collectives.channels.ring_channels`: rail-aligned, one NIC per channel, PXN),
+    each carrying its share of the data, all advancing in the same steps.
     """
     b = _Builder(coll, "ring", protocol, fabric)
     n, size = coll.n, float(coll.size_bytes)
     if coll.op not in _RING_OPS:
         raise _unsupported(coll, "ring", _RING_OPS)
-    r = np.arange(n)
-    if n > 1:
-        if coll.op in (Op.ALLREDUCE, Op.REDUCESCATTER, Op.ALLGATHER):
-            nsteps = 2 * (n - 1) if coll.op == Op.ALLREDUCE else n - 1
-            for _ in range(nsteps):
-                b.chain(r, (r + 1) % n, size / n)
-        else:
-            c = _check_chunks(chunks, size)
-            order = (coll.root + r) % n  # chain from the root
-            edges = np.arange(n - 1)
-            for w in range(n - 2 + c):
-                stage = edges if coll.op == Op.BROADCAST else (n - 2 - edges)
-                on = (w - stage >= 0) & (w - stage < c)
-                e = edges[on]
-                if coll.op == Op.BROADCAST:
-                    b.chain(order[e], order[e + 1], size / c)
-                else:
-                    b.chain(order[e + 1], order[e], size / c)
+    if n < 2:
+        return b.build()
+    rings = ring_channels(coll.gpus, fabric, channels)
+    if fabric is not None and len(rings) > 1:
+        # NCCL's channels pipeline: a chunk crosses the network on g of its n hops, so a step
+        # costs NCCL's mean hop latency (tuning.cc: (nsteps - nInter) intraLat + nInter interLat)
+        g = len(np.unique(fabric.gpu_server[np.asarray(coll.gpus)]))
+        intra_hw = "nvlink" if np.any(fabric.link_kind == LinkKind.NVLINK) else "pci"
+        b.hop_latency_s = ((n - g) * step_latency_s(protocol, hw=intra_hw)
+                           + g * step_latency_s(protocol, hw="net")) / n
+    if coll.op in (Op.ALLREDUCE, Op.REDUCESCATTER, Op.ALLGATHER):
+        nsteps = 2 * (n - 1) if coll.op == Op.ALLREDUCE else n - 1
+        edges = np.arange(n)
+        flows = [ring_edges(ch, edges) for ch in rings]
+        src = np.concatenate([f[0] for f in flows])
+        dst = np.concatenate([f[1] for f in flows])
+        sz = np.concatenate([np.full(len(f[0]), size * ch.fraction / n)
+                             for f, ch in zip(flows, rings, strict=True)])
+        for _ in range(nsteps):
+            b.chain(src, dst, sz)
+        return b.build()
+    c = _check_chunks(chunks, size)
+    if b.hop_latency_s is not None:
+        # a pipelined chain pays each hop's latency once, not once per wavefront
+        b.hop_latency_s *= (n - 1) / (n - 2 + c)
+    chains = [chain_edges(ch, coll.root) for ch in rings]
+    stage = np.arange(n - 1) if coll.op == Op.BROADCAST else (n - 2 - np.arange(n - 1))
+    for w in range(n - 2 + c):
+        on = (w - stage >= 0) & (w - stage < c)
+        parts = [ring_edges(ch, chain[on]) for ch, chain in zip(rings, chains, strict=True)]
+        src = np.concatenate([p[0] for p in parts])
+        dst = np.concatenate([p[1] for p in parts])
+        sz = np.concatenate([np.full(len(p[0]), size * ch.fraction / c)
+                             for p, ch in zip(parts, rings, strict=True)])
+        if coll.op == Op.REDUCE:
+            src, dst = dst, src
+        b.chain(src, dst, sz)
     return b.build()
 
 
@@ -225,22 +260,60 @@ def tree_wavefronts(n: int, chunks: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+def parent_wavefronts(parents: tuple[np.ndarray, ...], chunks: int
+                      ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`tree_wavefronts` for any trees given by their parent arrays (all of one depth ``D``)."""
+    kids, pars, deps = [], [], []
+    for parent in parents:
+        d = tree_depths(parent)
+        v = np.flatnonzero(parent >= 0)
+        kids.append(v)
+        pars.append(parent[v])
+        deps.append(d[v])
+    child, parent, depth = np.concatenate(kids), np.concatenate(pars), np.concatenate(deps)
+    dmax = int(depth.max()) if depth.size else 0
+    out = []
+    for w in range(chunks + 2 * dmax - 1):
+        k_up = w - (dmax - depth)
+        k_dn = w - dmax - depth + 1
+        up = (k_up >= 0) & (k_up < chunks)
+        dn = (k_dn >= 0) & (k_dn < chunks)
+        out.append((np.concatenate([child[up], parent[dn]]),
+                    np.concatenate([parent[up], child[dn]])))
+    return out
+
+
 @ALGORITHMS.register("tree")
 def tree(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "simple",
-         chunks: int | None = None) -> Schedule:
+         chunks: int | None = None, channels: int | None = None) -> Schedule:
     """NCCL's double binary tree AllReduce, chunked and pipelined.
 
     Each of the two trees carries ``S/2`` in ``c`` chunks of ``S/(2c)``; ``c + 2D - 1``
-    lock-step wavefronts, where ``D`` is the depth of the deeper tree.
+    lock-step wavefronts, where ``D`` is the depth of the deeper tree. Without `channels`
+    (or inside one server) the trees are over the ranks; with `channels` across whole servers,
+    NCCL's per-channel trees (`flowherd.collectives.channels.tree_channels`): a double binary
+    tree over the servers on one rail per channel, the server's other GPUs chained below it.
     """
     if coll.op != Op.ALLREDUCE:
         raise _unsupported(coll, "tree", (Op.ALLREDUCE,))
     b = _Builder(coll, "tree", protocol, fabric, family="tree")
     n, size = coll.n, float(coll.size_bytes)
-    if n > 1:
-        c = _check_chunks(chunks, size / 2)
+    if n < 2:
+        return b.build()
+    c = _check_chunks(chunks, size / 2)
+    per_channel = tree_channels(coll.gpus, fabric, channels, nccl_dtree)
+    if per_channel is None:
         for src, dst in tree_wavefronts(n, c):
             b.chain(src, dst, size / (2 * c))
+        return b.build()
+    waves = [parent_wavefronts(parents, c) for parents, _ in per_channel]
+    for w in range(max(len(x) for x in waves)):
+        parts = [(x[w], frac) for x, frac in zip(waves, (f for _, f in per_channel), strict=True)
+                 if w < len(x)]
+        src = np.concatenate([p[0][0] for p in parts])
+        dst = np.concatenate([p[0][1] for p in parts])
+        sz = np.concatenate([np.full(len(p[0][0]), size * p[1] / (2 * c)) for p in parts])
+        b.chain(src, dst, sz)
     return b.build()
 
 
@@ -458,11 +531,36 @@ def hierarchical(coll: Collective, *, fabric: Fabric | None = None, protocol: st
 
 
 def build_schedule(collective: Collective, algorithm: str = "ring", *, fabric: Fabric | None = None,
-                   protocol: str = "simple", chunks: int | None = None) -> Schedule:
+                   protocol: str = "simple", chunks: int | None = None, channels: int | None = None,
+                   latency_model: str = "nccl") -> Schedule:
     """Look `algorithm` up in `ALGORITHMS` and build the collective's schedule.
+
+    Args:
+        collective: What to run.
+        algorithm: A name of `ALGORITHMS`.
+        fabric: The fabric (needed by fabric-aware algorithms and by channels).
+        protocol: "simple", "ll" or "ll128".
+        chunks: Pipelining chunks of tree / chain algorithms (default: by size).
+        channels: NCCL channels, for the algorithms that build one ring or tree per channel
+            (ring, tree, nvls, nvlstree, pat); None: one, in rank order.
+        latency_model: "nccl" (steps carry NCCL's latencies) or "fabric" (no fixed step
+            latency: only the paths' own, which the simulator adds).
 
     >>> s = build_schedule(Collective(op="allreduce", gpus=range(4), size_bytes=4096), "ring")
     >>> (s.num_steps, float(s.steps[0].size_bytes[0]))
     (6, 1024.0)
     """
-    return ALGORITHMS[algorithm](collective, fabric=fabric, protocol=protocol, chunks=chunks)
+    model = LATENCY_MODELS[latency_model]
+    fn = ALGORITHMS[algorithm]
+    kw: dict[str, object] = dict(fabric=fabric, protocol=protocol, chunks=chunks)
+    if channels is not None and _takes_channels(fn):
+        kw["channels"] = channels
+    sched = fn(collective, **kw)
+    if model == "fabric":
+        sched = replace(sched, steps=tuple(replace(st, latency_s=0.0) for st in sched.steps))
+    return sched
+
+
+@functools.cache
+def _takes_channels(fn: Algorithm) -> bool:
+    return "channels" in inspect.signature(fn).parameters

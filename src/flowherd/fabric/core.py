@@ -64,6 +64,8 @@ class Fabric:
         link_kind: ``int8[L]``, a `LinkKind` per link.
         node_names: Optional labels (e.g. real switch ids); generated when absent.
         params: The generator's parameters, for reports.
+        server_nvls: One flag per server: whether its NVSwitch does in-switch reduction
+            (NVLink SHARP, which NCCL's NVLS and NVLSTree algorithms use). Empty: none does.
     """
 
     name: str
@@ -79,6 +81,7 @@ class Fabric:
     link_kind: np.ndarray
     node_names: tuple[str, ...] | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    server_nvls: tuple[bool, ...] = ()
     # derived in __post_init__: outgoing links of each node, CSR by source node
     out_ptr: np.ndarray = field(init=False, repr=False)
     out_link: np.ndarray = field(init=False, repr=False)
@@ -122,6 +125,10 @@ class Fabric:
                 f"gpu_type has {len(self.gpu_type)} entries, expected one per server "
                 f"({num_servers}) (fabric)"
             )
+        if self.server_nvls and len(self.server_nvls) != num_servers:
+            raise ConfigError(f"server_nvls has {len(self.server_nvls)} entries, expected one per "
+                              f"server ({num_servers}) (fabric.server_nvls)")
+        object.__setattr__(self, "server_nvls", tuple(bool(v) for v in self.server_nvls))
         order = np.argsort(src, kind="stable").astype(np.int32)
         ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
@@ -185,6 +192,10 @@ class Fabric:
     def out_links(self, node: int) -> np.ndarray:
         """Ids of the directed links leaving `node`."""
         return self.out_link[self.out_ptr[node] : self.out_ptr[node + 1]]
+
+    def nvls(self, server: int) -> bool:
+        """Whether `server`'s NVSwitch supports NVLS (in-switch reduction)."""
+        return bool(self.server_nvls[server]) if self.server_nvls else False
 
     def servers_gpus(self, server: int) -> np.ndarray:
         """GPU ids of one server."""

@@ -7,6 +7,7 @@ An unknown name raises `UnknownNameError` with the closest known name.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from flowherd.fabric.core import Fabric
@@ -28,6 +29,18 @@ SUPERPOD_H100_SPINES = {1: 4, 2: 8, 3: 16, 4: 16}
 SUPERPOD_3TIER_CORES = {16: 64, 32: 128, 64: 256}
 
 
+def with_nvls(fabric: Fabric) -> Fabric:
+    """`fabric` with every server's NVSwitch marked NVLS-capable (in-switch reduction).
+
+    Third-generation NVSwitch (DGX/HGX H100, H800, H200) and later do NVLink SHARP reductions
+    in the switch: NVIDIA DGX H100 user guide / "NVIDIA H100 Tensor Core GPU Architecture"
+    whitepaper (2022), section "NVLink Switch System" ("SHARP in-network reductions ... in
+    third-generation NVSwitch"); NCCL enables NVLS from compute capability 9.0 on
+    (src/graph/search.cc, ``ccMin < 90`` returns no NVLS graph).
+    """
+    return dataclasses.replace(fabric, server_nvls=(True,) * fabric.num_servers)
+
+
 def preset(name: str) -> Fabric:
     """Build the preset fabric `name` (see `preset_names`)."""
     return PRESETS[name]()
@@ -47,11 +60,11 @@ def superpod_h100(sus: int) -> Fabric:
     node-leaf cables = GPUs, spine-leaf cables = 256 per SU. NVLink: NVIDIA's "900 GBps" per GPU
     counts both directions, so each GPU-NVSwitch link has 450 GB/s per direction.
     """
-    return rail_optimized(servers=32 * sus, gpus_per_server=8, servers_per_su=32,
-                          spines=SUPERPOD_H100_SPINES[sus], leaf_uplinks=32,
-                          nic_bandwidth_bytes_per_s=400 * Gbps,
-                          nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S, gpu_type="h100",
-                          name=f"dgx-superpod-h100-{sus}su")
+    return with_nvls(rail_optimized(servers=32 * sus, gpus_per_server=8, servers_per_su=32,
+                                    spines=SUPERPOD_H100_SPINES[sus], leaf_uplinks=32,
+                                    nic_bandwidth_bytes_per_s=400 * Gbps,
+                                    nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S,
+                                    gpu_type="h100", name=f"dgx-superpod-h100-{sus}su"))
 
 
 def superpod_3tier(sus: int) -> Fabric:
@@ -63,11 +76,11 @@ def superpod_3tier(sus: int) -> Fabric:
     as the preset name says (NVLink 450 GB/s per direction): 8 spines per SU, spine ``j`` of each
     SU dealing its 32 uplinks over core group ``j``.
     """
-    return rail_optimized(servers=32 * sus, gpus_per_server=8, servers_per_su=32, sus_per_pod=1,
-                          spines_per_pod=8, cores=SUPERPOD_3TIER_CORES[sus], leaf_uplinks=32,
-                          nic_bandwidth_bytes_per_s=400 * Gbps,
-                          nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S, gpu_type="h100",
-                          name=f"dgx-superpod-h100-3tier-{sus}su")
+    return with_nvls(rail_optimized(
+        servers=32 * sus, gpus_per_server=8, servers_per_su=32, sus_per_pod=1, spines_per_pod=8,
+        cores=SUPERPOD_3TIER_CORES[sus], leaf_uplinks=32, nic_bandwidth_bytes_per_s=400 * Gbps,
+        nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S, gpu_type="h100",
+        name=f"dgx-superpod-h100-3tier-{sus}su"))
 
 
 def _sized(fn: Callable[[int], Fabric], sus: int) -> Callable[[], Fabric]:
@@ -92,10 +105,11 @@ def meta_24k() -> Fabric:
     ("full bisection" inside a pod), aggregation oversubscribed 1:7. Assumed (not published):
     16 pod spines (cluster switches) per pod, 64 aggregation (core) switches, 1 us per link.
     """
-    return clos3(servers=3072, gpus_per_server=8, servers_per_tor=2, tors_per_pod=192, spines_per_pod=16,
+    return with_nvls(clos3(
+                 servers=3072, gpus_per_server=8, servers_per_tor=2, tors_per_pod=192, spines_per_pod=16,
                  cores=64, tor_oversubscription=1.0, spine_oversubscription=7.0,
                  nic_bandwidth_bytes_per_s=400 * Gbps, nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S,
-                 gpu_type="h100", name="meta-24k")
+                 gpu_type="h100", name="meta-24k"))
 
 
 @PRESETS.register("meta-clos-small")
@@ -104,10 +118,11 @@ def meta_clos_small() -> Fabric:
     pods of 16 racks (256 GPUs), 4 pods (1,024 GPUs), pods 1:1 inside, aggregation 1:7 as in Meta's
     24K cluster. Assumed: 4 pod spines per pod, 8 cores.
     """
-    return clos3(servers=128, gpus_per_server=8, servers_per_tor=2, tors_per_pod=16, spines_per_pod=4,
+    return with_nvls(clos3(
+                 servers=128, gpus_per_server=8, servers_per_tor=2, tors_per_pod=16, spines_per_pod=4,
                  cores=8, spine_oversubscription=7.0, nic_bandwidth_bytes_per_s=400 * Gbps,
                  nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S, gpu_type="h100",
-                 name="meta-clos-small")
+                 name="meta-clos-small"))
 
 
 @PRESETS.register("alibaba-hpn-pod")
@@ -118,8 +133,8 @@ def alibaba_hpn_pod() -> Fabric:
     rail-optimized segments (16 ToRs per segment: 8 rails x 2 planes); ToR 128 x 200G down,
     60 x 400G up (1.067:1); 60 aggregation switches per plane, plane p reached only from port p.
     """
-    return hpn_dual_plane(pods=1, segments_per_pod=15, hosts_per_segment=128, aggs_per_plane=60,
-                          name="alibaba-hpn-pod")
+    return with_nvls(hpn_dual_plane(pods=1, segments_per_pod=15, hosts_per_segment=128, aggs_per_plane=60,
+                          name="alibaba-hpn-pod"))
 
 
 @PRESETS.register("alibaba-hpn-small")
@@ -129,8 +144,8 @@ def alibaba_hpn_small() -> Fabric:
     2 segments per Pod (15), 4 aggregation switches per plane (60), 2 core switches per plane
     (assumed); 2 Pods x 2 x 16 x 8 = 512 GPUs.
     """
-    return hpn_dual_plane(pods=2, segments_per_pod=2, hosts_per_segment=16, aggs_per_plane=4,
-                          cores_per_plane=2, name="alibaba-hpn-small")
+    return with_nvls(hpn_dual_plane(pods=2, segments_per_pod=2, hosts_per_segment=16, aggs_per_plane=4,
+                          cores_per_plane=2, name="alibaba-hpn-small"))
 
 
 @PRESETS.register("alibaba-lingjun")

@@ -79,8 +79,9 @@ class _State:
                                for p in batch])
         self.t1 = np.array([p.single_server_s if p.single_server_s is not None else m
                             for p, m in zip(batch, self.multi, strict=True)])
-        self.a = np.where(fixed, self.multi, [p.base_s for p in batch])
-        self.b = np.where(fixed, 0.0, [p.network_s for p in batch])
+        # iteration = base + network_s + stretch_slope (stretch - 1) (predict.evaluate)
+        self.a = np.where(fixed, self.multi, [p.base_s + p.network_s - p.stretch_slope_s for p in batch])
+        self.b = np.where(fixed, 0.0, [p.stretch_slope_s for p in batch])
         self.r = np.array([p.offered_bytes_per_s for p in batch])
         self.cap = view.leaf_uplink_bytes_per_s
         self.finite = np.isfinite(self.cap)

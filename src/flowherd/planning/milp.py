@@ -142,7 +142,7 @@ def _build(view: FabricView, batch: Sequence[JobProfile], free: np.ndarray, extr
         t1 = p.single_server_s if p.single_server_s is not None else multi
         can_single = (p.single_server_s is not None and not leaf_level
                       and p.world_size <= view.gpus_per_server)
-        b = p.network_s if p.fixed_duration_s is None else 0.0
+        b = p.stretch_slope_s if p.fixed_duration_s is None else 0.0
         if leaf_level:
             floor = min(t1, multi) if p.single_server_s is not None else multi
             const = it * floor

@@ -6,13 +6,15 @@ switches (the fabric's ``server_leaf``), which is where placement changes the tr
 
 * A job's **profile** comes from its ``stage`` op graph (`JobProfile`, `profile_job`): the
   iteration time when all its GPUs share one server (``single_server_s``), and, when it spans
-  servers, ``base_s + network_s * stretch``: the critical path with every collective timed alone
-  by the simulator's own collective model on a canonical placement (NCCL-like algorithm choice
-  and latencies; without a fabric, the nccl-tests bus-bandwidth time
+  servers, ``base_s + network_s + stretch_slope_s * (stretch - 1)``: the critical path with
+  every collective timed alone by the simulator's own collective model on a canonical
+  placement (NCCL-like algorithm choice and latencies; without a fabric, the nccl-tests bus-bandwidth time
   ``busbw_factor * size_bytes / bandwidth`` over NVLink or the NIC), the collectives across
   servers slowed by ``stretch >= 1``. ``base_s`` is the path with network
-  collectives free, ``network_s`` the extra time at ``stretch = 1`` (the critical path is
-  piecewise linear in ``stretch``; this is its chord on [0, 1], exact when one path dominates).
+  collectives free, ``network_s`` the extra time at ``stretch = 1``, ``stretch_slope_s`` the
+  network collectives' busy time: stretched, they take ``busy * stretch`` and compute hides no
+  more of them than it did at ``stretch = 1`` (with collectives that overlap compute, slowing
+  the network by ``stretch`` exposes all of their extra time, not only the exposed part's).
   Collectives are classified under the canonical rank mapping (`rank_to_gpu` on whole servers);
   a placement that splits TP groups across servers (baseline placers do) is timed on its own
   rank mapping instead (`_fragmented_times`).
@@ -183,6 +185,12 @@ class JobProfile:
     def multi_server_s(self) -> float:
         """Iteration time across servers without contention, seconds."""
         return self.base_s + self.network_s
+
+    @property
+    def stretch_slope_s(self) -> float:
+        """Iteration seconds per unit of stretch above 1: the network collectives' busy time
+        (compute hides no more of them than it hid at stretch 1), at least ``network_s``."""
+        return max(self.network_busy_s, self.network_s)
 
     @property
     def offered_bytes_per_s(self) -> float:
@@ -527,6 +535,7 @@ def evaluate(view: FabricView, profiles: Sequence[JobProfile], placements: Seque
     offered = np.array([p.offered_bytes_per_s for p in profiles]) * (spread == 2)
     base = np.array([p.base_s for p in profiles])
     net = np.array([p.network_s for p in profiles])
+    busy = np.array([p.network_busy_s for p in profiles])
     for j, (p, g) in enumerate(zip(profiles, placements, strict=True)):
         if spread[j] > 0:
             frag = _fragmented_times(view, p, np.asarray(g, dtype=np.int64))
@@ -548,7 +557,10 @@ def evaluate(view: FabricView, profiles: Sequence[JobProfile], placements: Seque
             rho = np.where(np.isfinite(cap), seen / cap[None, :], 0.0)
         worst = np.where(use > 0, rho, 0.0).max(axis=1, initial=0.0)
         stretch = np.where(spread == 2, np.maximum(1.0, worst), 1.0)
-        it = np.where(spread == 0, single, base + net * stretch)
+        # stretched collectives last busy * stretch; compute hides at most what it hid at
+        # stretch 1 (busy - net), so the exposed part is net + busy (stretch - 1)
+        exposed = net + np.maximum(busy, net) * (stretch - 1.0)
+        it = np.where(spread == 0, single, base + exposed)
         dur = np.where(fixed, base, iters * it)
         if start_s is None:
             break

@@ -30,7 +30,7 @@ from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router
 from flowherd.routing.policies import ExplicitRouter, make_router
-from flowherd.sim.collective import choose
+from flowherd.sim.collective import choose, nccl_channels
 from flowherd.workload.opgraph import TaskKind
 from flowherd.workload.training import rank_to_gpu
 
@@ -273,7 +273,8 @@ def job_traffic(job: Any, gpus: Sequence[int] | np.ndarray, fabric: Fabric, *,
                 hit = (z, z, np.zeros(0), np.zeros(cap.size), 0.0)
             else:
                 algo, proto = choose(fabric, coll)
-                sched = build_schedule(coll, algo, fabric=fabric, protocol=proto)
+                sched = build_schedule(coll, algo, fabric=fabric, protocol=proto,
+                                       channels=nccl_channels(fabric, coll))
                 s, d, b = sched.pair_bytes()
                 wire = b / sched.wire_fraction
                 lb = link_profile(fabric, TrafficMatrix(src=s.astype(np.int64), dst=d.astype(np.int64),

@@ -38,15 +38,18 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
 from flowherd.collectives.algorithms import ALGORITHMS, build_schedule
-from flowherd.collectives.nccl import PROTOCOLS, select
-from flowherd.collectives.ops import Collective
+from flowherd.collectives.nccl import LATENCY_MODELS, PROTOCOLS
+from flowherd.collectives.ops import Collective, Op
 from flowherd.collectives.schedule import Schedule
+from flowherd.collectives.selector import predicted_time_s, select
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric, LinkKind
 from flowherd.registry import Registry
 from flowherd.sim.engine import Engine
 
 FIDELITIES = Registry("fidelity", {"step": "step", "collective": "collective"})
+_MODEL_OPS = (Op.ALLREDUCE, Op.ALLGATHER, Op.REDUCESCATTER, Op.BROADCAST, Op.REDUCE)
+_NCCL_ALGOS = ("ring", "tree", "nvls", "nvlstree", "pat")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +70,10 @@ class CollectiveResult:
         num_steps: Steps of the schedule.
         num_flows: Flows simulated.
         wire_bytes: Bytes sent over the wire (payload / protocol wire fraction).
+        channels: NCCL channels the schedule was built on.
+        predicted_time_s: NCCL 2.30's tuning model's time for this algorithm and protocol
+            (None where the model has none: algorithms NCCL lacks).
+        latency_model: "nccl" or "fabric".
     """
 
     time_s: float
@@ -82,6 +89,9 @@ class CollectiveResult:
     num_steps: int
     num_flows: int
     wire_bytes: float
+    channels: int = 1
+    predicted_time_s: float | None = None
+    latency_model: str = "nccl"
 
     def to_dict(self) -> dict[str, object]:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -201,27 +211,35 @@ def nic_bandwidth_bytes_per_s(fabric: Fabric, gpu: int = 0) -> float:
 
 def choose(fabric: Fabric, collective: Collective, algorithm: str = "auto",
            protocol: str | None = None) -> tuple[str, str]:
-    """Resolve "auto" with the NCCL-like selector and default the protocol (Simple for a named
-    algorithm); validates both names."""
+    """Resolve "auto" with NCCL 2.30's selector (`flowherd.collectives.select`) and default the
+    protocol (Simple for a named algorithm); validates both names.
+
+    NCCL runs AllToAll as point-to-point sends with PXN, which puts every share on its
+    destination's rail: across servers with several GPUs each, "auto" runs it as
+    ``hierarchical`` (intra-server, then rail-aligned), else ``direct``.
+    """
     if algorithm == "auto":
-        gpus = np.asarray(collective.gpus)
-        nodes = len(np.unique(fabric.gpu_server[gpus]))
-        intra = "nvlink" if np.any(fabric.link_kind == LinkKind.NVLINK) else "pci"
-        # NCCL (tuning.cc) uses graph->speedIntra on one node, speedInter across nodes
-        bw = nic_bandwidth_bytes_per_s(fabric, int(gpus[0]))
-        if nodes == 1 and intra == "nvlink":
-            out = fabric.out_links(int(gpus[0]))
-            bw = float(fabric.link_capacity_bytes_per_s[out[fabric.link_kind[out] == LinkKind.NVLINK]].sum())
-        algo, proto = select(collective.op, collective.size_bytes, collective.n, nodes,
-                             bus_bandwidth_bytes_per_s=bw, intra_hw=intra)
-        return algo, (proto.value if protocol is None else PROTOCOLS[protocol.lower()].value)
+        sel = select(fabric, collective.gpus, collective.op, collective.size_bytes)
+        algo = sel.algorithm
+        if algo == "direct" and collective.op == Op.ALLTOALL:
+            servers, counts = np.unique(fabric.gpu_server[np.asarray(collective.gpus)],
+                                        return_counts=True)
+            if len(servers) > 1 and counts[0] > 1 and np.all(counts == counts[0]):
+                algo = "hierarchical"
+        return algo, (sel.protocol if protocol is None else PROTOCOLS[protocol.lower()].value)
     ALGORITHMS[algorithm]  # raises UnknownNameError with the closest name
     return algorithm, PROTOCOLS["simple" if protocol is None else protocol.lower()].value
 
 
+def nccl_channels(fabric: Fabric, collective: Collective) -> int:
+    """Channels NCCL would run `collective` on (the selector's count for its size)."""
+    return select(fabric, collective.gpus, collective.op, collective.size_bytes).channels
+
+
 def simulate_collective(fabric: Fabric, collective: Collective, *, algorithm: str = "auto",
                         protocol: str | None = None, router: str = "spray", fidelity: str = "step",
-                        seed: int = 0, chunks: int | None = None) -> CollectiveResult:
+                        seed: int = 0, chunks: int | None = None, channels: int | None = None,
+                        latency_model: str = "nccl") -> CollectiveResult:
     """Simulate one collective alone on `fabric`.
 
     Args:
@@ -233,6 +251,10 @@ def simulate_collective(fabric: Fabric, collective: Collective, *, algorithm: st
         fidelity: "step" or "collective".
         seed: Seed of the router (ECMP hashing).
         chunks: Pipelining chunks of tree / chain algorithms (default: by size).
+        channels: NCCL channels of the algorithms that build one ring per channel; default
+            NCCL's count for the collective (`nccl_channels`).
+        latency_model: "nccl" (NCCL's per-step latencies plus the paths') or "fabric" (the
+            paths' latencies only, for closed-form checks).
 
     Returns:
         The time and the nccl-tests bandwidths.
@@ -243,8 +265,14 @@ def simulate_collective(fabric: Fabric, collective: Collective, *, algorithm: st
     if max(collective.gpus) >= fabric.num_gpus:
         raise ConfigError(f"the collective uses GPU {max(collective.gpus)} but fabric "
                           f"{fabric.name!r} has {fabric.num_gpus} GPUs (collective.gpus)")
+    model = LATENCY_MODELS[latency_model]
     algo, proto = choose(fabric, collective, algorithm, protocol)
-    sched = build_schedule(collective, algo, fabric=fabric, protocol=proto, chunks=chunks)
+    n_ch = nccl_channels(fabric, collective) if channels is None else int(channels)
+    sched = build_schedule(collective, algo, fabric=fabric, protocol=proto, chunks=chunks,
+                           channels=n_ch, latency_model=model)
+    predicted = (predicted_time_s(fabric, collective.gpus, collective.op, collective.size_bytes,
+                                  algo, proto)
+                 if collective.op in _MODEL_OPS and algo in _NCCL_ALGOS else None)
     engine = Engine(fabric, make_router(router, fabric, seed=seed), record_flows=False)
     done = add_schedule(engine, sched, fidelity=fid, at_s=0.0)
     engine.run()
@@ -257,4 +285,5 @@ def simulate_collective(fabric: Fabric, collective: Collective, *, algorithm: st
                             protocol=proto, num_gpus=collective.n, size_bytes=size,
                             op=collective.op.value, fidelity=fid, router=router,
                             num_steps=sched.num_steps, num_flows=n_flows,
-                            wire_bytes=sched.total_bytes() / sched.wire_fraction)
+                            wire_bytes=sched.total_bytes() / sched.wire_fraction, channels=n_ch,
+                            predicted_time_s=predicted, latency_model=model)

@@ -35,7 +35,7 @@ from flowherd.collectives.ops import Collective
 from flowherd.collectives.schedule import Schedule
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router, Routes
-from flowherd.sim.collective import add_schedule, choose
+from flowherd.sim.collective import add_schedule, choose, nccl_channels
 from flowherd.sim.engine import Engine
 from flowherd.workload.opgraph import OpGraph, TaskKind
 
@@ -108,7 +108,7 @@ class CollectiveCache:
         self.fabric = fabric
         self.router = router
         self._plans: dict[tuple, _CollPlan | None] = {}
-        self._choice: dict[tuple, tuple[str, str]] = {}
+        self._choice: dict[tuple, tuple[str, str, int]] = {}
 
     def plan(self, coll: Collective) -> _CollPlan | None:
         """The plan of one call, or None if it moves no bytes between distinct GPUs."""
@@ -127,9 +127,9 @@ class CollectiveCache:
         nodes = len(np.unique(fab.gpu_server[np.asarray(coll.gpus)]))
         ckey = (coll.op, coll.n, float(coll.size_bytes), nodes, fab.gpu_type[fab.gpu_server[coll.gpus[0]]])
         if ckey not in self._choice:
-            self._choice[ckey] = choose(fab, coll)
-        algo, proto = self._choice[ckey]
-        sched = build_schedule(coll, algo, fabric=fab, protocol=proto)
+            self._choice[ckey] = (*choose(fab, coll), nccl_channels(fab, coll))
+        algo, proto, channels = self._choice[ckey]
+        sched = build_schedule(coll, algo, fabric=fab, protocol=proto, channels=channels)
         if not sched.steps:
             return None
         src, dst, size = sched.pair_bytes()

@@ -1,0 +1,179 @@
+"""nccl-tests style tables of simulated collectives on DGX H100 servers, beside NCCL 2.30's model.
+
+Run: ``PYTHONPATH=src .venv/bin/python benchmarks/nccl_tests.py [--quick] [--servers 1,2,8,32]
+[--ops allreduce,...] [--sizes 1MiB,1GiB] [--no-agreement]``.
+
+For each op and server count it prints, per size, what ``all_reduce_perf`` & co. print (size,
+time, algbw, busbw) for the `step` and the `collective` fidelity, the algorithm, protocol and
+channels `auto` chose (`flowherd.collectives.select`, NCCL 2.30.7's tuning model on the fabric's
+graph), the model's time and busbw, and simulated / model time ratios. The fabric is the
+DGX SuperPOD H100 preset (8 H100, 8 x 400 Gb/s NDR NICs, NVSwitch with NVLS, rail-optimized);
+the GPUs are the first ``8 x servers`` (whole servers, packed).
+
+Published DGX H100 nccl-tests figures it compares large-message AllReduce busbw with (1 node /
+several nodes):
+
+* NVIDIA/nccl-tests issue #290 (2025-03, NCCL maintainer AddyLaddy): "476GB/s looks to be in
+  the expected range for H100" (single node, NVLS); "For NDR @ 400Gbps you should see 46-48GB/s
+  per NIC", i.e. 368-384 GB/s over 8 NICs (ring busbw across nodes);
+* Voltage Park / AI @ Georgia Tech benchmark (github aigatech/vpbenchmarking, NCCL 2.24.3,
+  4 x 8 H100 SXM, 8 x 400 Gb/s IB): AllReduce peak busbw 479.72 GB/s on one node (8 GiB),
+  330.93 GB/s on 4 nodes.
+
+The agreement grid (ops x 1-128 servers x 1 KiB-4 GiB) holds the selector, whose inputs come
+from the fabric through `flowherd.collectives.topology`, against the tuning model fed NCCL's own
+search results for DGX H100 entered by hand (`reference_comm`): it checks the fabric-to-inputs
+path, not NCCL itself (the external check compares with a recent NCCL's logged choices).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from flowherd.collectives import select
+from flowherd.collectives.ops import Collective, Op, busbw_factor
+from flowherd.collectives.tuning import MODEL_OPS, Arch, Comm, Graph, choose, tune
+from flowherd.fabric.presets import preset
+from flowherd.sim.collective import simulate_collective
+from flowherd.units import GiB, KiB, MiB, format_size, parse_size
+
+OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast")
+PUBLISHED_ALLREDUCE_BUSBW = {  # servers -> (GB/s low, high, source)
+    1: (476.0, 479.72, "nccl-tests#290; aigatech/vpbenchmarking"),
+    4: (330.93, 384.0, "aigatech/vpbenchmarking (4 nodes); nccl-tests#290 (8 x 46-48 GB/s)"),
+}
+MULTI_NODE_RING = (368.0, 384.0)  # nccl-tests#290: 8 NICs x 46-48 GB/s
+
+
+def reference_comm(servers: int) -> Comm:
+    """NCCL's search results for `servers` DGX H100 (8 GPUs, 8 x 400G NICs, NVSwitch), by hand.
+
+    One node: ring/tree 6 x 60 GB/s doubled to 12 x 30 (ncclTopoDupChannels), 24 channels after
+    ncclTopoPostset; NVLS 8 heads at 40 GB/s, bwInter raised to 60 (pass 2); 16 NVLS channels.
+    Several: one ring channel per NIC at 48 GB/s (sm90SpeedArrayInter[0]; no dup: bw < 50 and
+    > 4 channels), 16 after Postset; NVLS 8 heads at 40 / 48 GB/s.
+    """
+    n = 8 * servers
+    if servers == 1:
+        ring = Graph(n_channels=12, bw_intra=30.0, bw_inter=30.0)
+        nvls = Graph(n_channels=8, bw_intra=40.0, bw_inter=60.0, same_channels=False)
+        ch = 24
+    else:
+        ring = Graph(n_channels=8, bw_intra=48.0, bw_inter=48.0)
+        nvls = Graph(n_channels=8, bw_intra=40.0, bw_inter=48.0, same_channels=False)
+        ch = 16
+    return Comm(n_ranks=n, n_nodes=servers, arch=Arch.HOPPER, n_channels=ch, nvls_channels=16,
+                nvls_support=True, local_ranks=8,
+                graphs={"ring": ring, "tree": ring, "pat": ring, "nvls": nvls, "nvlstree": nvls})
+
+
+def agreement(fabric, servers=(1, 2, 4, 8, 16, 32, 64, 128)) -> tuple[int, int, list[str]]:
+    """Cells where `select` on the fabric picks the reference model's (algorithm, protocol)."""
+    sizes = [KiB * 4**k for k in range(12)]  # 1 KiB .. 4 GiB
+    same, total, misses = 0, 0, []
+    for s in servers:
+        ref = reference_comm(s)
+        tables = tune(ref)
+        gpus = range(8 * s)
+        for op in MODEL_OPS:
+            for size in sizes:
+                want = choose(ref, tables, op, size)
+                got = select(fabric, gpus, op.value, size)
+                total += 1
+                if (got.algorithm, got.protocol) == (want.algorithm, want.protocol):
+                    same += 1
+                else:
+                    misses.append(f"{op.value} {s} servers {format_size(size)}: "
+                                  f"{got.algorithm}/{got.protocol} vs {want.algorithm}/{want.protocol}")
+    return same, total, misses
+
+
+def table(fabric, op: str, servers: int, sizes: list[int], fidelities: list[str]) -> list[dict]:
+    n = 8 * servers
+    rows = []
+    print(f"\n# {op} on {servers} DGX H100 server(s), {n} GPUs")
+    head = (f"{'size':>9} {'algorithm':>10} {'proto':>6} {'ch':>3} "
+            + "".join(f"{'time ' + f[:4]:>11} {'algbw':>7} {'busbw':>7} " for f in fidelities)
+            + f"{'model us':>10} {'busbw':>7} " + "".join(f"{f[:4] + '/mdl':>9}" for f in fidelities)
+            + f"{'wall s':>7}")
+    print(head)
+    for size in sizes:
+        if op == "alltoall" and n == 1:
+            continue
+        coll = Collective(op=op, gpus=range(n), size_bytes=size)
+        sel = select(fabric, coll.gpus, op, size)
+        row = dict(op=op, servers=servers, size=size, algorithm=sel.algorithm, protocol=sel.protocol,
+                   channels=sel.channels, model_s=sel.predicted_time_s)
+        line = f"{format_size(size):>9} "
+        cells = ""
+        t0 = time.perf_counter()
+        for fid in fidelities:
+            res = simulate_collective(fabric, coll, fidelity=fid)
+            row[fid] = res.time_s
+            row["algorithm_run"] = res.algorithm
+            cells += (f"{res.time_s * 1e6:11.1f} {res.algbw_bytes_per_s / 1e9:7.1f} "
+                      f"{res.busbw_bytes_per_s / 1e9:7.1f} ")
+        wall = time.perf_counter() - t0
+        mbus = size / sel.predicted_time_s * busbw_factor(Op(op), n) / 1e9
+        line += (f"{row['algorithm_run']:>10} {sel.protocol:>6} {sel.channels:>3} {cells}"
+                 f"{sel.predicted_time_s * 1e6:10.1f} {mbus:7.1f} "
+                 + "".join(f"{row[f] / sel.predicted_time_s:9.2f}" for f in fidelities)
+                 + f"{wall:7.1f}")
+        print(line, flush=True)
+        row["model_busbw"] = mbus
+        row["busbw"] = {f: size / row[f] * busbw_factor(Op(op), n) / 1e9 for f in fidelities}
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a few sizes, 1/2/8 servers (minutes)")
+    ap.add_argument("--servers", default=None, help="comma-separated server counts (1,2,8,32)")
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--sizes", default=None, help="comma-separated sizes (default 1MiB..4GiB)")
+    ap.add_argument("--fidelities", default="step,collective")
+    ap.add_argument("--no-agreement", action="store_true")
+    args = ap.parse_args()
+    servers = [int(s) for s in (args.servers or ("1,2,8" if args.quick else "1,2,8,32")).split(",")]
+    if args.sizes:
+        sizes = [parse_size(s, field="--sizes") for s in args.sizes.split(",")]
+    elif args.quick:
+        sizes = [1 * MiB, 64 * MiB, 1 * GiB, 4 * GiB]
+    else:
+        sizes = [MiB * 4**k for k in range(7)]  # 1 MiB .. 4 GiB
+    fidelities = args.fidelities.split(",")
+    fabric = preset("dgx-superpod-h100-4su" if max(servers) > 32 else "dgx-superpod-h100-1su")
+    rows = []
+    for op in args.ops.split(","):
+        for s in servers:
+            rows += table(fabric, op, s, sizes, fidelities)
+    print("\n# large-message AllReduce busbw (GB/s): simulated vs ported model vs published")
+    for r in rows:
+        if r["op"] != "allreduce" or r["size"] < GiB:
+            continue
+        pub = PUBLISHED_ALLREDUCE_BUSBW.get(r["servers"])
+        pub_s = (f"{pub[0]:.0f}-{pub[1]:.0f} ({pub[2]})" if pub else
+                 f"ring {MULTI_NODE_RING[0]:.0f}-{MULTI_NODE_RING[1]:.0f} (nccl-tests#290)"
+                 if r["servers"] > 1 else "")
+        sim = " ".join(f"{f} {r['busbw'][f]:.0f}" for f in fidelities)
+        within = " ".join(f"{f} {r['busbw'][f] / r['model_busbw'] - 1:+.1%}" for f in fidelities)
+        print(f"{r['servers']:3d} servers {format_size(r['size']):>7} {r['algorithm']:>9}: "
+              f"{sim}; model {r['model_busbw']:.0f} ({within}); published {pub_s}")
+    ratios = [r[f] / r["model_s"] for r in rows for f in fidelities if r["model_s"]]
+    if ratios:
+        print(f"\nmedian simulated / model time over {len(ratios)} cells: {np.median(ratios):.2f}")
+    if not args.no_agreement:
+        fab = preset("dgx-superpod-h100-4su")
+        same, total, misses = agreement(fab)
+        print(f"\nselector vs ported model (ops x 1-128 servers x 1 KiB-4 GiB): {same}/{total} = "
+              f"{same / total:.1%} agree")
+        for m in misses[:10]:
+            print("  differs:", m)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""NVLS, NVLSTree and PAT schedules (collectives/nvls.py) against their link loads and NCCL 2.30's
+model (tuning.cc: nvlsEfficiency, perChMaxNVLSTreeBws)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowherd.collectives import select
+from flowherd.collectives.algorithms import build_schedule
+from flowherd.collectives.nvls import nvls_link_factor
+from flowherd.collectives.ops import Collective
+from flowherd.errors import ConfigError
+from flowherd.fabric.presets import preset
+from flowherd.sim.collective import simulate_collective
+from flowherd.units import GiB, MiB
+
+
+@pytest.fixture(scope="module")
+def dgx():
+    return preset("dgx-superpod-h100-1su")
+
+
+def test_nvls_puts_s_times_one_plus_one_over_m_on_every_gpu_link(dgx):
+    # in-switch reduction: each GPU uploads its buffer once and downloads the result once,
+    # S (1 + 1/m) per link each way, scaled by 1 / (nvlsEfficiency 0.85 x 20.6 / 25)
+    m, size = 8, 64 * MiB
+    sched = build_schedule(Collective(op="allreduce", gpus=range(m), size_bytes=size), "nvls",
+                           fabric=dgx)
+    src, dst, b = sched.pair_bytes()
+    up = np.bincount(src, weights=b, minlength=m)
+    down = np.bincount(dst, weights=b, minlength=m)
+    want = size * (1 + 1 / m) * nvls_link_factor(dgx, 0)
+    assert np.allclose(up, want) and np.allclose(down, want)
+    assert nvls_link_factor(dgx, 0) == pytest.approx(1 / (0.85 * 20.6 / 25))
+
+
+def test_nvls_is_one_server_only(dgx):
+    with pytest.raises(ConfigError, match="nvlstree"):
+        build_schedule(Collective(op="allreduce", gpus=range(16), size_bytes=1), "nvls", fabric=dgx)
+
+
+@pytest.mark.parametrize("fidelity", ["step", "collective"])
+@pytest.mark.parametrize(("gpus", "algorithm"), [(8, "nvls"), (16, "nvlstree"), (64, "nvlstree")])
+def test_large_allreduce_is_within_15_percent_of_the_model(dgx, gpus, algorithm, fidelity):
+    coll = Collective(op="allreduce", gpus=range(gpus), size_bytes=1 * GiB)
+    sel = select(dgx, coll.gpus, "allreduce", coll.size_bytes)
+    res = simulate_collective(dgx, coll, fidelity=fidelity)
+    assert res.algorithm == sel.algorithm == algorithm
+    assert res.time_s == pytest.approx(sel.predicted_time_s, rel=0.15)
+
+
+def test_pat_takes_log2_steps_at_one_gpu_per_server(dgx):
+    gpus = tuple(range(0, 256, 8))  # 32 servers, one GPU each
+    sched = build_schedule(Collective(op="allgather", gpus=gpus, size_bytes=32 * MiB), "pat",
+                           fabric=dgx)
+    assert sched.num_steps == 5 and sched.algorithm == "pat"
+    assert sched.total_bytes() == pytest.approx(31 * 32 * MiB)  # every rank gets (n-1)/n of S
