@@ -51,6 +51,12 @@ MEANING = {
                                         "gradients, weights).",
     "workload.jobs[].parallelism.sequence_parallel": "Megatron sequence parallelism (TP all-reduces become "
                                                      "reduce-scatter + all-gather).",
+    "workload.jobs[].parallelism.virtual_stages": "Virtual pipeline stages per rank (Megatron-LM's "
+                                                  "interleaved 1F1B; 1: plain 1F1B).",
+    "workload.jobs[].parallelism.fsdp": "PyTorch FSDP (full sharding, as ZeRO-3) instead of plain data "
+                                        "parallelism.",
+    "workload.jobs[].recompute": "Activation recomputation: none, selective (attention core) or full "
+                                 "(every layer's forward, with its TP collectives).",
     "workload.jobs[].seq_len": "Tokens per sequence.",
     "workload.jobs[].micro_batch": "Sequences per micro-batch.",
     "workload.jobs[].global_batch": "Sequences per iteration (default: micro_batch x dp).",
@@ -89,6 +95,9 @@ MEANING = {
     "placement.method": "`first-fit`, `packed`, `spread`, or a planner method (`random`, `topology`, "
                         "`hetero`, `milp`, `heuristic`; `flowherd plan`).",
     "controller": "The online controller.",
+    "network": "The network model: ideal (fluid max-min), roce (lossless: PFC, DCQCN-like), tcp (lossy: "
+               "ECN, DCTCP-like, drops and timeouts), a switch preset, or a mapping "
+               "(flowherd.sim.network.config).",
     "controller.name": "`none`, `adaptive`, `cassini`, `crux`, `sincronia`, `varys`, `threshold`, "
                        "`flowherd`, or the path of a model trained by `flowherd train` (.zip).",
     "controller.params": "Keyword arguments of the controller.",
