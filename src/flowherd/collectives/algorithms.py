@@ -241,14 +241,9 @@ def _tree_edges(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
             int(depth.max()) if depth.size else 0)
 
 
-def tree_wavefronts(n: int, chunks: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(src rank, dst rank) flows of each wavefront of the pipelined double binary tree.
-
-    In each tree, chunk ``k`` goes up the edge of a child at depth ``d`` in wavefront
-    ``k + D - d`` and down it in wavefront ``k + D + d - 1`` (``D`` the largest depth), so
-    the root has the whole of chunk ``k`` reduced just before it broadcasts it.
-    """
-    child, parent, depth, dmax = _tree_edges(n)
+def _wavefronts(child: np.ndarray, parent: np.ndarray, depth: np.ndarray, dmax: int,
+                chunks: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    # chunk k goes up a child's edge at depth d in wavefront k + D - d, down it in k + D + d - 1
     out = []
     for w in range(chunks + 2 * dmax - 1):
         k_up = w - (dmax - depth)
@@ -258,6 +253,17 @@ def tree_wavefronts(n: int, chunks: int) -> list[tuple[np.ndarray, np.ndarray]]:
         out.append((np.concatenate([child[up], parent[dn]]),
                     np.concatenate([parent[up], child[dn]])))
     return out
+
+
+def tree_wavefronts(n: int, chunks: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(src rank, dst rank) flows of each wavefront of the pipelined double binary tree.
+
+    In each tree, chunk ``k`` goes up the edge of a child at depth ``d`` in wavefront
+    ``k + D - d`` and down it in wavefront ``k + D + d - 1`` (``D`` the largest depth), so
+    the root has the whole of chunk ``k`` reduced just before it broadcasts it.
+    """
+    child, parent, depth, dmax = _tree_edges(n)
+    return _wavefronts(child, parent, depth, dmax, chunks)
 
 
 def parent_wavefronts(parents: tuple[np.ndarray, ...], chunks: int
@@ -272,15 +278,7 @@ def parent_wavefronts(parents: tuple[np.ndarray, ...], chunks: int
         deps.append(d[v])
     child, parent, depth = np.concatenate(kids), np.concatenate(pars), np.concatenate(deps)
     dmax = int(depth.max()) if depth.size else 0
-    out = []
-    for w in range(chunks + 2 * dmax - 1):
-        k_up = w - (dmax - depth)
-        k_dn = w - dmax - depth + 1
-        up = (k_up >= 0) & (k_up < chunks)
-        dn = (k_dn >= 0) & (k_dn < chunks)
-        out.append((np.concatenate([child[up], parent[dn]]),
-                    np.concatenate([parent[up], child[dn]])))
-    return out
+    return _wavefronts(child, parent, depth, dmax, chunks)
 
 
 @ALGORITHMS.register("tree")
