@@ -99,38 +99,14 @@ def _module_imports(path: Path, known: set[str]) -> set[str]:
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module, or with a self-loop (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
+    """Strongly connected components of more than one module, or with a self-loop."""
+    import networkx as nx
 
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1 or v in graph[v]:
-                out.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
+    g = nx.DiGraph()
+    g.add_nodes_from(graph)
+    g.add_edges_from((v, w) for v, ws in graph.items() for w in ws)
+    return sorted(sorted(c) for c in nx.strongly_connected_components(g)
+                  if len(c) > 1 or any(v in graph[v] for v in c))
 
 
 def test_no_import_circles_between_modules():
