@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from graph_checks import passes_and_step
 
 from flowherd.errors import ConfigError
-from flowherd.workload import ModelShape, TaskKind, TrainingJob
+from flowherd.workload import ModelShape, TrainingJob
 from flowherd.workload.pipeline import schedule_order
 
 _U = ModelShape(name="u", layers=16, hidden=1024, heads=8, ffn_hidden=4096, vocab=2)
-
-
-def _passes_and_step(g):
-    passes = np.zeros(len(g.stage_ranks))
-    step0 = 0.0
-    for t in g.tasks:
-        if t.kind == TaskKind.COMPUTE and t.phase in ("fwd", "bwd"):
-            passes[t.stage] += t.duration_s
-        elif t.kind == TaskKind.COMPUTE and t.name == "s0/optimizer":
-            step0 = t.duration_s
-    return passes, step0
 
 
 @pytest.mark.parametrize(("p", "v", "m"), [(4, 1, 8), (4, 2, 8), (4, 4, 8), (2, 2, 6), (4, 2, 12), (4, 2, 6),
@@ -31,7 +20,7 @@ def test_interleaved_bubble_is_p_minus_1_over_m_v_of_the_ideal(p, v, m):
     # infinite speed), vocab=2 makes the logit layer negligible
     j = TrainingJob(model=_U, gpus=p, pp=p, global_batch=m, seq_len=1024, efficiency=0.45, virtual_stages=v)
     g = j.iteration_graph("layer")
-    passes, step0 = _passes_and_step(g)
+    passes, step0 = passes_and_step(g)
     ideal = passes[0]
     assert g.critical_path_s() - step0 == pytest.approx(ideal * (1 + (p - 1) / (m * v)), rel=1e-4)
 
@@ -126,7 +115,7 @@ def test_interleaved_bubble_on_an_idle_fabric(v):
     fab = leaf_spine(servers=1, gpus_per_server=4, leaves=1, spines=1)
     rec = simulate_cluster(fab, [JobRequest(name="j", tenant="t", spec=j, submit_s=0.0)],
                            horizon_s=60.0).job("j")
-    passes, step0 = _passes_and_step(j.iteration_graph())
+    passes, step0 = passes_and_step(j.iteration_graph())
     expected = passes[0] * (1 + (p - 1) / (m * v)) + step0
     assert rec.iteration_s[0] == pytest.approx(expected, rel=0.02)
     assert rec.iteration_s[0] >= expected

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from graph_checks import passes_and_step
 
 from flowherd.collectives.ops import Op, busbw_factor
 from flowherd.errors import ConfigError, UnknownNameError
@@ -182,21 +183,9 @@ def test_pipeline_critical_path_equals_1f1b_closed_form():
     m, p = 6, 4
     j = TrainingJob(model=shape, gpus=p, pp=p, global_batch=m, seq_len=1024, efficiency=0.45)
     g = j.iteration_graph("layer")
-    passes, step0 = _passes_and_step(g)
+    passes, step0 = passes_and_step(g)
     # stage 0 ends last; its optimizer step follows its last backward
     assert g.critical_path_s() - step0 == pytest.approx((m + p - 1) * passes[0] / m, rel=1e-4)
-
-
-def _passes_and_step(g):
-    """Forward + backward seconds per stage, and stage 0's optimizer step."""
-    passes = np.zeros(len(g.stage_ranks))
-    step0 = 0.0
-    for t in g.tasks:
-        if t.kind == TaskKind.COMPUTE and t.phase in ("fwd", "bwd"):
-            passes[t.stage] += t.duration_s
-        elif t.kind == TaskKind.COMPUTE and t.name == "s0/optimizer":
-            step0 = t.duration_s
-    return passes, step0
 
 
 def test_dp_buckets_overlap_with_backward():
