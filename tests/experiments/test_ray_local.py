@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from proc_tree import process_tree
 
 pytest.importorskip("ray", reason="the sweep extra (ray) is not installed")
 pytest.importorskip("duckdb", reason="the sweep extra (duckdb) is not installed")
@@ -12,23 +13,6 @@ pytest.importorskip("duckdb", reason="the sweep extra (duckdb) is not installed"
 from flowherd.experiments.sweep import run_sweep, set_field, sweep_from_mapping
 
 TINY = yaml.safe_load((Path(__file__).resolve().parents[2] / "scenarios" / "tiny.yaml").read_text())
-
-
-def _process_tree(root: int) -> set[int]:
-    parent = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                # the field after the command name (which may hold spaces) is the state, then the ppid
-                parent[int(d)] = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    tree, grew = {root}, True
-    while grew:
-        new = {p for p, pp in parent.items() if pp in tree} - tree
-        tree |= new
-        grew = bool(new)
-    return tree
 
 
 def listening_sockets(pids: set[int]) -> list[tuple[str, int]]:
@@ -88,7 +72,7 @@ def test_local_sweep_listens_on_loopback_only_and_removes_its_temp_dir(tmp_path)
 
     def probe(state):
         if state["run_id"] and "sockets" not in seen:  # Ray is up and a worker has run
-            tree = _process_tree(os.getpid())
+            tree = process_tree(os.getpid())
             seen["processes"] = len(tree)
             seen["sockets"] = listening_sockets(tree)
             seen["tmp"] = list(Path(tempfile.gettempdir()).glob(mine))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from proc_tree import process_tree
 
 pytest.importorskip("duckdb", reason="the sweep extra (duckdb) is not installed")
 
@@ -31,25 +32,9 @@ def _sweep_file(tmp_path: Path, **over) -> Path:
     return path
 
 
-def _descendants(root: int) -> set[int]:
-    parent = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                parent[int(d)] = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    tree, grew = {root}, True
-    while grew:
-        new = {p for p, pp in parent.items() if pp in tree} - tree
-        tree |= new
-        grew = bool(new)
-    return tree - {root}
-
-
 def _busy_worker(root: int) -> int | None:
     """A Ray worker of the sweep that is executing a batch (Ray titles it after the task)."""
-    for pid in _descendants(root):
+    for pid in process_tree(root) - {root}:
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
