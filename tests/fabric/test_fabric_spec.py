@@ -136,3 +136,29 @@ def test_missing_and_malformed_files(tmp_path):
     listed.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match=r"expected a preset name or a mapping"):
         load_fabric(str(listed))
+
+
+def test_nvls_key_marks_servers_and_reaches_nccls_model():
+    """``nvls: true`` makes NCCL's model offer NVLS on an H100 NVSwitch server (NCCL 2.30.7
+    picks NVLS for a large single-server AllReduce); without it NCCL has no NVLS graph."""
+    from flowherd.collectives import select
+
+    data = {**BASE, "gpus_per_server": 8, "nvlink_bandwidth": "450GB/s"}  # H100, one direction
+    off = fabric_from_mapping(data)
+    on = fabric_from_mapping({**data, "nvls": True})
+    assert not any(off.nvls(s) for s in range(off.num_servers))
+    assert all(on.nvls(s) for s in range(on.num_servers))
+    assert select(on, range(8), "allreduce", 1 << 30).algorithm == "nvls"
+    assert select(off, range(8), "allreduce", 1 << 30).algorithm != "nvls"
+    flags = [s % 2 == 0 for s in range(on.num_servers)]
+    assert fabric_from_mapping({**data, "nvls": flags}).server_nvls == tuple(flags)
+
+
+def test_nvls_key_overrides_a_preset_and_checks_its_length():
+    f = fabric_from_mapping({"kind": "preset", "name": "dgx-superpod-h100-1su", "nvls": False})
+    assert not f.nvls(0)
+    with pytest.raises(ConfigError, match=r"\(fabric\.nvls\): expected true, false or one flag per "
+                                          r"server \(16\), got 2"):
+        fabric_from_mapping({**BASE, "nvls": [True, False]})
+    with pytest.raises(ConfigError, match=r"\(fabric\.nvls"):
+        fabric_from_mapping({**BASE, "nvls": "sometimes"})

@@ -12,6 +12,7 @@ The contract (keys of every kind; each kind takes the subset listed in `KIND_KEY
     spines: 4
     oversubscription: 1     # downlink : uplink capacity at the leaves
     link_latency: 1us
+    nvls: false             # NVSwitch in-switch reduction (NVLS): true, false, or one per server
 
 One NIC per GPU unless ``nics_per_server`` says otherwise. Every error is a `ConfigError` whose
 message names the field (``fabric.servers``), the value and what was expected.
@@ -23,6 +24,7 @@ message names the field (``fabric.servers``), the value and what was expected.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -44,7 +46,7 @@ Ratio = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Quantity = str | float | int
 
 _COMMON = ("kind", "name", "gpus_per_server", "nics_per_server", "gpu", "nic_bandwidth",
-           "nvlink_bandwidth", "link_latency")
+           "nvlink_bandwidth", "link_latency", "nvls")
 KIND_KEYS: dict[str, tuple[str, ...]] = {
     "leaf-spine": (*_COMMON, "servers", "leaves", "spines", "oversubscription"),
     "fat-tree": (*_COMMON, "k"),
@@ -53,7 +55,7 @@ KIND_KEYS: dict[str, tuple[str, ...]] = {
                        "spine_core_bandwidth"),
     "clos3": (*_COMMON, "servers", "servers_per_tor", "tors_per_pod", "spines_per_pod", "cores",
               "tor_oversubscription", "spine_oversubscription"),
-    "preset": ("kind", "name"),
+    "preset": ("kind", "name", "nvls"),
 }
 _REQUIRED = {"leaf-spine": ("servers", "leaves", "spines"), "fat-tree": ("k",),
              "rail-optimized": ("servers",), "clos3": ("servers",), "preset": ("name",)}
@@ -73,6 +75,7 @@ class FabricSpec(BaseModel):
     nic_bandwidth: Quantity = "400Gbps"
     nvlink_bandwidth: Quantity | None = "900GB/s"
     link_latency: Quantity = "1us"
+    nvls: bool | list[bool] | None = None
     leaves: Count | None = None
     spines: Count | None = None
     oversubscription: Ratio = 1.0
@@ -149,11 +152,28 @@ def fabric_from_mapping(data: dict[str, Any] | str, *, field: str = "fabric") ->
     except ValidationError as err:
         raise _pydantic_error(err, field) from None
     fabric = PRESETS[str(spec.name)]() if kind == "preset" else _build(spec, kind, field)
+    if spec.nvls is not None:
+        fabric = _with_nvls(fabric, spec.nvls, field)
     try:
         fabric.check_connected()
     except ConfigError as err:
         raise ConfigError(f"{err} ({field})") from None
     return fabric
+
+
+def _with_nvls(fabric: Fabric, nvls: bool | list[bool], field: str) -> Fabric:
+    """`fabric` with the YAML's ``nvls`` flags: one for every server, or one per server.
+
+    NVLS (NVLink SHARP) needs a third-generation NVSwitch (DGX/HGX H100 and later) and NCCL runs
+    it only from compute capability 9.0 (src/graph/search.cc, NCCL 2.30.7: no NVLS graph when
+    ``ccMin < 90``); a flag set on servers without it is kept but NCCL's model ignores it there.
+    Presets set it themselves (`flowherd.fabric.presets.with_nvls`); the key overrides them.
+    """
+    flags = [bool(nvls)] * fabric.num_servers if isinstance(nvls, bool) else list(nvls)
+    if len(flags) != fabric.num_servers:
+        raise ConfigError(f"invalid value {nvls!r} ({field}.nvls): expected true, false or one flag "
+                          f"per server ({fabric.num_servers}), got {len(flags)}")
+    return dataclasses.replace(fabric, server_nvls=tuple(flags))
 
 
 def _rate(value: Quantity | None, key: str, field: str) -> float | None:
