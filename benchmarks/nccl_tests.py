@@ -54,7 +54,9 @@ def reference_comm(servers: int) -> Comm:
     One node: ring/tree 6 x 60 GB/s doubled to 12 x 30 (ncclTopoDupChannels), 24 channels after
     ncclTopoPostset; NVLS 8 heads at 40 GB/s, bwInter raised to 60 (pass 2); 16 NVLS channels.
     Several: one ring channel per NIC at 48 GB/s (sm90SpeedArrayInter[0]; no dup: bw < 50 and
-    > 4 channels), 16 after Postset; NVLS 8 heads at 40 / 48 GB/s.
+    > 4 channels), 16 after Postset; the tree the same 8 x 48 but NCCL_TOPO_PATTERN_TREE (the
+    balanced tree needs two GPUs on one NIC; Hopper falls back to the simpler tree, search.cc),
+    so Tree bandwidth x 0.85; NVLS 8 heads at 40 / 48 GB/s. (NCCL 2.30.7, commit 5067397c.)
     """
     n = 8 * servers
     if servers == 1:
@@ -65,9 +67,11 @@ def reference_comm(servers: int) -> Comm:
         ring = Graph(n_channels=8, bw_intra=48.0, bw_inter=48.0)
         nvls = Graph(n_channels=8, bw_intra=40.0, bw_inter=48.0, same_channels=False)
         ch = 16
+    tree = Graph(n_channels=ring.n_channels, bw_intra=ring.bw_intra, bw_inter=ring.bw_inter,
+                 simple_tree=servers > 1)
     return Comm(n_ranks=n, n_nodes=servers, arch=Arch.HOPPER, n_channels=ch, nvls_channels=16,
                 nvls_support=True, local_ranks=8,
-                graphs={"ring": ring, "tree": ring, "pat": ring, "nvls": nvls, "nvlstree": nvls})
+                graphs={"ring": ring, "tree": tree, "pat": tree, "nvls": nvls, "nvlstree": nvls})
 
 
 def agreement(fabric, servers=(1, 2, 4, 8, 16, 32, 64, 128)) -> tuple[int, int, list[str]]:

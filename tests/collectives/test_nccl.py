@@ -67,6 +67,31 @@ def test_dgx_h100_search_finds_ncclss_channels(dgx):
     assert (nv.n_channels, nv.bw_intra, nv.bw_inter) == (8, 40.0, 48.0)
 
 
+def test_tree_search_pattern_and_pcie_rate(dgx):
+    # topo.cc: PCIe Gen5 x16 counts width * 240 / 80 = 48 GB/s (the fabric's link: 64 GB/s)
+    _, view, _ = nccl_model(dgx, range(16))
+    assert view.pci_bw == pytest.approx(48.0)
+    # search.cc "Try a simpler tree": a NIC per GPU on Hopper -> NCCL_TOPO_PATTERN_TREE, and
+    # tuning.cc takes 0.85 of its Tree bandwidth (tree AllReduce: min(8 x 48 x .92, 8 x 41.4))
+    comm, _, tables = nccl_model(dgx, range(16))
+    assert comm.graphs["tree"].simple_tree and not comm.graphs["ring"].simple_tree
+    bw = tables.bandwidth[(Op.ALLREDUCE, "tree", "simple")]
+    assert bw == pytest.approx(min(8 * 48 * .92, 8 * 41.4) * .85 * .5, rel=1e-6)
+    # one node: the balanced tree is found (no network), no 0.85
+    assert not nccl_model(dgx, range(8))[0].graphs["tree"].simple_tree
+    # two GPUs behind each NIC: the balanced tree is found at PIX
+    shared = leaf_spine(servers=2, leaves=1, spines=1, gpus_per_server=8, nics_per_server=4,
+                        nvlink_bandwidth_bytes_per_s=450 * GBps)
+    comm, view, _ = nccl_model(shared, range(16))
+    assert view.shared_nic and not comm.graphs["tree"].simple_tree
+    # one GPU per node: ring 1 x 48 doubled to 2 x 24; the tree's bwIntra raised in pass 2 up to
+    # twice bwInter (search.cc "increase bwIntra for trees"); NCCL_TOPO_PATTERN_TREE (ngpus == 1)
+    comm, _, _ = nccl_model(dgx, [0, 8])
+    tree = comm.graphs["tree"]
+    assert (comm.graphs["ring"].n_channels, comm.graphs["ring"].bw_inter) == (2, 24.0)
+    assert (tree.n_channels, tree.bw_intra, tree.bw_inter, tree.simple_tree) == (2, 48.0, 24.0, True)
+
+
 def test_ring_allgather_time_is_the_tuning_formula(dgx):
     # 16 ranks on 2 nodes: busBw = 8 ch x 48 GB/s, algbw = busBw * 16 / 15; latency = baseLat 8.4
     # + (nsteps - nInterSteps) * max(hwLat NVLink 3.4, 3 x netOverhead 1.0) + nInterSteps * 14

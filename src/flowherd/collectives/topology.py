@@ -13,7 +13,18 @@ Bandwidths are in NCCL's units, GB/s. NCCL counts an NVLink at ``SM90_NVLINK_BW`
 on Hopper (``src/graph/topo.h``; 20.0 on Volta/Ampere, 40.1 on Blackwell) where the link
 signals 25 GB/s per direction (50 on Blackwell), so a GPU's NVLink bandwidth in the fabric is
 scaled by that ratio (H100: 450 GB/s -> 370.8 GB/s, NCCL's 18 links x 20.6). A NIC counts its
-network ports' capacity (NCCL: ``speed / 8000``, 400 Gb/s -> 50 GB/s).
+network ports' capacity (NCCL: ``speed / 8000``, 400 Gb/s -> 50 GB/s). A PCIe link counts
+``width * speed / 80`` GB/s with ``speed`` from ``kvDictPciGen`` (``src/graph/topo.cc``):
+240 for 32 GT/s, i.e. 24 Gb/s of a lane's 32, so NCCL sees 0.75 of the fabric's PCIe rate
+(Gen5 x16: 64 GB/s -> 48 GB/s, as NCCL logs ``PCI[48.0]`` on H100 servers).
+
+The tree search (``NCCL_TOPO_PATTERN_BALANCED_TREE`` first) counts half a channel's network
+bandwidth on each of the first two GPUs, which must reach the same NIC at the path type being
+tried; on Hopper and later, when that fails at the first path type (every GPU with a NIC of its
+own, as on DGX H100), the search falls back to ``NCCL_TOPO_PATTERN_TREE`` ("Try a simpler tree",
+search.cc) before widening the path type, and the tuning model then takes 0.85 of the Tree
+bandwidth (tuning.cc, ``maxTreePattern == NCCL_TOPO_PATTERN_TREE``). One GPU per node always
+searches ``NCCL_TOPO_PATTERN_TREE`` (search.cc: ``ngpus == 1``).
 """
 
 from __future__ import annotations
@@ -46,6 +57,9 @@ NVLS_CHANNELS_SM100_ONE_NODE = 24
 #: NVLink GB/s per link NCCL counts (topo.h SM*_NVLINK_BW) over the link's signalling rate.
 NVLINK_EFFICIENCY = {Arch.VOLTA: 20.0 / 25.0, Arch.AMPERE: 20.0 / 25.0, Arch.HOPPER: 20.6 / 25.0,
                      Arch.BLACKWELL: 40.1 / 50.0}
+#: NCCL's PCIe GB/s over the link's raw rate: ``kvDictPciGen`` 240 (x100 Mb/s per lane) for
+#: 32 GT/s, 120 for 16 GT/s, 60 for 8 GT/s (src/graph/topo.cc, NCCL 2.30.7).
+PCIE_EFFICIENCY = 0.75
 #: GPU catalog name -> NCCL compute-capability class (CUDA compute capability of the part).
 GPU_ARCH = {"v100": Arch.VOLTA, "a100": Arch.AMPERE, "a800": Arch.AMPERE, "h100": Arch.HOPPER,
             "h800": Arch.HOPPER, "h200": Arch.HOPPER, "b200": Arch.BLACKWELL,
@@ -66,6 +80,7 @@ class ServerView:
         nvl_bw: NCCL's NVLink GB/s of one GPU (0 without NVLink).
         nvswitch: Whether the GPUs meet at an NVSwitch.
         nvls: Whether every server's NVSwitch does in-switch reduction.
+        shared_nic: Whether two of the communicator's GPUs on one server share a NIC (PCIe).
     """
 
     n_ranks: int
@@ -78,6 +93,7 @@ class ServerView:
     nvl_bw: float
     nvswitch: bool
     nvls: bool
+    shared_nic: bool = False
 
 
 def server_view(fabric: Fabric, gpus: Sequence[int]) -> ServerView:
@@ -95,6 +111,7 @@ def server_view(fabric: Fabric, gpus: Sequence[int]) -> ServerView:
     arch = GPU_ARCH.get(str(fabric.gpu_type[int(server[0])]).lower(), Arch.AMPERE)
     kind = fabric.link_kind
     nics_per_server, nic_bw, pci_bw, nvl_bw, nvswitch = [], math.inf, math.inf, math.inf, True
+    shared_nic = False
     for s in servers:
         local = g[server == s]
         nics: set[int] = set()
@@ -105,8 +122,9 @@ def server_view(fabric: Fabric, gpus: Sequence[int]) -> ServerView:
                 nic = int(fabric.link_dst[lk])
                 if fabric.node_kind[nic] != NodeKind.NIC:
                     continue
+                shared_nic |= nic in nics
                 nics.add(nic)
-                pci_bw = min(pci_bw, fabric.link_capacity_bytes_per_s[lk] / 1e9)
+                pci_bw = min(pci_bw, PCIE_EFFICIENCY * fabric.link_capacity_bytes_per_s[lk] / 1e9)
             nvl = out[kind[out] == LinkKind.NVLINK]
             nvl_bw = min(nvl_bw, float(fabric.link_capacity_bytes_per_s[nvl].sum()) / 1e9)
             nvswitch &= bool(nvl.size) and bool(
@@ -123,7 +141,7 @@ def server_view(fabric: Fabric, gpus: Sequence[int]) -> ServerView:
         nics=max(1, min(nics_per_server)), nic_bw=nic_bw if math.isfinite(nic_bw) else 12.0,
         pci_bw=pci_bw if math.isfinite(pci_bw) else 12.0, nvl_bw=nvl_bw,
         nvswitch=nvswitch and nvl_bw > 0,
-        nvls=all(fabric.nvls(int(s)) for s in servers))
+        nvls=all(fabric.nvls(int(s)) for s in servers), shared_nic=shared_nic)
 
 
 def _speeds(arch: Arch, inter: bool) -> tuple[float, ...]:
@@ -133,13 +151,14 @@ def _speeds(arch: Arch, inter: bool) -> tuple[float, ...]:
     return SM100_SPEEDS_INTRA if cc >= 100 else SM90_SPEEDS_INTRA if cc >= 90 else SPEEDS_INTRA
 
 
-def _ring_channels(v: ServerView, speed: float) -> int:
-    """Channels of `speed` a ring (or tree) finds: each crosses a node on one NIC (in and out),
-    and m-1 of a node's m GPUs send over NVLink (the last sends to the NIC over PCIe)."""
+def _ring_channels(v: ServerView, speed: float, chain: bool = False) -> int:
+    """Channels of `speed` a ring (`chain`: a tree) finds: each crosses a node on one NIC (in
+    and out), and m-1 of a node's m GPUs send over NVLink (the last sends to the NIC over PCIe;
+    a tree's chain inside a node has m-1 hops, also on one node)."""
     m = v.local_ranks
     if m > 1:
         intra = v.nvl_bw if v.nvl_bw > 0 else v.pci_bw
-        share = (m - 1) / m if v.n_nodes > 1 else 1.0
+        share = (m - 1) / m if v.n_nodes > 1 or chain else 1.0
         by_intra = math.floor(intra / (speed * share) + 1e-9)
     else:
         by_intra = MAXCHANNELS
@@ -198,6 +217,41 @@ def _raise_speed(v: ServerView, channels_at, ch: int, bw: float) -> float:
     return bw
 
 
+def _tree_total_bw(v: ServerView, total_bw: float) -> float:
+    """search.cc: patterns other than the ring need not come back to the starting NIC, so
+    ``totalBw *= ndevs / (ndevs - 1)`` (ndevs: the node's GPUs)."""
+    m = v.local_ranks
+    return total_bw * m / (m - 1) if m > 1 else total_bw
+
+
+def _tree(v: ServerView, ring_channels: int, total_bw: float, path_bw: float,
+          nvlink: bool) -> Graph:
+    """The tree graph: ``ncclTopoCompute`` held to the ring's channel count (init.cc:
+    ``treeGraph->minChannels = maxChannels = ringGraph->nChannels``), then pass 2's raise of
+    ``bwIntra`` while it stays under twice ``bwInter`` (search.cc, "increase bwIntra for trees")."""
+    inter = v.n_nodes > 1
+    tree_at = lambda s: _ring_channels(v, s, chain=True)  # noqa: E731
+    ch, bw = _search(v, tree_at, ring_channels, ring_channels, _tree_total_bw(v, total_bw),
+                     path_bw, dup=True)
+    if ch == 0:
+        ch, bw = ring_channels, _speeds(v.arch, inter)[-1]
+    bw_intra = bw
+    speeds = _speeds(v.arch, inter)
+    i = speeds.index(bw) if bw in speeds else len(speeds) - 1
+    m = v.local_ranks
+    intra = v.nvl_bw if v.nvl_bw > 0 else v.pci_bw
+    while i > 0 and bw_intra < 2 * bw:
+        s = speeds[i - 1]
+        if m > 1 and math.floor(intra / (s * (m - 1) / m) + 1e-9) < ch:
+            break  # the chain inside the node cannot carry the higher speed
+        bw_intra, i = s, i - 1
+    # Hopper+ with a NIC per GPU (or one GPU per node) ends on NCCL_TOPO_PATTERN_TREE (module
+    # docstring): the tuning model's Tree bandwidth x 0.85
+    simple = inter and (m == 1 or (COMPCAP[v.arch] >= 90 and not v.shared_nic))
+    return Graph(n_channels=ch, bw_intra=bw_intra, bw_inter=bw, intra_nvlink=nvlink,
+                 intra_le_nvb=nvlink or m == 1, simple_tree=simple)
+
+
 def nccl_comm(fabric: Fabric, gpus: Sequence[int]) -> tuple[Comm, ServerView]:
     """The `Comm` (graphs, channel counts) NCCL would set up for the communicator `gpus`."""
     v = server_view(fabric, gpus)
@@ -217,9 +271,8 @@ def nccl_comm(fabric: Fabric, gpus: Sequence[int]) -> tuple[Comm, ServerView]:
     nvlink = v.nvl_bw > 0
     ring = Graph(n_channels=ch, bw_intra=bw, bw_inter=bw, intra_nvlink=nvlink,
                  intra_le_nvb=nvlink or v.local_ranks == 1)
-    # the tree search is held to the ring's channel count (init.cc: min = max = ring's)
-    tree = ring
-    graphs = {"ring": ring, "tree": tree, "pat": tree}
+    tree = _tree(v, ch, total_bw, path_bw, nvlink)
+    graphs = {"ring": ring, "tree": tree, "pat": tree}  # PAT runs on the tree graph (init.cc)
     n_channels = min(MAXCHANNELS, 2 * ch)  # ncclTopoPostset duplicates the channels
     if COMPCAP[v.arch] >= 90 and inter and ring.bw_intra > 45.0 and n_channels < 16:
         n_channels = min(MAXCHANNELS, 2 * n_channels)
@@ -231,7 +284,8 @@ def nccl_comm(fabric: Fabric, gpus: Sequence[int]) -> tuple[Comm, ServerView]:
         if inter:
             heads = min(heads, v.nics)
         n_min = 1 if inter else heads  # intra-node NVLS pulls evenly from all GPUs
-        nch, nbw = _search(v, nvls_at, heads, n_min, total_bw * 2, intra_bw, dup=False)
+        nch, nbw = _search(v, nvls_at, heads, n_min, _tree_total_bw(v, total_bw), intra_bw,
+                           dup=False)
         if nch:
             # pass 2: raise bwInter while it stays under twice bwIntra and the NICs carry it
             b_inter = nbw
