@@ -19,6 +19,8 @@ from flowherd.collectives.cost import (
 )
 from flowherd.collectives.nccl import base_latency_s, step_latency_s
 from flowherd.collectives.ops import Collective, busbw_factor
+from flowherd.collectives.selector import nccl_model
+from flowherd.collectives.tuning import channel_cap
 from flowherd.errors import ConfigError, UnknownNameError
 from flowherd.fabric.generators import leaf_spine
 from flowherd.routing.policies import make_router
@@ -42,6 +44,15 @@ BALANCED = {"ring": {"allreduce", "allgather", "reducescatter"}, "direct": {"all
             "reducescatter", "allreduce"}, "pairwise": {"alltoall"}}
 
 
+def _cap(fab, coll: Collective, algorithm: str, protocol: str = "simple") -> float:
+    """NCCL's per-channel cap the simulator applies to ring / tree runs (tuning.cc caps and
+    refinements, `flowherd.collectives.tuning.channel_cap`; 1 for Ring Simple)."""
+    if algorithm not in ("ring", "tree"):
+        return 1.0
+    comm, _, tables = nccl_model(fab, coll.gpus)
+    return channel_cap(comm, tables, coll.op, algorithm, protocol)
+
+
 def _alpha(algorithm: str, protocol: str = "simple") -> tuple[float, float]:
     fam = "tree" if algorithm == "tree" else "ring"
     return (step_latency_s(protocol, algorithm_family=fam) + PATH_S,
@@ -53,13 +64,14 @@ def _check(algorithm: str, op: str, n: int, fidelity: str) -> None:
     coll = Collective(op=op, gpus=range(n), size_bytes=SIZE)
     res = simulate_collective(fab, coll, algorithm=algorithm, fidelity=fidelity)
     alpha, base = _alpha(algorithm)
-    step_form = alpha_beta_time_s(algorithm, op, n, SIZE, alpha_s=alpha, bandwidth_bytes_per_s=B,
+    b_eff = B * _cap(fab, coll, algorithm)
+    step_form = alpha_beta_time_s(algorithm, op, n, SIZE, alpha_s=alpha, bandwidth_bytes_per_s=b_eff,
                                   base_s=base)
     if fidelity == "step":
         expected = step_form
     else:
         sched = build_schedule(coll, algorithm, fabric=fab)
-        expected = aggregate_time_s(sched, alpha_s=alpha, bandwidth_bytes_per_s=B, base_s=base)
+        expected = aggregate_time_s(sched, alpha_s=alpha, bandwidth_bytes_per_s=b_eff, base_s=base)
         power_of_two = n & (n - 1) == 0
         if op in BALANCED.get(algorithm, ()) or (algorithm == "halving_doubling" and power_of_two):
             # idle fabric + balanced steps: the sum of per-step maxima is the max of the sums
@@ -118,11 +130,14 @@ def test_ll_protocol_doubles_wire_bytes_and_uses_its_latencies():
     coll = Collective(op="allreduce", gpus=range(n), size_bytes=SIZE)
     res = simulate_collective(fab, coll, algorithm="ring", protocol="ll")
     alpha, base = _alpha("ring", "ll")
-    # LL: half of each 8-byte line is a flag, so the payload moves at B / 2
+    # LL: half of each 8-byte line is a flag, so the payload moves at B / 2, and NCCL caps LL at
+    # llMaxBw (tuning.cc) where that binds: the wire fraction carries the cap
+    cap = _cap(fab, coll, "ring", "ll")
+    assert cap < 1
     expected = alpha_beta_time_s("ring", "allreduce", n, SIZE, alpha_s=alpha,
-                                 bandwidth_bytes_per_s=B / 2, base_s=base)
+                                 bandwidth_bytes_per_s=B / 2 * cap, base_s=base)
     assert res.time_s == pytest.approx(expected, rel=1e-6)
-    assert res.wire_bytes == pytest.approx(2 * 2 * (n - 1) * SIZE)
+    assert res.wire_bytes == pytest.approx(2 * 2 * (n - 1) * SIZE / cap)
 
 
 def test_busbw_follows_nccl_tests_conventions():
@@ -221,7 +236,9 @@ def test_auto_uses_the_selector():
     small = simulate_collective(fab, Collective(op="allreduce", gpus=range(8), size_bytes=4096))
     big = simulate_collective(fab, Collective(op="allreduce", gpus=range(8), size_bytes=1 << 30))
     assert (small.algorithm, small.protocol) == ("tree", "ll")
-    assert small.wire_bytes == pytest.approx(2 * 2 * 7 * 4096)  # LL on the wire: 2x the tree's 2(n-1)S
+    # LL on the wire: 2x the tree's 2(n-1)S, over NCCL's Tree/LL cap (tuning.cc)
+    cap = _cap(fab, Collective(op="allreduce", gpus=range(8), size_bytes=4096), "tree", "ll")
+    assert small.wire_bytes == pytest.approx(2 * 2 * 7 * 4096 / cap)
     assert (big.algorithm, big.protocol) == ("ring", "simple")
     assert np.isfinite(small.busbw_bytes_per_s)
 
@@ -238,8 +255,9 @@ def test_spraying_makes_a_multi_leaf_clos_non_blocking(algorithm, op):
     res = simulate_collective(fab, Collective(op=op, gpus=range(n), size_bytes=size),
                               algorithm=algorithm, router="spray")
     alpha, base = _alpha(algorithm)
+    coll = Collective(op=op, gpus=range(n), size_bytes=size)
     expected = alpha_beta_time_s(algorithm, op, n, size, alpha_s=alpha + 2 * us,
-                                 bandwidth_bytes_per_s=B, base_s=base)
+                                 bandwidth_bytes_per_s=B * _cap(fab, coll, algorithm), base_s=base)
     assert res.time_s == pytest.approx(expected, rel=0.01)
 
 

@@ -554,9 +554,28 @@ def build_schedule(collective: Collective, algorithm: str = "ring", *, fabric: F
     if channels is not None and _takes_channels(fn):
         kw["channels"] = channels
     sched = fn(collective, **kw)
+    if model == "nccl" and fabric is not None and channels is not None:
+        sched = _capped(sched, fabric)
     if model == "fabric":
         sched = replace(sched, steps=tuple(replace(st, latency_s=0.0) for st in sched.steps))
     return sched
+
+
+def _capped(sched: Schedule, fabric: Fabric) -> Schedule:
+    """NCCL's per-channel SM / protocol cap (`flowherd.collectives.tuning.channel_cap`) on a
+    schedule run as NCCL runs it. Deliberate shortcut: the simulator has no per-flow rate
+    limit, so the cap is folded into the schedule's wire fraction (every flow's bytes grow by
+    1 / cap): alone on the fabric a channel then takes the time NCCL's capped rate gives; under
+    contention it takes that factor more of the links it shares than NCCL would."""
+    from flowherd.collectives.selector import nccl_model
+    from flowherd.collectives.tuning import MODEL_OPS, channel_cap
+
+    coll = sched.collective
+    if coll.op not in MODEL_OPS or coll.n < 2 or sched.algorithm not in ("ring", "tree", "pat"):
+        return sched
+    comm, _, tables = nccl_model(fabric, coll.gpus)
+    cap = channel_cap(comm, tables, coll.op, sched.algorithm, sched.protocol)
+    return sched if cap >= 1.0 else replace(sched, wire_fraction=sched.wire_fraction * cap)
 
 
 @functools.cache

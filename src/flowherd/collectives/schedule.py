@@ -72,7 +72,9 @@ class Schedule:
             applied when the schedule is simulated (`wire_fraction`).
         steps: The steps, in a topological order.
         wire_fraction: Payload bytes per wire byte of the protocol (1 for Simple, 1/2 for LL,
-            120/128 for LL128); the simulator sends ``size_bytes / wire_fraction``.
+            120/128 for LL128), times NCCL's per-channel cap where a schedule runs as NCCL
+            runs it (`flowherd.collectives.algorithms.build_schedule`); the simulator sends
+            ``size_bytes / wire_fraction``.
     """
 
     collective: Collective

@@ -311,6 +311,33 @@ def tune(comm: Comm) -> Tables:
     return tables
 
 
+#: Payload bytes per wire byte of each protocol (nccl.py WIRE_FRACTION; LL128's 0.92 of
+#: tuning.cc is its "120.0/128.0").
+_PROTOCOL_WIRE = {"ll": 0.5, "ll128": 120 / 128, "simple": 1.0}
+
+
+def channel_cap(comm: Comm, tables: Tables, op: Op, algorithm: str, protocol: str) -> float:
+    """How much of its links' rate a channel moves: NCCL's bus bandwidth of (op, algorithm,
+    protocol) after the per-channel SM / protocol caps and refinements of `tune` (``llMaxBw``,
+    ``perChMaxRingLL128Bw``, ``perChMaxTreeBw``, Tree 0.92 and 0.85, PAT 0.75), over what
+    ``nChannels x bw`` of the search would give at the protocol's wire efficiency; 1 where no
+    cap binds (Ring Simple) and for NVLS / NVLSTree (their efficiency is in their schedules).
+    In (0, 1]."""
+    g = comm.graphs.get(algorithm)
+    bw_alg = tables.bandwidth.get((Op(op), algorithm, protocol), 0.0)
+    if g is None or bw_alg <= 0 or algorithm not in ("ring", "tree", "pat"):
+        return 1.0
+    n_ranks, n_nodes = comm.n_ranks, comm.n_nodes
+    nsteps = (2 * (n_ranks - 1) if op == Op.ALLREDUCE else
+              n_ranks - 1 if op in (Op.REDUCESCATTER, Op.ALLGATHER) else n_ranks)
+    if algorithm != "ring" and op in (Op.ALLGATHER, Op.REDUCESCATTER):
+        ratio = 1.0  # tune() converts no bus bandwidth to algorithm bandwidth there
+    else:
+        ratio = n_ranks / nsteps if algorithm == "ring" else .5
+    raw = g.n_channels * (g.bw_intra if n_nodes <= 2 else g.bw_inter)
+    return max(1e-9, min(1.0, bw_alg / ratio / (raw * _PROTOCOL_WIRE[protocol])))
+
+
 def algo_time_us(comm: Comm, tables: Tables, op: Op, algorithm: str, protocol: str,
                  size_bytes: float, num_pipe_ops: int = 1) -> float | None:
     """``ncclTopoGetAlgoTime``: predicted time, us; None where the algorithm is off."""
