@@ -54,7 +54,8 @@ def reference_comm(servers: int) -> Comm:
     One node: ring/tree 6 x 60 GB/s doubled to 12 x 30 (ncclTopoDupChannels), 24 channels after
     ncclTopoPostset; NVLS 8 heads at 40 GB/s, bwInter raised to 60 (pass 2); 16 NVLS channels.
     Several: one ring channel per NIC at 48 GB/s (sm90SpeedArrayInter[0]; no dup: bw < 50 and
-    > 4 channels), 16 after Postset; the tree the same 8 x 48 but NCCL_TOPO_PATTERN_TREE (the
+    > 4 channels), found with crossNic 2 and sameChannels 0 (search.cc), 16 after Postset;
+    the tree the same 8 x 48 but NCCL_TOPO_PATTERN_TREE (the
     balanced tree needs two GPUs on one NIC; Hopper falls back to the simpler tree, search.cc),
     so Tree bandwidth x 0.85; NVLS 8 heads at 40 / 48 GB/s. (NCCL 2.30.7, commit 5067397c.)
     """
@@ -64,7 +65,7 @@ def reference_comm(servers: int) -> Comm:
         nvls = Graph(n_channels=8, bw_intra=40.0, bw_inter=60.0, same_channels=False)
         ch = 24
     else:
-        ring = Graph(n_channels=8, bw_intra=48.0, bw_inter=48.0)
+        ring = Graph(n_channels=8, bw_intra=48.0, bw_inter=48.0, same_channels=False)
         nvls = Graph(n_channels=8, bw_intra=40.0, bw_inter=48.0, same_channels=False)
         ch = 16
     tree = Graph(n_channels=ring.n_channels, bw_intra=ring.bw_intra, bw_inter=ring.bw_inter,

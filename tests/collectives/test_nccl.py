@@ -159,3 +159,46 @@ def test_select_rejects_bad_input(dgx):
         select(dgx, [0, 10**6], "allreduce", 1024)
     with pytest.raises(ConfigError, match="size"):
         select(dgx, range(8), "allreduce", -1)
+
+
+def test_ring_same_channels_and_broadcast_latency(dgx):
+    # one node: every channel replays the first's order (sameChannels 1); across nodes the NIC per
+    # channel comes from crossNic 2 with sameChannels 0 (search.cc), so tuning.cc prices a
+    # Broadcast at baseLat + nsteps x hwLat[NET][Tree][Simple] = 8.4 + 64 x 14 us on 8 nodes
+    assert nccl_model(dgx, range(8))[0].graphs["ring"].same_channels
+    comm, _, tables = nccl_model(dgx, range(64))
+    assert not comm.graphs["ring"].same_channels
+    assert tables.latency_us[(Op.BROADCAST, "ring", "simple")] == pytest.approx(8.4 + 64 * 14.0)
+    assert tables.latency_us[(Op.BROADCAST, "ring", "ll128")] == pytest.approx(14.0 + 64 * 4.0)
+
+
+def test_channel_caps_are_the_tuning_models(dgx):
+    # tuning.cc: Ring Simple has no cap; Ring LL128 min(.92 x 8 x 48, 8 x 36.7) over 8 x 48 x 120/128;
+    # Tree AllReduce min(.92 x 384, 8 x 36.0) x .85 (simpler tree) over 384 on 8 nodes
+    from flowherd.collectives.tuning import channel_cap
+
+    comm, _, tables = nccl_model(dgx, range(64))
+    assert channel_cap(comm, tables, Op.ALLREDUCE, "ring", "simple") == 1.0
+    assert channel_cap(comm, tables, Op.ALLGATHER, "ring", "ll128") == pytest.approx(
+        8 * 36.7 / (8 * 48 * 120 / 128), rel=1e-6)
+    assert channel_cap(comm, tables, Op.ALLREDUCE, "tree", "simple") == pytest.approx(
+        min(.92 * 384, 8 * 36.0) * .85 / 384, rel=1e-6)
+
+
+def test_schedules_carry_the_cap_and_ncclss_chain_chunks(dgx):
+    from flowherd.collectives.algorithms import build_schedule
+    from flowherd.collectives.ops import Collective
+
+    coll = Collective(op="allreduce", gpus=range(64), size_bytes=1 << 30)
+    ring = build_schedule(coll, "ring", fabric=dgx, channels=16)
+    tree = build_schedule(coll, "tree", fabric=dgx, channels=16)
+    assert ring.wire_fraction == 1.0
+    assert tree.wire_fraction == pytest.approx(min(.92 * 384, 8 * 36.0) * .85 / 384, rel=1e-6)
+    # --latency-model fabric: the textbook schedule, no cap
+    assert build_schedule(coll, "tree", fabric=dgx, channels=16,
+                          latency_model="fabric").wire_fraction == 1.0
+    # Broadcast: each of the 16 channels forwards 512 KiB chunks (Simple), 64 MiB / 16 / 512 KiB
+    # = 8 chunks: n - 2 + 8 wavefronts along the 64-rank chain
+    bc = build_schedule(Collective(op="broadcast", gpus=range(64), size_bytes=64 << 20), "ring",
+                        fabric=dgx, channels=16)
+    assert bc.num_steps == 64 - 2 + 8

@@ -58,6 +58,14 @@ ALGORITHMS: Registry[Algorithm] = Registry("collective algorithm")
 # (NCCL_STEPS x buffSize / ...); 1 MiB keeps the step count of big collectives moderate.
 DEFAULT_CHUNK_BYTES = 1 * MiB
 MAX_CHUNKS = 64
+#: Bytes one NCCL channel forwards per chain step of a ring Broadcast / Reduce, per protocol
+#: (src/init.cc, src/include/device.h, collectives.h, enqueue.cc calcCollChunking; NCCL
+#: 2.30.7): Simple DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS 8 x BROADCAST_CHUNKSTEPS 1 = 512 KiB;
+#: LL DEFAULT_LL_BUFFSIZE (8 lines x 512 threads x 8 steps x 16 B) / 8 / 2 = 32 KiB of data;
+#: LL128 DEFAULT_LL128_BUFFSIZE (120 x 640 x 8 x 8 B) / 8 x 15/16 = 576,000 B of data.
+CHAIN_CHUNK_BYTES = {"simple": 512 * 1024, "ll": 32 * 1024, "ll128": 576_000}
+#: At most this many chunks per channel in a chain (4 GiB on 16 channels: 512 of NCCL's).
+MAX_CHAIN_CHUNKS = 512
 
 
 def default_chunks(pipeline_bytes: float) -> int:
@@ -167,7 +175,14 @@ def ring(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "sim
         for _ in range(nsteps):
             b.chain(src, dst, sz)
         return b.build()
-    c = _check_chunks(chunks, size)
+    if chunks is None and channels is not None and fabric is not None:
+        # NCCL's pipeline: every channel forwards its share hop by hop in NCCL's chunks, so the
+        # fill costs (n - 1) chunk times, whatever the size (a chunk per channel: S / C / c)
+        per_channel = size / int(channels)
+        c = int(min(MAX_CHAIN_CHUNKS, max(1, math.ceil(per_channel
+                                                      / CHAIN_CHUNK_BYTES[b.protocol.value]))))
+    else:
+        c = _check_chunks(chunks, size)
     if b.hop_latency_s is not None:
         # a pipelined chain pays each hop's latency once, not once per wavefront
         b.hop_latency_s *= (n - 1) / (n - 2 + c)

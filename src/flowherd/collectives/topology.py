@@ -269,8 +269,15 @@ def nccl_comm(fabric: Fabric, gpus: Sequence[int]) -> tuple[Comm, ServerView]:
         ch, bw = 1, _speeds(v.arch, inter)[-1]
     bw = _raise_speed(v, ring_at, ch, bw)
     nvlink = v.nvl_bw > 0
+    # sameChannels: pass 1 tries each setting with every channel replaying the first one's GPU
+    # order, then with channels of their own (search.cc). Across nodes with a NIC per channel a
+    # replayed order cannot enter at the next NIC's own GPU, and the full set of channels comes
+    # from crossNic = 2 with sameChannels = 0 (rings alternating NICs: NET a -> GPU a ... GPU b
+    # -> NET b, then NET b -> GPU b ... GPU a -> NET a; Postset swaps them on odd nodes so the
+    # rails line up); the tuning model then prices Broadcast / Reduce at nsteps hop latencies.
     ring = Graph(n_channels=ch, bw_intra=bw, bw_inter=bw, intra_nvlink=nvlink,
-                 intra_le_nvb=nvlink or v.local_ranks == 1)
+                 intra_le_nvb=nvlink or v.local_ranks == 1,
+                 same_channels=not (inter and v.nics > 1))
     tree = _tree(v, ch, total_bw, path_bw, nvlink)
     graphs = {"ring": ring, "tree": tree, "pat": tree}  # PAT runs on the tree graph (init.cc)
     n_channels = min(MAXCHANNELS, 2 * ch)  # ncclTopoPostset duplicates the channels
