@@ -202,3 +202,17 @@ def test_schedules_carry_the_cap_and_ncclss_chain_chunks(dgx):
     bc = build_schedule(Collective(op="broadcast", gpus=range(64), size_bytes=64 << 20), "ring",
                         fabric=dgx, channels=16)
     assert bc.num_steps == 64 - 2 + 8
+
+
+def test_ll_chains_stream_and_simple_chains_store_and_forward(dgx):
+    from flowherd.collectives.algorithms import build_schedule
+    from flowherd.collectives.ops import Collective
+
+    coll = Collective(op="broadcast", gpus=range(32), size_bytes=64 << 20)
+    ll = build_schedule(coll, "ring", fabric=dgx, protocol="ll128", channels=16)
+    # cut-through: one step, every chain edge at once, the 31 hops' latencies summed
+    assert ll.num_steps == 1
+    hop = (28 * 1.9 + 4 * 4.0) / 32 * us  # LL128 ring hwLat NVLink / NET, mean over the ring
+    assert ll.steps[0].latency_s == pytest.approx(31 * hop + 14.0 * us)
+    simple = build_schedule(coll, "ring", fabric=dgx, protocol="simple", channels=16)
+    assert simple.num_steps == 32 - 2 + 8  # 64 MiB / 16 channels / 512 KiB chunks

@@ -24,7 +24,7 @@ from flowherd.collectives.tuning import channel_cap
 from flowherd.errors import ConfigError, UnknownNameError
 from flowherd.fabric.generators import leaf_spine
 from flowherd.routing.policies import make_router
-from flowherd.sim.collective import add_schedule, simulate_collective
+from flowherd.sim.collective import add_schedule, nccl_channels, simulate_collective
 from flowherd.sim.engine import Engine
 from flowherd.units import GBps, Gbps, MiB, us
 
@@ -65,12 +65,15 @@ def _check(algorithm: str, op: str, n: int, fidelity: str) -> None:
     res = simulate_collective(fab, coll, algorithm=algorithm, fidelity=fidelity)
     alpha, base = _alpha(algorithm)
     b_eff = B * _cap(fab, coll, algorithm)
+    # the simulator runs NCCL's channels: a chain pipelines in NCCL's chunks (512 KiB per channel)
+    sched = build_schedule(coll, algorithm, fabric=fab, channels=nccl_channels(fab, coll))
+    chunks = sched.num_steps - (n - 2) if algorithm == "ring" and op in ("broadcast", "reduce") \
+        else None
     step_form = alpha_beta_time_s(algorithm, op, n, SIZE, alpha_s=alpha, bandwidth_bytes_per_s=b_eff,
-                                  base_s=base)
+                                  base_s=base, chunks=chunks)
     if fidelity == "step":
         expected = step_form
     else:
-        sched = build_schedule(coll, algorithm, fabric=fab)
         expected = aggregate_time_s(sched, alpha_s=alpha, bandwidth_bytes_per_s=b_eff, base_s=base)
         power_of_two = n & (n - 1) == 0
         if op in BALANCED.get(algorithm, ()) or (algorithm == "halving_doubling" and power_of_two):

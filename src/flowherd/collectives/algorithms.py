@@ -40,6 +40,7 @@ from flowherd.collectives.nccl import (
     LATENCY_MODELS,
     PROTOCOLS,
     WIRE_FRACTION,
+    Protocol,
     base_latency_s,
     step_latency_s,
 )
@@ -63,7 +64,7 @@ MAX_CHUNKS = 64
 #: 2.30.7): Simple DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS 8 x BROADCAST_CHUNKSTEPS 1 = 512 KiB;
 #: LL DEFAULT_LL_BUFFSIZE (8 lines x 512 threads x 8 steps x 16 B) / 8 / 2 = 32 KiB of data;
 #: LL128 DEFAULT_LL128_BUFFSIZE (120 x 640 x 8 x 8 B) / 8 x 15/16 = 576,000 B of data.
-CHAIN_CHUNK_BYTES = {"simple": 512 * 1024, "ll": 32 * 1024, "ll128": 576_000}
+CHAIN_CHUNK_BYTES = {"simple": 512 * 1024, "ll": 32 * 1024, "ll128": 576_000}  # Simple used
 #: At most this many chunks per channel in a chain (4 GiB on 16 channels: 512 of NCCL's).
 MAX_CHAIN_CHUNKS = 512
 
@@ -175,9 +176,31 @@ def ring(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "sim
         for _ in range(nsteps):
             b.chain(src, dst, sz)
         return b.build()
-    if chunks is None and channels is not None and fabric is not None:
-        # NCCL's pipeline: every channel forwards its share hop by hop in NCCL's chunks, so the
-        # fill costs (n - 1) chunk times, whatever the size (a chunk per channel: S / C / c)
+    chains = [chain_edges(ch, coll.root) for ch in rings]
+    nccl_mode = chunks is None and channels is not None and fabric is not None
+    if nccl_mode and b.protocol != Protocol.SIMPLE:
+        # LL / LL128 carry a flag in every 8 B / 128 B line: a rank forwards each line as it
+        # lands (cut-through), so the chain streams: every edge carries its share at once and
+        # the hops' latencies add up (tuning.cc prices it so: nsteps x hwLat without a bandwidth
+        # fill). Measured: 64 MiB over 4 x 8 H100 in 451.5 us (benchmarks/nccl_tests.py).
+        servers = np.unique(fabric.gpu_server[np.asarray(coll.gpus)])
+        intra_hw = "nvlink" if np.any(fabric.link_kind == LinkKind.NVLINK) else "pci"
+        hop = b.hop_latency_s if b.hop_latency_s is not None else step_latency_s(
+            protocol, hw=intra_hw if len(servers) == 1 else "net")
+        b.hop_latency_s = (n - 1) * hop
+        parts = [ring_edges(ch, chain) for ch, chain in zip(rings, chains, strict=True)]
+        src = np.concatenate([p[0] for p in parts])
+        dst = np.concatenate([p[1] for p in parts])
+        sz = np.concatenate([np.full(len(p[0]), size * ch.fraction)
+                             for p, ch in zip(parts, rings, strict=True)])
+        if coll.op == Op.REDUCE:
+            src, dst = dst, src
+        b.chain(src, dst, sz)
+        return b.build()
+    if nccl_mode:
+        # Simple hands a slice on only once it has all landed (store and forward): every channel
+        # forwards its share hop by hop in NCCL's chunks, so the fill costs (n - 1) chunk times
+        # whatever the size (a chunk per channel: S / C / c)
         per_channel = size / int(channels)
         c = int(min(MAX_CHAIN_CHUNKS, max(1, math.ceil(per_channel
                                                       / CHAIN_CHUNK_BYTES[b.protocol.value]))))
@@ -186,7 +209,6 @@ def ring(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "sim
     if b.hop_latency_s is not None:
         # a pipelined chain pays each hop's latency once, not once per wavefront
         b.hop_latency_s *= (n - 1) / (n - 2 + c)
-    chains = [chain_edges(ch, coll.root) for ch in rings]
     stage = np.arange(n - 1) if coll.op == Op.BROADCAST else (n - 2 - np.arange(n - 1))
     for w in range(n - 2 + c):
         on = (w - stage >= 0) & (w - stage < c)
