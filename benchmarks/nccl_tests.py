@@ -10,15 +10,25 @@ graph), the model's time and busbw, and simulated / model time ratios. The fabri
 DGX SuperPOD H100 preset (8 H100, 8 x 400 Gb/s NDR NICs, NVSwitch with NVLS, rail-optimized);
 the GPUs are the first ``8 x servers`` (whole servers, packed).
 
-Published DGX H100 nccl-tests figures it compares large-message AllReduce busbw with (1 node /
-several nodes):
+Published nccl-tests AllReduce busbw on H100 servers (8 GPUs, 8 x 400 Gb/s NICs) it holds the
+large-message rows against (`PUBLISHED_ALLREDUCE_BUSBW`, GB/s):
 
-* NVIDIA/nccl-tests issue #290 (2025-03, NCCL maintainer AddyLaddy): "476GB/s looks to be in
-  the expected range for H100" (single node, NVLS); "For NDR @ 400Gbps you should see 46-48GB/s
-  per NIC", i.e. 368-384 GB/s over 8 NICs (ring busbw across nodes);
-* Voltage Park / AI @ Georgia Tech benchmark (github aigatech/vpbenchmarking, NCCL 2.24.3,
-  4 x 8 H100 SXM, 8 x 400 Gb/s IB): AllReduce peak busbw 479.72 GB/s on one node (8 GiB),
-  330.93 GB/s on 4 nodes.
+* 1 server, NVLS: ~480 (NVIDIA/nccl-tests#212, NCCL maintainer sjeaugey: "On 8 GPUs, you should
+  reach a peak busBw of ~480GB/s"); 476 "in the expected range" (nccl-tests#290, AddyLaddy);
+  479.72 at 8 GiB (github.com/ZiyanIshani/vpbenchmarking, results/nccl/, NCCL 2.24.3).
+* 2 servers, NVLS on: 430 (NVIDIA/nccl#1221: 8 x H100, 8 x 400G RoCE, NCCL 2.19.3, "the bus BW
+  will upgraded from 330GB to 430GB" with NCCL_NVLS_ENABLE=1 on one or two nodes).
+* 4 servers: 320 (nccl#1221, "more than 2" nodes, same with or without NVLS); 330.93 at 8 GiB
+  (vpbenchmarking results/nccl_multinode/nccl_multinode_summary.md, 4 x 8 H100, NCCL 2.24.3);
+  up to the ring's 368-396 below, which NCCL 2.30 runs there from 1 GiB on.
+* 8 and more servers, ring: 368-396 (nccl-tests#290: "46-48GB/s per NIC"; nccl-tests#319,
+  AddyLaddy: "~48GB/s from each CX7 NIC ... up to ~396GB/s with the RING protocol"); ~350 on
+  248 x 8 H200 (nccl-tests#283, default NCCL_ALGO: "typically measuring around 350G").
+
+Measured mid-size times it prints beside the model (`MEASURED_US`): Broadcast on 4 x 8 H100
+(vpbenchmarking results/nccl_multinode/nccl_broadcast_20260224_225706.txt, NCCL 2.24.3, out of
+place) and AllReduce on 2 x 8 H20 (same NVLink 4 / NVSwitch and 8 x 400G NDR per node as DGX
+H100; NVIDIA/nccl#1244, default algorithm, NVLS on).
 
 The agreement grid (ops x 1-128 servers x 1 KiB-4 GiB) holds the selector, whose inputs come
 from the fabric through `flowherd.collectives.topology`, against the tuning model fed NCCL's own
@@ -41,11 +51,23 @@ from flowherd.sim.collective import simulate_collective
 from flowherd.units import GiB, KiB, MiB, format_size, parse_size
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast")
-PUBLISHED_ALLREDUCE_BUSBW = {  # servers -> (GB/s low, high, source)
-    1: (476.0, 479.72, "nccl-tests#290; aigatech/vpbenchmarking"),
-    4: (330.93, 384.0, "aigatech/vpbenchmarking (4 nodes); nccl-tests#290 (8 x 46-48 GB/s)"),
+PUBLISHED_ALLREDUCE_BUSBW = {  # servers -> (GB/s low, high, source); module docstring
+    1: (476.0, 480.0, "nccl-tests#212, #290; vpbenchmarking 479.72"),
+    2: (430.0, 430.0, "nccl#1221"),
+    4: (320.0, 396.0, "nccl#1221; vpbenchmarking; ring nccl-tests#290, #319"),
+    8: (350.0, 396.0, "nccl-tests#290, #319 (ring); #283 (H200, 248 servers)"),
 }
-MULTI_NODE_RING = (368.0, 384.0)  # nccl-tests#290: 8 NICs x 46-48 GB/s
+#: servers -> op -> size -> measured nccl-tests time, us (module docstring)
+MEASURED_US = {
+    4: {"broadcast": {1 * MiB: 114.88, 64 * MiB: 451.52, 1 * GiB: 4488.40, 4 * GiB: 15456.4}},
+    2: {"allreduce": {4 * MiB: 127.6, 8 * MiB: 146.5, 16 * MiB: 203.0, 32 * MiB: 298.5,
+                      64 * MiB: 467.9}},
+}
+
+
+def published(servers: int) -> tuple[float, float, str] | None:
+    """The published busbw range for `servers` (8 stands for 8 and more)."""
+    return PUBLISHED_ALLREDUCE_BUSBW.get(8 if servers >= 8 else servers)
 
 
 def reference_comm(servers: int) -> Comm:
@@ -134,6 +156,22 @@ def table(fabric, op: str, servers: int, sizes: list[int], fidelities: list[str]
     return rows
 
 
+def measured(fabric, fidelities: list[str]) -> None:
+    """Simulated and model times beside the measured ones of `MEASURED_US`."""
+    print("\n# measured nccl-tests times (us) vs simulated and model (module docstring)")
+    for servers, ops in MEASURED_US.items():
+        for op, by_size in ops.items():
+            for size, t_us in by_size.items():
+                coll = Collective(op=op, gpus=range(8 * servers), size_bytes=size)
+                sel = select(fabric, coll.gpus, op, size)
+                sims = {f: simulate_collective(fabric, coll, fidelity=f).time_s * 1e6
+                        for f in fidelities}
+                cells = " ".join(f"{f} {v:8.1f} ({v / t_us:.2f})" for f, v in sims.items())
+                print(f"{op:>10} {servers} servers {format_size(size):>8} {sel.algorithm:>8}/"
+                      f"{sel.protocol:<6}: measured {t_us:8.1f}; {cells}; model "
+                      f"{sel.predicted_time_s * 1e6:8.1f} ({sel.predicted_time_s * 1e6 / t_us:.2f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few sizes, 1/2/8 servers (minutes)")
@@ -160,14 +198,29 @@ def main() -> None:
     for r in rows:
         if r["op"] != "allreduce" or r["size"] < GiB:
             continue
-        pub = PUBLISHED_ALLREDUCE_BUSBW.get(r["servers"])
-        pub_s = (f"{pub[0]:.0f}-{pub[1]:.0f} ({pub[2]})" if pub else
-                 f"ring {MULTI_NODE_RING[0]:.0f}-{MULTI_NODE_RING[1]:.0f} (nccl-tests#290)"
-                 if r["servers"] > 1 else "")
+        pub = published(r["servers"])
         sim = " ".join(f"{f} {r['busbw'][f]:.0f}" for f in fidelities)
-        within = " ".join(f"{f} {r['busbw'][f] / r['model_busbw'] - 1:+.1%}" for f in fidelities)
-        print(f"{r['servers']:3d} servers {format_size(r['size']):>7} {r['algorithm']:>9}: "
-              f"{sim}; model {r['model_busbw']:.0f} ({within}); published {pub_s}")
+        vs_model = " ".join(f"{f} {r['busbw'][f] / r['model_busbw'] - 1:+.1%}" for f in fidelities)
+        line = (f"{r['servers']:3d} servers {format_size(r['size']):>7} {r['algorithm']:>9}: "
+                f"{sim}; model {r['model_busbw']:.0f} ({vs_model})")
+        if pub:
+            mid = (pub[0] + pub[1]) / 2
+            vs_pub = " ".join(f"{f} {r['busbw'][f] / mid - 1:+.1%}" for f in fidelities)
+            line += (f"; published {pub[0]:.0f}-{pub[1]:.0f} ({pub[2]}): {vs_pub} of the mid, "
+                     f"model {r['model_busbw'] / mid - 1:+.1%}")
+        print(line)
+    measured(fabric, fidelities)
+    print("\n# simulated / model time: median (min-max) per op and server count")
+    for op in args.ops.split(","):
+        for s in servers:
+            cells = [r for r in rows if r["op"] == op and r["servers"] == s and r["model_s"]]
+            if not cells:
+                continue
+            parts = []
+            for f in fidelities:
+                q = np.array([r[f] / r["model_s"] for r in cells])
+                parts.append(f"{f} {np.median(q):.2f} ({q.min():.2f}-{q.max():.2f})")
+            print(f"{op:>13} {s:3d} servers: " + "; ".join(parts))
     ratios = [r[f] / r["model_s"] for r in rows for f in fidelities if r["model_s"]]
     if ratios:
         print(f"\nmedian simulated / model time over {len(ratios)} cells: {np.median(ratios):.2f}")
