@@ -33,16 +33,26 @@ Usage::
     PYTHONPATH=src python benchmarks/published.py            # the default rows, a few minutes
     PYTHONPATH=src python benchmarks/published.py --gpu a100 # one GPU type
     PYTHONPATH=src python benchmarks/published.py --all      # also 280-3360 GPU rows (minutes each)
+    PYTHONPATH=src python benchmarks/published.py --profile "MPT-7b s=2048 8xH100"  # op by op
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections import defaultdict
 from dataclasses import dataclass
+
+import numpy as np
 
 from flowherd.experiments.runner import run_scenario
 from flowherd.experiments.scenario import scenario_from_mapping
+from flowherd.routing.policies import make_router
+from flowherd.sim.engine import Engine
+from flowherd.sim.executor import CollectiveCache, add_graph, prepare_graph
+from flowherd.workload import compute as cm
+from flowherd.workload.opgraph import TaskKind
+from flowherd.workload.training import Granularity, rank_to_gpu
 
 LLM_FOUNDRY = "LLM Foundry MPT benchmarks (mosaicml/llm-foundry@061f2c7)"
 MEGATRON_README = "Korthikanti et al. 2022 Table 3; MFU: Megatron-LM README@2e90a342"
@@ -184,6 +194,49 @@ def simulate(row: Row) -> dict:
             "hfu": job["hfu"], "tflops": job["hfu"] * peak / 1e12}
 
 
+def profile(row: Row) -> None:
+    """Print a row's kernels op by op and its simulated iteration task group by task group."""
+    sc = scenario_from_mapping(scenario(row))
+    job, fab = sc.jobs[0], sc.fabric
+    m, g = job.model, job.gpu
+    kw = dict(micro_batch=job.micro_batch, seq_len=job.seq_len, tp=job.tp, cp=job.cp)
+    ops = cm.layer_ops(m, 0, g, ep=job.ep, sequence_parallel=job.sequence_parallel, **kw)
+    head = cm.head_ops(m, g, **kw)
+    k = cm.kernel_model(g).sustained_fraction
+    print(f"{row.label}: one micro-batch on one rank, kernels in isolation (sustained_fraction {k} "
+          f"divides them in the run)")
+    print(f"{'op':<18} {'GFLOP':>9} {'fwd ms':>9} {'fwd TFLOP/s':>12} {'bwd ms':>9} {'share':>6}")
+    total = sum(o.fwd_s + o.bwd_s for o in ops) * m.layers + sum(o.fwd_s + o.bwd_s for o in head)
+    for where, group, n in (("layer", ops, m.layers), ("head", head, 1)):
+        for o in group:
+            rate = f"{o.flops / o.fwd_s / 1e12:.0f}" if o.flops else "-"
+            print(f"{where + '/' + o.name:<18} {o.flops / 1e9:>9.1f} {o.fwd_s * 1e3:>9.3f} {rate:>12} "
+                  f"{o.bwd_s * 1e3:>9.3f} {n * (o.fwd_s + o.bwd_s) / total:>6.1%}")
+    rtr = make_router(sc.routing, fab, seed=sc.seed)
+    gps = int(np.bincount(fab.gpu_server).max())
+    mapping = rank_to_gpu(job, np.arange(job.gpus), gps, gpu_server=fab.gpu_server)
+    graph = job.iteration_graph(Granularity.STAGE)
+    eng = Engine(fab, rtr, record_flows=False)
+    ids: list[int] = []
+    add_graph(eng, prepare_graph(graph, mapping, CollectiveCache(fab, rtr)), fidelity="collective",
+              at_s=0.0, task_ids=ids)
+    eng.run()
+    fin = np.array([eng.coflow_finish_s(i) for i in ids])
+    agg: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for t in graph.tasks:  # a task lasts from its last dependency's end to its own end
+        ready = max((fin[d] for d in t.deps), default=0.0)
+        a = agg[(t.group or "compute", t.phase)]
+        a[0] += 1
+        a[1] += t.duration_s if t.kind == TaskKind.COMPUTE else fin[t.id] - ready
+        a[2] += t.total_bytes
+    it, crit = float(eng.now_s), graph.critical_path_s()
+    print(f"iteration {it * 1e3:.1f} ms, compute critical path {crit * 1e3:.1f} ms: communication "
+          f"exposes {(it - crit) * 1e3:.1f} ms ({1 - crit / it:.1%})")
+    print(f"{'group/phase':<18} {'tasks':>6} {'busy ms':>10} {'GB':>9}  (stage 0 and all stages alike)")
+    for (grp, ph), (n, busy, size) in sorted(agg.items()):
+        print(f"{grp + '/' + ph:<18} {n:>6} {busy * 1e3:>10.1f} {size / 1e9:>9.2f}")
+
+
 def _fmt(metric: str, x: float) -> str:
     return {"tokens": f"{x:.0f} tok/s", "mfu": f"{x:.1%} MFU", "hfu": f"{x:.1%} HFU",
             "tflops": f"{x:.0f} TFLOP/s", "iteration_s": f"{x:.1f} s/it"}[metric]
@@ -195,7 +248,12 @@ def main() -> None:
     ap.add_argument("--source", help="only rows whose source contains this text")
     ap.add_argument("--all", action="store_true",
                     help="also the rows that take minutes each (Megatron 530B and 1T, MT-NLG)")
+    ap.add_argument("--profile", metavar="LABEL",
+                    help="print the op-by-op breakdown of the first row whose label contains LABEL")
     args = ap.parse_args()
+    if args.profile:
+        profile(next(r for r in ROWS if args.profile in r.label))
+        return
     rows = [r for r in ROWS if (args.gpu is None or r.gpu == args.gpu) and (args.all or not r.slow)
             and (args.source is None or args.source.lower() in r.source.lower())]
     t0 = time.perf_counter()

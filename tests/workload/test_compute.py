@@ -104,3 +104,14 @@ def test_compute_model_lands_between_attention_and_gemm_efficiency():
     flops = 8192 * (m.attention_matmul_flops() + m.mlp_flops(0) + m.attention_score_flops(8192) / 2) / 8
     frac = flops / lt.fwd_s / j.gpu.peak_bf16_flops
     assert 0.5 < frac < cm.kernel_model(j.gpu).gemm_peak_fraction
+
+
+@pytest.mark.parametrize(("gpu", "mamf_tflops"), [("h100", 794.5), ("a100", 271.2)])
+def test_no_gemm_is_modelled_faster_than_the_maximum_achievable_matmul(gpu, mamf_tflops):
+    # MAMF (Bekman, ml-engineering, compute/accelerator/README.md) is the best of a search over
+    # shapes: training-sized GEMMs up to 64k tokens and 64k wide may not beat it
+    g = GPUS[gpu]
+    sizes = [1024, 2048, 4096, 8192, 16384, 65536]
+    best = max(2 * m * n * k / cm.gemm_time_s(m, n, k, g) for m in sizes for n in sizes for k in sizes)
+    assert best / 1e12 <= mamf_tflops
+    assert best / 1e12 >= 0.95 * mamf_tflops  # and the plateau is that level, not below it

@@ -99,7 +99,10 @@ def test_merged_graph_keeps_bytes_per_group_and_op(cfg):
     assert a.keys() == b.keys()
     for k in a:
         assert b[k] == pytest.approx(a[k], rel=1e-12)
-    assert len(coarse) < len(fine) or len(fine) < 60
+    if j.zero_stage == 3:  # FSDP gathers layer by layer: a task per layer at both granularities
+        assert len(coarse) == len(fine)
+    else:
+        assert len(coarse) < len(fine) or len(fine) < 60
     np.testing.assert_allclose(coarse.compute_s_by_stage(), fine.compute_s_by_stage(), rtol=1e-12)
 
 
