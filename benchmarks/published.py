@@ -2,7 +2,7 @@
 
 Every row is one measured training run turned into a single-job scenario (the fabric of the paper's
 cluster, the job's model, parallelism, batch and recomputation exactly as published); flowherd
-simulates two iterations on the idle fabric at ``collective`` fidelity and its per-GPU throughput
+simulates one iteration on the idle fabric at ``collective`` fidelity and its per-GPU throughput
 (tokens per second per GPU = global batch x sequence / iteration / GPUs) is compared with the
 published one.
 
@@ -27,6 +27,14 @@ which are reserved for an external check):
 * BLOOM-176B (BigScience, bigscience.notion.site "BigScience 176B Model"): "training throughput:
   about 150 TFLOPs" on 384 A100 80GB, one replica on 48 GPUs (TP 4 x PP 12, BLOOM paper
   arXiv:2211.05100 section 3.4), micro-batch 2, global batch 2048, 4 x 100 Gb/s Omni-Path per node.
+
+What is fitted on what: the GPU-level ``sustained_fraction`` of `flowherd.workload.compute` is
+calibrated per GPU type on the LLM Foundry rows of that type (A100 0.87, H100 0.70); every other
+constant comes from kernel measurements, and the Megatron-LM and BLOOM rows are not fitted on.
+Known residuals (measured with the command below): rows without activation checkpointing and with
+few tokens per micro-batch (MPT-13b, 4096 tokens) run 17-25% slower than modelled on both GPU
+types, and the TP-heavy Megatron-style A100 rows (22B TP 8, BLOOM TP 4) 24-26% slower, part of
+which is the collective model running NVLink rings at the link's capacity (see the issue-12 report).
 
 Usage::
 

@@ -38,7 +38,9 @@ nccl-tests convention (`flowherd.collectives.ops`):
   micro-batch's backward ReduceScatters its buckets (DeepSpeed without ``no_sync``); stage 3 (=
   PyTorch FSDP ``FULL_SHARD``, ``fsdp: true``): per micro-batch each layer's parameters are
   AllGathered before its forward and again before its backward (prefetched one layer ahead,
-  ``BACKWARD_PRE``) and its gradients ReduceScattered after its backward (3x volume). The optimizer
+  ``BACKWARD_PRE`` and ``limit_all_gathers``: layer ``k + 1``'s gather runs while layer ``k``
+  computes, so the graph keeps one task per layer at either granularity) and its gradients
+  ReduceScattered after its backward (3x volume). The optimizer
   states are sharded over the data-parallel ranks from stage 1 on.
 * EP (Lepikhin et al., GShard 2020; Rajbhandari et al., DeepSpeed-MoE 2022): per MoE layer and
   micro-batch an AllToAll dispatch and combine in forward and their two transposes in backward. Each
