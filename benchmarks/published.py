@@ -109,6 +109,7 @@ class Row:
     zero: int = 0
     fsdp: bool = False
     recompute: str = "none"
+    attention: str = "flash"
     slow: bool = False  # minutes to simulate: only with --all
 
     @property
@@ -149,8 +150,8 @@ ROWS = [
     # recomputation, data-parallel size 1, micro-batch 1, sequence 2048, vocabulary 51,200
     *[Row(source=MEGATRON_README, label=f"GPT-{name} TP8 PP{pp} {n}xA100 GBS={gbs} SP+selective",
           gpu="a100", nic="200Gbps", model=_gpt(name, L, h, a), gpus=n, seq_len=2048, micro_batch=1,
-          global_batch=gbs, tp=8, pp=pp, sequence_parallel=True, recompute="selective", published=mfu,
-          metric="mfu", slow=n > 100)
+          global_batch=gbs, tp=8, pp=pp, sequence_parallel=True, recompute="selective", attention="unfused",
+          published=mfu, metric="mfu", slow=n > 100)
       for name, L, h, a, pp, n, gbs, mfu in [("22B", 48, 6144, 64, 1, 8, 4, 0.415),
                                              ("175B", 96, 12288, 96, 8, 64, 64, 0.514),
                                              ("530B", 105, 20480, 128, 35, 280, 280, 0.560),
@@ -159,7 +160,7 @@ ROWS = [
     # sequence 2048, full recomputation; iteration time 60.1 / 50.2 / 44.4 s on 280 / 350 / 420 nodes
     *[Row(source=MT_NLG, label=f"MT-NLG-530B TP8 PP35 {n}xA100 GBS=1920 full recompute", gpu="a100",
           nic="200Gbps", model=_gpt("530B", 105, 20480, 128, vocab=50272), gpus=n, seq_len=2048,
-          micro_batch=1, global_batch=1920, tp=8, pp=35, recompute="full", published=it,
+          micro_batch=1, global_batch=1920, tp=8, pp=35, recompute="full", attention="unfused", published=it,
           metric="iteration_s", slow=True)
       for n, it in [(2240, 60.1), (2800, 50.2), (3360, 44.4)]],
     # BLOOM-176B on Jean Zay: 384 A100 80GB, 4 x 100 Gb/s Omni-Path per node, TP 4, PP 12, DP 8,
@@ -167,8 +168,8 @@ ROWS = [
     # count includes the recomputation
     Row(source=BLOOM, label="BLOOM-176B TP4 PP12 DP8 384xA100 GBS=2048 ZeRO-1 full recompute", gpu="a100",
         nic="50Gbps", model=_gpt("bloom", 70, 14336, 112, vocab=250880), gpus=384, seq_len=2048,
-        micro_batch=2, global_batch=2048, tp=4, pp=12, zero=1, recompute="full", published=150.0,
-        metric="tflops"),
+        micro_batch=2, global_batch=2048, tp=4, pp=12, zero=1, recompute="full", attention="unfused",
+        published=150.0, metric="tflops"),
 ]
 
 
@@ -185,8 +186,8 @@ def scenario(row: Row) -> dict:
             "name": "job", "model": row.model, "gpus": row.gpus,
             "parallelism": {"tp": row.tp, "pp": row.pp, "dp": row.dp, "virtual_stages": row.virtual_stages,
                             "sequence_parallel": row.sequence_parallel, "zero": row.zero, "fsdp": row.fsdp},
-            "recompute": row.recompute, "micro_batch": row.micro_batch, "global_batch": row.global_batch,
-            "seq_len": row.seq_len, "iterations": 1,
+            "recompute": row.recompute, "attention": row.attention, "micro_batch": row.micro_batch,
+            "global_batch": row.global_batch, "seq_len": row.seq_len, "iterations": 1,
         }]},
         "simulation": {"fidelity": "collective", "horizon": "10h"},
     }
@@ -208,7 +209,8 @@ def profile(row: Row) -> None:
     job, fab = sc.jobs[0], sc.fabric
     m, g = job.model, job.gpu
     kw = dict(micro_batch=job.micro_batch, seq_len=job.seq_len, tp=job.tp, cp=job.cp)
-    ops = cm.layer_ops(m, 0, g, ep=job.ep, sequence_parallel=job.sequence_parallel, **kw)
+    ops = cm.layer_ops(m, 0, g, ep=job.ep, sequence_parallel=job.sequence_parallel, attention=job.attention,
+                       **kw)
     head = cm.head_ops(m, g, **kw)
     k = cm.kernel_model(g).sustained_fraction
     print(f"{row.label}: one micro-batch on one rank, kernels in isolation (sustained_fraction {k} "

@@ -14,6 +14,12 @@ Each op of a layer's forward and backward pass on one rank is timed as a rooflin
   count (`ModelShape.attention_score_flops`) halved for the causal mask (flash attention skips
   the masked blocks), at ``attention_fwd_fraction`` / ``attention_bwd_fraction`` of the peak
   times ``s / (s + attention_seq_half)``.
+* **Unfused attention** (``attention="unfused"``: Megatron-LM before flash attention, as in
+  Korthikanti et al. 2022 and BLOOM): two batched GEMMs per head, ``Q K^T`` (``k`` = head dim)
+  and ``P V`` (``k`` = sequence), over the full ``s x s`` scores (no causal skipping), and the
+  score matrix through memory: written by ``Q K^T``, read and written by the fused scale-mask-
+  softmax, read and written by the attention dropout (plus its 1-byte mask), read by ``P V``
+  (13 bytes per score in BF16; the backward moves twice that).
 * **Elementwise and norm** kernels (RMSNorm/LayerNorm, residual adds, rotary embedding, the MLP
   activation, the loss): bytes read and written at ``hbm_fraction`` of the HBM bandwidth.
 * **Optimizer step** (`optimizer_step_s`): Adam is memory-bound over the rank's shard of
@@ -63,10 +69,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flowherd.errors import ConfigError
 from flowherd.workload.gpus import GpuSpec
 from flowherd.workload.models import ModelShape
 
 __all__ = [
+    "ATTENTION",
     "KERNEL_MODELS",
     "OPTIMIZER_BYTES_PER_PARAM",
     "KernelModel",
@@ -125,6 +133,8 @@ KERNEL_MODELS: dict[str, KernelModel] = {
     "mi300x": KernelModel(name="mi300x", gemm_peak_fraction=0.598, attention_fwd_fraction=0.40,
                           attention_bwd_fraction=0.30, sustained_fraction=0.70),
 }
+
+ATTENTION = ("flash", "unfused")  # attention kernels of `layer_ops`
 
 # Adam with mixed precision (Megatron-LM's optimizer; Rajbhandari et al. SC'20 section 3.1): per
 # parameter of the shard it reads the FP32 master weight, the FP32 main gradient and the two FP32
@@ -230,10 +240,26 @@ def _gemm_op(name: str, m: float, n: float, k: float, gpu: GpuSpec, batch: float
     return OpTime(name=name, flops=2.0 * batch * m * n * k, fwd_s=f, bwd_s=b)
 
 
+def _unfused_attention(m: ModelShape, gpu: GpuSpec, *, t: float, seq_len: int, tp: int, micro_batch: int,
+                       dtype_bytes: int) -> OpTime:
+    """``Q K^T``, scale-mask-softmax, dropout and ``P V`` as separate kernels (module docstring)."""
+    qk = m.head_dim + (m.rope_head_dim if m.kv_lora_rank else 0)
+    heads = micro_batch * m.heads / tp  # (sequence, head) pairs of the rank, one GEMM each
+    rows = t / micro_batch  # query rows per sequence (seq_len / cp)
+    f1, b1 = _gemm_fb(rows, seq_len, qk, gpu, heads)
+    f2, b2 = _gemm_fb(rows, m.v_head_dim, seq_len, gpu, heads)
+    scores = heads * rows * seq_len
+    sm = memory_time_s(scores * (6 * dtype_bytes + 1), gpu, kernels=2)
+    flops = 2.0 * scores * (qk + m.v_head_dim)
+    return OpTime(name="attention", flops=flops, fwd_s=f1 + f2 + sm, bwd_s=b1 + b2 + 2.0 * sm, kernels=4)
+
+
 def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
               tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
-              dtype_bytes: int = 2) -> tuple[OpTime, ...]:
+              dtype_bytes: int = 2, attention: str = "flash") -> tuple[OpTime, ...]:
     """The ops of layer ``layer`` for one micro-batch on one rank, timed in isolation.
+
+    ``attention`` is "flash" (fused, causal blocks skipped) or "unfused" (module docstring).
 
     The rank holds ``micro_batch * seq_len / cp`` tokens; its GEMMs are Megatron's column/row
     parallel halves (``n`` or ``k`` divided by ``tp``); norms and residual adds run on ``1 / tp`` of
@@ -244,9 +270,15 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
     o_in = m.heads * m.v_head_dim
     qkv_out = (m.attention_params() - o_in * h) / h
     ops = [_gemm_op("qkv", t, qkv_out / tp, h, gpu)]
-    core = t * m.attention_score_flops(seq_len) / tp
-    ops.append(OpTime(name="attention", flops=0.5 * core, fwd_s=attention_time_s(core, seq_len, gpu),
-                      bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True)))
+    if attention == "unfused":
+        ops.append(_unfused_attention(m, gpu, t=t, seq_len=seq_len, tp=tp, micro_batch=micro_batch,
+                                      dtype_bytes=dtype_bytes))
+    elif attention == "flash":
+        core = t * m.attention_score_flops(seq_len) / tp
+        ops.append(OpTime(name="attention", flops=0.5 * core, fwd_s=attention_time_s(core, seq_len, gpu),
+                          bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True)))
+    else:
+        raise ConfigError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r} (attention)")
     ops.append(_gemm_op("attn-out", t, h, o_in / tp, gpu))
     up = m.mlp_matrices - 1
     if m.layer_is_moe(layer):
@@ -279,11 +311,11 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
 
 def layer_times(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
                 tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
-                dtype_bytes: int = 2) -> LayerTimes:
+                dtype_bytes: int = 2, attention: str = "flash") -> LayerTimes:
     """Kernel times of layer ``layer`` for one micro-batch on one rank: the sum of its
     `layer_ops` over the GPU's ``sustained_fraction`` (module docstring)."""
     ops = layer_ops(model, layer, gpu, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, ep=ep,
-                    sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes)
+                    sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes, attention=attention)
     k = 1.0 / kernel_model(gpu).sustained_fraction
     core = next(o.fwd_s for o in ops if o.name == "attention")
     return LayerTimes(fwd_s=sum(o.fwd_s for o in ops) * k, bwd_s=sum(o.bwd_s for o in ops) * k,

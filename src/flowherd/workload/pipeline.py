@@ -110,7 +110,7 @@ class _Builder:
         if key not in self._lt:
             self._lt[key] = cm.layer_times(j.model, i, j.gpu, micro_batch=j.micro_batch, seq_len=j.seq_len,
                                            tp=j.tp, cp=j.cp, ep=j.ep, sequence_parallel=j.sequence_parallel,
-                                           dtype_bytes=j.dtype_bytes)
+                                           dtype_bytes=j.dtype_bytes, attention=j.attention)
         return self._lt[key]
 
     def _units(self, p: int, v: int) -> dict[str, np.ndarray]:
