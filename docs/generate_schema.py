@@ -57,6 +57,9 @@ MEANING = {
                                         "parallelism.",
     "workload.jobs[].recompute": "Activation recomputation: none, selective (attention core) or full "
                                  "(every layer's forward, with its TP collectives).",
+    "workload.jobs[].attention": "Attention kernels the run used: flash (fused, causal blocks skipped) or "
+                                 "unfused (Megatron-LM before flash attention: the s x s scores through "
+                                 "HBM).",
     "workload.jobs[].seq_len": "Tokens per sequence.",
     "workload.jobs[].micro_batch": "Sequences per micro-batch.",
     "workload.jobs[].global_batch": "Sequences per iteration (default: micro_batch x dp).",

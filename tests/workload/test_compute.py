@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from flowherd.errors import ConfigError
 from flowherd.workload import GPUS, ModelShape, TaskKind, TrainingJob
 from flowherd.workload import compute as cm
 
@@ -104,3 +105,34 @@ def test_compute_model_lands_between_attention_and_gemm_efficiency():
     flops = 8192 * (m.attention_matmul_flops() + m.mlp_flops(0) + m.attention_score_flops(8192) / 2) / 8
     frac = flops / lt.fwd_s / j.gpu.peak_bf16_flops
     assert 0.5 < frac < cm.kernel_model(j.gpu).gemm_peak_fraction
+
+
+@pytest.mark.parametrize(("gpu", "mamf_tflops"), [("h100", 794.5), ("a100", 271.2)])
+def test_no_gemm_is_modelled_faster_than_the_maximum_achievable_matmul(gpu, mamf_tflops):
+    # MAMF (Bekman, ml-engineering, compute/accelerator/README.md) is the best of a search over
+    # shapes: training-sized GEMMs up to 64k tokens and 64k wide may not beat it
+    g = GPUS[gpu]
+    sizes = [1024, 2048, 4096, 8192, 16384, 65536]
+    best = max(2 * m * n * k / cm.gemm_time_s(m, n, k, g) for m in sizes for n in sizes for k in sizes)
+    assert best / 1e12 <= mamf_tflops
+    assert best / 1e12 >= 0.95 * mamf_tflops  # and the plateau is that level, not below it
+
+
+def test_unfused_attention_moves_the_score_matrix_through_hbm():
+    # Megatron-LM before flash attention: Q K^T writes the s x s scores, the fused softmax and the
+    # dropout read and write them, P V reads them (13 bytes per BF16 score): at least that over
+    # the HBM bandwidth, and slower than flash attention, which keeps the scores on chip
+    g = GPUS["a100"]
+    m = ModelShape(name="gpt-22b", layers=48, hidden=6144, heads=64, ffn_hidden=24576, vocab=51200,
+                   gated_mlp=False)
+    s, tp = 2048, 8
+    kw = dict(micro_batch=1, seq_len=s, tp=tp)
+    (unf,) = [o for o in cm.layer_ops(m, 0, g, attention="unfused", **kw) if o.name == "attention"]
+    (fla,) = [o for o in cm.layer_ops(m, 0, g, **kw) if o.name == "attention"]
+    scores = m.heads / tp * s * s
+    assert unf.fwd_s >= 13 * scores / g.memory_bytes_per_s
+    assert unf.bwd_s >= 2 * 13 * scores / g.memory_bytes_per_s
+    assert unf.fwd_s > 3 * fla.fwd_s
+    assert unf.flops == pytest.approx(2 * fla.flops)  # no causal skipping
+    with pytest.raises(ConfigError, match=r"\(attention\)"):
+        TrainingJob(model=m, gpus=8, tp=8, global_batch=1, attention="fused")

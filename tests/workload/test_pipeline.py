@@ -6,7 +6,7 @@ import pytest
 from graph_checks import passes_and_step
 
 from flowherd.errors import ConfigError
-from flowherd.workload import ModelShape, TrainingJob
+from flowherd.workload import ModelShape, TaskKind, TrainingJob
 from flowherd.workload.pipeline import schedule_order
 
 _U = ModelShape(name="u", layers=16, hidden=1024, heads=8, ffn_hidden=4096, vocab=2)
@@ -119,3 +119,21 @@ def test_interleaved_bubble_on_an_idle_fabric(v):
     expected = passes[0] * (1 + (p - 1) / (m * v)) + step0
     assert rec.iteration_s[0] == pytest.approx(expected, rel=0.02)
     assert rec.iteration_s[0] >= expected
+
+
+def test_fsdp_prefetch_hides_all_gathers_behind_the_previous_layer():
+    # PyTorch FSDP (FULL_SHARD, BACKWARD_PRE, limit_all_gathers): layer k+1's parameters are
+    # gathered while layer k computes, so with every gather shorter than a layer only the first
+    # gather of each pass and the last reduce-scatter stay on the critical path, not L of each
+    j = TrainingJob(model="llama3-8b", gpus=8, fsdp=True, global_batch=8, seq_len=4096)
+    g = j.iteration_graph()  # the stage graph the simulator runs
+    fwd = [t.duration_s for t in g.tasks if t.kind == TaskKind.COMPUTE and t.phase == "fwd"]
+    call_s = 0.25 * min(fwd)
+
+    def comm_s(t):
+        return t.count * call_s if t.group in ("zero", "dp") else 0.0
+
+    exposed = g.critical_path_s(comm_s) - g.critical_path_s()
+    layers = j.model.layers
+    assert len(fwd) == layers  # one task per layer and pass at stage granularity
+    assert call_s <= exposed <= 3 * call_s + 1e-12  # not 3 * layers * call_s

@@ -14,6 +14,12 @@ Each op of a layer's forward and backward pass on one rank is timed as a rooflin
   count (`ModelShape.attention_score_flops`) halved for the causal mask (flash attention skips
   the masked blocks), at ``attention_fwd_fraction`` / ``attention_bwd_fraction`` of the peak
   times ``s / (s + attention_seq_half)``.
+* **Unfused attention** (``attention="unfused"``: Megatron-LM before flash attention, as in
+  Korthikanti et al. 2022 and BLOOM): two batched GEMMs per head, ``Q K^T`` (``k`` = head dim)
+  and ``P V`` (``k`` = sequence), over the full ``s x s`` scores (no causal skipping), and the
+  score matrix through memory: written by ``Q K^T``, read and written by the fused scale-mask-
+  softmax, read and written by the attention dropout (plus its 1-byte mask), read by ``P V``
+  (13 bytes per score in BF16; the backward moves twice that).
 * **Elementwise and norm** kernels (RMSNorm/LayerNorm, residual adds, rotary embedding, the MLP
   activation, the loss): bytes read and written at ``hbm_fraction`` of the HBM bandwidth.
 * **Optimizer step** (`optimizer_step_s`): Adam is memory-bound over the rank's shard of
@@ -27,46 +33,60 @@ Fitted constants and their measurements:
   372d578bb861cc5804e56d37d93aec931a59762c, Apache-2.0) restricted to training-sized shapes
   (``batch * m >= 1024``, ``n, k >= 512``; 15 shapes up to 4096 x 4096 x 4096 = 783 TFLOP/s), plus
   the Maximum Achievable Matmul FLOPS of H100 SXM, 794.5 TFLOP/s at 2048 x 2048 x 13312 (S. Bekman,
-  "Machine Learning Engineering", compute/accelerator/README.md, MAMF table, torch 2.7).
-  Every fitted shape is reproduced within 7% (``tests/workload/test_compute.py``).
-* A100 SXM GEMMs: the H100 shape constants (``k`` half-point and kernel cost, an assumption: the
-  shapes measured on A100 are all at the plateau) with the plateau fitted to the A100 measurements:
-  MAMF 271.2 TFLOP/s at 1024 x 10240 x 5120 (torch 2.6) and 267.9 at 6912 x 16384 x 2048 (CUDA
-  12.1; same source) and cuBLAS 238.8 TFLOP/s at 4096^3 FP16 with FP32 accumulation
-  (DefTruth/CUDA-Learn-Notes, hgemm README).
+  "Machine Learning Engineering", compute/accelerator/README.md, MAMF table, torch 2.7). The
+  plateau is bounded by that MAMF (0.8033 of the peak): MAMF is the best of a search over shapes,
+  so no GEMM may be modelled faster (an unbounded fit put 12288 x 4096 x 16384 at 832 TFLOP/s).
+  Every fitted shape is reproduced within 8% (``tests/workload/test_compute.py``).
+* A100 SXM GEMMs: an earlier fit of the same form (``k`` half-point 85, kernel cost 6.52 us) with
+  the plateau fitted to the A100 measurements (all at the plateau): MAMF 271.2 TFLOP/s at
+  1024 x 10240 x 5120 (torch 2.6) and 267.9 at 6912 x 16384 x 2048 (CUDA 12.1; same source) and
+  cuBLAS 238.8 TFLOP/s at 4096^3 FP16 with FP32 accumulation (DefTruth/CUDA-Learn-Notes, hgemm
+  README); no shape exceeds the A100 MAMF.
 * Flash attention: FlashAttention-2 (Dao, ICLR 2024, figures 4-7: A100, head dim 128, causal,
   forward ~ 60% and backward ~ 50% of the peak at 2k-16k tokens) and FlashAttention-3 (Shah et al.,
   NeurIPS 2024, figures 5-7: H100 BF16 causal head dim 128, forward 500-640 TFLOP/s, backward
   400-500 TFLOP/s at 2k-16k tokens).
 * HBM: 80% of the datasheet bandwidth for streaming kernels (the level NVIDIA's STREAM-like
   ``nvbandwidth`` / BabelStream measurements reach on A100 and H100).
-* ``sustained_fraction`` 0.87: calibrated on the single-node A100 80GB rows of MosaicML LLM
-  Foundry's MPT training benchmarks (``benchmarks/published.py``: 1B-30B, FSDP on 8 GPUs, where
-  the network does not matter); the other GPU types assume A100's value (LLM Foundry's H100 rows
-  run 30-50% below this model: 2023 PyTorch software on Hopper, not calibrated on).
+* ``sustained_fraction``: what a training run keeps of the kernel speeds measured one kernel at a
+  time, calibrated per GPU type on published training throughput (``benchmarks/published.py``):
+  A100 0.87 on the single-node A100 80GB rows of MosaicML LLM Foundry's MPT training benchmarks
+  (1B-30B, FSDP on 8 GPUs, where the network does not matter); H100 0.70 on the H100 80GB rows
+  of the same table (same software, 8-64 GPUs: 7 of 8 within 10%). The same stack reaches 50-60%
+  MFU on A100 and 36-46% on H100 (LLM Foundry table, 1B-70B), and other stacks report the same
+  H100 level (torchtitan, Llama 3.1 8B FSDP on 8-128 H100: 33-39% MFU, pytorch/torchtitan
+  docs/performance.md; NeMo AutoModel, Llama 3 70B FSDP2 on 64 H100 BF16: 389 TFLOP/s = 39%):
+  an H100 loses more of its isolated-kernel speed than an A100 in a training run (power-limited
+  clocks of a 700 W part with all eight GPUs of a node busy, and host-side gaps between kernels
+  that run ~3x shorter). That split of the causes is not measured here; the factor is.
 
 GPUs without measurements of their own borrow the constants of the closest part (H200: H100
-compute; B200 and MI300X: H100 shape constants with their MAMF plateau, 1745 / 2250 and
-781.9 / 1307 of the same MAMF table).
+compute; B200 and MI300X: H100 shape constants and sustained fraction, with their MAMF plateau,
+1745 / 2250 and 781.9 / 1307 of the same MAMF table).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flowherd.errors import ConfigError
 from flowherd.workload.gpus import GpuSpec
 from flowherd.workload.models import ModelShape
 
 __all__ = [
+    "ATTENTION",
     "KERNEL_MODELS",
     "OPTIMIZER_BYTES_PER_PARAM",
     "KernelModel",
     "LayerTimes",
+    "OpTime",
     "attention_time_s",
     "gemm_efficiency",
     "gemm_time_s",
+    "head_ops",
     "head_times",
     "kernel_model",
+    "layer_ops",
     "layer_times",
     "memory_time_s",
     "optimizer_step_s",
@@ -94,8 +114,8 @@ class KernelModel:
 
     name: str
     gemm_peak_fraction: float
-    gemm_k_half: float = 85.0
-    gemm_overhead_s: float = 6.52e-6
+    gemm_k_half: float = 29.1
+    gemm_overhead_s: float = 6.46e-6
     attention_fwd_fraction: float = 0.55
     attention_bwd_fraction: float = 0.45
     attention_seq_half: float = 256.0
@@ -105,14 +125,16 @@ class KernelModel:
 
 
 KERNEL_MODELS: dict[str, KernelModel] = {
-    "h100": KernelModel(name="h100", gemm_peak_fraction=0.849),
-    "h200": KernelModel(name="h200", gemm_peak_fraction=0.849),
-    "a100": KernelModel(name="a100", gemm_peak_fraction=0.861, attention_fwd_fraction=0.60,
-                        attention_bwd_fraction=0.50),
-    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776),
+    "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.70),
+    "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.70),
+    "a100": KernelModel(name="a100", gemm_peak_fraction=0.861, gemm_k_half=85.0, gemm_overhead_s=6.52e-6,
+                        attention_fwd_fraction=0.60, attention_bwd_fraction=0.50),
+    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776, sustained_fraction=0.70),
     "mi300x": KernelModel(name="mi300x", gemm_peak_fraction=0.598, attention_fwd_fraction=0.40,
-                          attention_bwd_fraction=0.30),
+                          attention_bwd_fraction=0.30, sustained_fraction=0.70),
 }
+
+ATTENTION = ("flash", "unfused")  # attention kernels of `layer_ops`
 
 # Adam with mixed precision (Megatron-LM's optimizer; Rajbhandari et al. SC'20 section 3.1): per
 # parameter of the shard it reads the FP32 master weight, the FP32 main gradient and the two FP32
@@ -193,10 +215,51 @@ def _gemm_fb(m: float, n: float, k: float, gpu: GpuSpec, batch: float = 1) -> tu
     return f, b
 
 
-def layer_times(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
-                tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
-                dtype_bytes: int = 2) -> LayerTimes:
-    """Kernel times of layer ``layer`` for one micro-batch on one rank (module docstring).
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpTime:
+    """One op of a layer for one micro-batch on one rank, in isolation (no ``sustained_fraction``).
+
+    Attributes:
+        name: "qkv", "attn-out", "attention", "mlp-up", "mlp-down", "router", "experts-up",
+            "experts-down", "shared-up", "shared-down", "elementwise", "logits", "cross-entropy".
+        flops: Forward FLOPs executed (the attention core: half the model's count, flash attention
+            skipping the blocks the causal mask hides).
+        fwd_s, bwd_s: Forward and backward kernel time, seconds.
+        kernels: Kernels of the forward.
+    """
+
+    name: str
+    flops: float
+    fwd_s: float
+    bwd_s: float
+    kernels: int = 1
+
+
+def _gemm_op(name: str, m: float, n: float, k: float, gpu: GpuSpec, batch: float = 1) -> OpTime:
+    f, b = _gemm_fb(m, n, k, gpu, batch)
+    return OpTime(name=name, flops=2.0 * batch * m * n * k, fwd_s=f, bwd_s=b)
+
+
+def _unfused_attention(m: ModelShape, gpu: GpuSpec, *, t: float, seq_len: int, tp: int, micro_batch: int,
+                       dtype_bytes: int) -> OpTime:
+    """``Q K^T``, scale-mask-softmax, dropout and ``P V`` as separate kernels (module docstring)."""
+    qk = m.head_dim + (m.rope_head_dim if m.kv_lora_rank else 0)
+    heads = micro_batch * m.heads / tp  # (sequence, head) pairs of the rank, one GEMM each
+    rows = t / micro_batch  # query rows per sequence (seq_len / cp)
+    f1, b1 = _gemm_fb(rows, seq_len, qk, gpu, heads)
+    f2, b2 = _gemm_fb(rows, m.v_head_dim, seq_len, gpu, heads)
+    scores = heads * rows * seq_len
+    sm = memory_time_s(scores * (6 * dtype_bytes + 1), gpu, kernels=2)
+    flops = 2.0 * scores * (qk + m.v_head_dim)
+    return OpTime(name="attention", flops=flops, fwd_s=f1 + f2 + sm, bwd_s=b1 + b2 + 2.0 * sm, kernels=4)
+
+
+def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
+              tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
+              dtype_bytes: int = 2, attention: str = "flash") -> tuple[OpTime, ...]:
+    """The ops of layer ``layer`` for one micro-batch on one rank, timed in isolation.
+
+    ``attention`` is "flash" (fused, causal blocks skipped) or "unfused" (module docstring).
 
     The rank holds ``micro_batch * seq_len / cp`` tokens; its GEMMs are Megatron's column/row
     parallel halves (``n`` or ``k`` divided by ``tp``); norms and residual adds run on ``1 / tp`` of
@@ -204,42 +267,36 @@ def layer_times(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int
     """
     h, m = model.hidden, model
     t = micro_batch * seq_len / cp
-    fwd = bwd = 0.0
-    kernels = 0
-
-    def add(fb: tuple[float, float]) -> None:
-        nonlocal fwd, bwd, kernels
-        fwd += fb[0]
-        bwd += fb[1]
-        kernels += 1
-
     o_in = m.heads * m.v_head_dim
     qkv_out = (m.attention_params() - o_in * h) / h
-    add(_gemm_fb(t, qkv_out / tp, h, gpu))
-    add(_gemm_fb(t, h, o_in / tp, gpu))
-    core = t * m.attention_score_flops(seq_len) / tp
-    a_f = attention_time_s(core, seq_len, gpu)
-    a_b = attention_time_s(2.0 * core, seq_len, gpu, backward=True)
-    fwd += a_f
-    bwd += a_b
-    kernels += 1
+    ops = [_gemm_op("qkv", t, qkv_out / tp, h, gpu)]
+    if attention == "unfused":
+        ops.append(_unfused_attention(m, gpu, t=t, seq_len=seq_len, tp=tp, micro_batch=micro_batch,
+                                      dtype_bytes=dtype_bytes))
+    elif attention == "flash":
+        core = t * m.attention_score_flops(seq_len) / tp
+        ops.append(OpTime(name="attention", flops=0.5 * core, fwd_s=attention_time_s(core, seq_len, gpu),
+                          bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True)))
+    else:
+        raise ConfigError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r} (attention)")
+    ops.append(_gemm_op("attn-out", t, h, o_in / tp, gpu))
     up = m.mlp_matrices - 1
     if m.layer_is_moe(layer):
         ffn = m.moe_ffn_hidden
-        add(_gemm_fb(t, m.experts, h, gpu))  # router, replicated over TP ranks
+        ops.append(_gemm_op("router", t, m.experts, h, gpu))  # replicated over TP ranks
         local = m.experts // ep
         per_expert = t * ep * m.top_k / m.experts  # token-expert pairs of one local expert
-        add(_gemm_fb(per_expert, up * ffn / tp, h, gpu, batch=local))
-        add(_gemm_fb(per_expert, h, ffn / tp, gpu, batch=local))
+        ops.append(_gemm_op("experts-up", per_expert, up * ffn / tp, h, gpu, batch=local))
+        ops.append(_gemm_op("experts-down", per_expert, h, ffn / tp, gpu, batch=local))
         if m.shared_experts:
-            add(_gemm_fb(t, up * ffn * m.shared_experts / tp, h, gpu))
-            add(_gemm_fb(t, h, ffn * m.shared_experts / tp, gpu))
+            ops.append(_gemm_op("shared-up", t, up * ffn * m.shared_experts / tp, h, gpu))
+            ops.append(_gemm_op("shared-down", t, h, ffn * m.shared_experts / tp, gpu))
         act_width = (m.top_k + m.shared_experts) * ffn / tp
         permute = 2 * 2 * m.top_k * h  # dispatch and combine permutations read and write a row each
     else:
         ffn = m.ffn_hidden
-        add(_gemm_fb(t, up * ffn / tp, h, gpu))
-        add(_gemm_fb(t, h, ffn / tp, gpu))
+        ops.append(_gemm_op("mlp-up", t, up * ffn / tp, h, gpu))
+        ops.append(_gemm_op("mlp-down", t, h, ffn / tp, gpu))
         act_width = ffn / tp
         permute = 0
     # elements read + written per token: 2 norms (2h each), 2 residual adds (3h each), rotary on
@@ -248,18 +305,37 @@ def layer_times(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int
     rope = 2 * (m.heads + m.kv_heads) * m.head_dim / tp
     elems = tok_sp * 10 * h + t * (rope + (up + 1) * act_width + permute)
     ew_f = memory_time_s(elems * dtype_bytes, gpu, kernels=5)
-    fwd += ew_f
-    bwd += 2.0 * ew_f
+    ops.append(OpTime(name="elementwise", flops=0.0, fwd_s=ew_f, bwd_s=2.0 * ew_f, kernels=5))
+    return tuple(ops)
+
+
+def layer_times(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
+                tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
+                dtype_bytes: int = 2, attention: str = "flash") -> LayerTimes:
+    """Kernel times of layer ``layer`` for one micro-batch on one rank: the sum of its
+    `layer_ops` over the GPU's ``sustained_fraction`` (module docstring)."""
+    ops = layer_ops(model, layer, gpu, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, ep=ep,
+                    sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes, attention=attention)
     k = 1.0 / kernel_model(gpu).sustained_fraction
-    return LayerTimes(fwd_s=fwd * k, bwd_s=bwd * k, attn_core_fwd_s=a_f * k, kernels=kernels + 5)
+    core = next(o.fwd_s for o in ops if o.name == "attention")
+    return LayerTimes(fwd_s=sum(o.fwd_s for o in ops) * k, bwd_s=sum(o.bwd_s for o in ops) * k,
+                      attn_core_fwd_s=core * k, kernels=sum(o.kernels for o in ops))
+
+
+def head_ops(model: ModelShape, gpu: GpuSpec, *, micro_batch: int, seq_len: int, tp: int = 1,
+             cp: int = 1) -> tuple[OpTime, ...]:
+    """The output projection and vocabulary-parallel cross-entropy, timed in isolation."""
+    t = micro_batch * seq_len / cp
+    logits = _gemm_op("logits", t, model.vocab / tp, model.hidden, gpu)
+    # FP32 logits: softmax statistics (read), loss (read, write); backward writes the gradient
+    ce = memory_time_s(3 * t * model.vocab / tp * 4, gpu, kernels=3)
+    return logits, OpTime(name="cross-entropy", flops=0.0, fwd_s=ce, bwd_s=2 * ce / 3, kernels=3)
 
 
 def head_times(model: ModelShape, gpu: GpuSpec, *, micro_batch: int, seq_len: int, tp: int = 1,
                cp: int = 1, dtype_bytes: int = 2) -> LayerTimes:
     """Output projection and vocabulary-parallel cross-entropy for one micro-batch on one rank."""
-    t = micro_batch * seq_len / cp
-    f, b = _gemm_fb(t, model.vocab / tp, model.hidden, gpu)
-    # FP32 logits: softmax statistics (read), loss (read, write); backward writes the gradient
-    ce = memory_time_s(3 * t * model.vocab / tp * 4, gpu, kernels=3)
+    ops = head_ops(model, gpu, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp)
     k = 1.0 / kernel_model(gpu).sustained_fraction
-    return LayerTimes(fwd_s=(f + ce) * k, bwd_s=(b + 2 * ce / 3) * k, kernels=4)
+    return LayerTimes(fwd_s=sum(o.fwd_s for o in ops) * k, bwd_s=sum(o.bwd_s for o in ops) * k,
+                      kernels=sum(o.kernels for o in ops))

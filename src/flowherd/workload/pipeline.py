@@ -110,7 +110,7 @@ class _Builder:
         if key not in self._lt:
             self._lt[key] = cm.layer_times(j.model, i, j.gpu, micro_batch=j.micro_batch, seq_len=j.seq_len,
                                            tp=j.tp, cp=j.cp, ep=j.ep, sequence_parallel=j.sequence_parallel,
-                                           dtype_bytes=j.dtype_bytes)
+                                           dtype_bytes=j.dtype_bytes, attention=j.attention)
         return self._lt[key]
 
     def _units(self, p: int, v: int) -> dict[str, np.ndarray]:
@@ -215,7 +215,9 @@ class _Builder:
     def _chunks(self, key: tuple[int, int], phase: str, mb: int) -> list[list[int]]:
         n = len(self.units[key]["fwd_s"])
         order = list(range(n)) if phase == "fwd" else list(reversed(range(n)))
-        if self.fine:
+        if self.fine or self.job.zero_stage == 3:
+            # ZeRO-3 / FSDP gathers one unit (a layer) at a time, prefetched while the unit
+            # before it computes: the overlap exists only with a task per layer
             return [[k] for k in order]
         if phase == "bwd" and self.buckets is not None and self._syncs(mb):
             return self.buckets[key]

@@ -38,7 +38,9 @@ nccl-tests convention (`flowherd.collectives.ops`):
   micro-batch's backward ReduceScatters its buckets (DeepSpeed without ``no_sync``); stage 3 (=
   PyTorch FSDP ``FULL_SHARD``, ``fsdp: true``): per micro-batch each layer's parameters are
   AllGathered before its forward and again before its backward (prefetched one layer ahead,
-  ``BACKWARD_PRE``) and its gradients ReduceScattered after its backward (3x volume). The optimizer
+  ``BACKWARD_PRE`` and ``limit_all_gathers``: layer ``k + 1``'s gather runs while layer ``k``
+  computes, so the graph keeps one task per layer at either granularity) and its gradients
+  ReduceScattered after its backward (3x volume). The optimizer
   states are sharded over the data-parallel ranks from stage 1 on.
 * EP (Lepikhin et al., GShard 2020; Rajbhandari et al., DeepSpeed-MoE 2022): per MoE layer and
   micro-batch an AllToAll dispatch and combine in forward and their two transposes in backward. Each
@@ -72,6 +74,7 @@ import numpy as np
 from flowherd.collectives.ops import busbw_factor
 from flowherd.errors import ConfigError
 from flowherd.units import MiB
+from flowherd.workload.compute import ATTENTION
 from flowherd.workload.gpus import GpuSpec, get_gpu
 from flowherd.workload.models import ModelShape, get_model
 from flowherd.workload.opgraph import OpGraph, Task, TaskKind
@@ -100,6 +103,8 @@ class TrainingJob:
         sequence_parallel: Megatron sequence parallelism (TP AllReduce -> ReduceScatter + AllGather).
         activation_recompute: Old spelling of ``recompute="full"``.
         recompute: "none", "selective" (attention core) or "full" (module docstring).
+        attention: The attention kernels, "flash" (default) or "unfused" (Megatron-LM before flash
+            attention; `flowherd.workload.compute`).
         virtual_stages: Megatron's virtual pipeline stages per rank (1: plain 1F1B); needs
             ``layers >= pp * virtual_stages`` and, if > 1, at least ``pp`` micro-batches.
         first_stage_layers, last_stage_layers: Megatron's ``num_layers_in_first/last_pipeline_stage``
@@ -135,6 +140,7 @@ class TrainingJob:
     sequence_parallel: bool = False
     activation_recompute: bool = False
     recompute: str = "none"
+    attention: str = "flash"
     virtual_stages: int = 1
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
@@ -195,6 +201,9 @@ class TrainingJob:
         if self.recompute not in RECOMPUTE:
             raise ConfigError(f"{w}: recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r} "
                               "(recompute)")
+        if self.attention not in ATTENTION:
+            raise ConfigError(f"{w}: attention must be one of {', '.join(ATTENTION)}, got {self.attention!r} "
+                              "(attention)")
         if self.activation_recompute:
             if self.recompute == "selective":
                 raise ConfigError(f"{w}: activation_recompute means recompute='full', got recompute="
