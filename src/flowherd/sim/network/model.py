@@ -163,7 +163,7 @@ class NetworkModel:
         grow = ~fresh & (new > old * (1.0 + 1e-9))
         if cfg.model == "tcp":
             iw = cfg.init_cwnd_packets * cfg.payload_bytes
-            ss = fluid.slow_start_loss_s(f.rem[comp], new, rtt_q, iw)
+            ss = fluid.slow_start_loss_s(f.rem[comp], new, rtt_q, iw, cfg.slow_start_growth)
             extra[fresh] += ss[fresh]
             # a flow resumed after a stop restarts from the initial window (RFC 5681 Sec. 4.1);
             # a growing one cannot lose more than such a restart would
@@ -182,7 +182,37 @@ class NetworkModel:
             f.lat[comp] += extra
         # per-link state after this update
         self.arrive[touched] = pot
-        self._set_links(touched, eng._b_len[touched], eng._ls.load[touched] + d_load, rtt_l, now)
+        nflows = eng._b_len[touched]
+        sat = self._set_links(touched, nflows, eng._ls.load[touched] + d_load, rtt_l, now)
+        if cfg.model == "tcp" and fresh.any() and sat.any():
+            self._slow_start_exit(f, sub, lk.link[inc], own, touched[sat], nflows[sat], rtt_l[sat])
+
+    def _slow_start_exit(self, f, sub: np.ndarray, links: np.ndarray, own: np.ndarray,
+                         sat_links: np.ndarray, sat_n: np.ndarray, sat_rtt: np.ndarray) -> None:
+        """The fresh flows ``sub`` that are all the flows of a congested port left slow start
+        together there: each loses `fluid.dctcp_exit_loss_s` (DCTCP's first cut, ``alpha``
+        from ``dctcp_alpha_init``). A port where steady flows are joined by new ones is left
+        to the convergence ramp (the steady flows take up the new ones' cut)."""
+        order = np.argsort(sat_links)
+        pos = np.searchsorted(sat_links[order], links)
+        pos = np.minimum(pos, sat_links.size - 1)
+        on_sat = sat_links[order][pos] == links
+        if not on_sat.any():
+            return
+        j = order[pos[on_sat]]
+        cnt = np.bincount(j, minlength=sat_links.size)
+        whole = cnt >= sat_n  # every flow of the port is a fresh one
+        if not whole.any():
+            return
+        cfg = self.cfg
+        lnk = sat_links
+        loss_l = fluid.dctcp_exit_loss_s(sat_n.astype(np.float64), self.cap_wire[lnk] * sat_rtt,
+                                         cfg.ecn_kmin_bytes, self.pkt_wire, self.cap_wire[lnk],
+                                         cfg.dctcp_alpha_init)
+        loss_l = np.where(whole, loss_l, 0.0)
+        per_flow = np.zeros(sub.size)
+        np.maximum.at(per_flow, own[on_sat], loss_l[j])
+        f.lat[sub] += per_flow
 
     # The arrival potential of a link (`kernels.flow_pass`): the fastest its flows can arrive,
     # summed over the links they enter it by, each ingress at most its capacity and at most the
@@ -205,7 +235,8 @@ class NetworkModel:
         return 3.0 * self.rtt_part[links]
 
     def _set_links(self, links: np.ndarray, nflows: np.ndarray, load: np.ndarray, rtt: np.ndarray,
-                   now: float) -> None:
+                   now: float) -> np.ndarray:
+        """Update the queues of ``links``; returns which of them are congested (hold a queue)."""
         cfg = self.cfg
         dt = now - self.q_t[links]
         self.q_int[links] += self.q[links] * dt
@@ -238,6 +269,7 @@ class NetworkModel:
         if changed.any() and self._series_n < _SERIES_MAX:
             self._series.append((now, links[changed].copy(), q[changed]))
             self._series_n += int(changed.sum())
+        return sat
 
     def _dcqcn(self, n: int, cap_wire: float) -> tuple[float, float]:
         c = self.cfg
