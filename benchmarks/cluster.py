@@ -136,6 +136,12 @@ def main() -> None:
                                    background=dataclasses.replace(bg, fast_forward="exact"),
                                    placer=args.placer, seed=args.seed)
             print(f"    exact rule: wall {ref.wall_s:.1f} s; " + error_line(res, ref))
+    for scale in args.scale:  # side by side in this one run
+        base = args.network[0]
+        for net_name in args.network[1:]:
+            print(f"({scale}) wall-time ratio network {net_name} / {base}: "
+                  f"{walls[scale, net_name] / walls[scale, base]:.2f}x "
+                  f"({walls[scale, net_name]:.1f} s / {walls[scale, base]:.1f} s)")
 
 
 if __name__ == "__main__":

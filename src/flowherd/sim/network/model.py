@@ -71,6 +71,7 @@ class NetworkStats:
         ecn_marked_bytes: Bytes carried with an ECN mark.
         drop_bytes: Bytes dropped at the link's port (re-sent by the transport).
         series_t_s, series_link, series_queue_bytes: Queue changes (time, link, new queue).
+        pause_t_s, pause_link, pause_dur_s: PFC pause episodes (start, paused link, duration).
         num_timeouts, num_pauses: Retransmission timeouts taken, PFC pause episodes.
     """
 
@@ -84,6 +85,9 @@ class NetworkStats:
     series_t_s: np.ndarray
     series_link: np.ndarray
     series_queue_bytes: np.ndarray
+    pause_t_s: np.ndarray
+    pause_link: np.ndarray
+    pause_dur_s: np.ndarray
     num_timeouts: int
     num_pauses: int
 
@@ -140,6 +144,8 @@ class NetworkModel:
         self.num_pauses = 0
         self._series: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._series_n = 0
+        self._pauses: list[tuple[float, int, float]] = []
+        self._now = 0.0
 
     # ---- hooks (called by the engine) ------------------------------------------------------
     def port_class(self, priority: int) -> int:
@@ -149,6 +155,7 @@ class NetworkModel:
     def on_rates(self, eng: Engine, comp: np.ndarray, now: float) -> None:
         """The engine re-allocated ``comp`` (old rates in ``rate``, new in ``rate_new``)."""
         f, lk = eng._f, eng._links
+        self._now = now
         old, new = f.rate[comp], f.rate_new[comp]
         # per flow: base RTT, RTT with the standing queues on its path (what a starting flow's
         # round trips take), line rate; per link: load change, RTT, arrival potential
@@ -349,6 +356,8 @@ class NetworkModel:
         for u in ups.tolist():
             self.pause[u] += t_pause
             self.num_pauses += 1
+            if len(self._pauses) < _SERIES_MAX:
+                self._pauses.append((self._now, u, t_pause))
             u0, un = eng._b_start[u], eng._b_len[u]
             victims = np.setdiff1d(eng._b_flow[u0:u0 + un], on_port)
             for v in victims.tolist():  # a paused link moves nothing: each victim loses t_pause
@@ -377,5 +386,9 @@ class NetworkModel:
                             queue_mean_bytes=q_int / now if now > 0 else np.zeros_like(q_int),
                             queue_max_bytes=self.q_max.copy(), pause_s=self.pause.copy(),
                             ecn_marked_bytes=marked, drop_bytes=self.drops.copy(), series_t_s=t,
-                            series_link=lnk, series_queue_bytes=qb, num_timeouts=self.num_timeouts,
+                            series_link=lnk, series_queue_bytes=qb,
+                            pause_t_s=np.array([p[0] for p in self._pauses], dtype=np.float64),
+                            pause_link=np.array([p[1] for p in self._pauses], dtype=np.int64),
+                            pause_dur_s=np.array([p[2] for p in self._pauses], dtype=np.float64),
+                            num_timeouts=self.num_timeouts,
                             num_pauses=self.num_pauses)
