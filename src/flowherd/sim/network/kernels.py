@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
-__all__ = ["flow_pass", "touched_links"]
+__all__ = ["flow_pass", "link_update", "pause_victims", "touched_links", "upstream_links"]
 
 
 @njit(cache=True)
@@ -97,3 +97,89 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
         s_rtt[lnk] = 0.0
         s_cnt[lnk] = 0
     return rtt, rtt_q, line, t, dload, rtt_l, pot
+
+
+@njit(cache=True)
+def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_rec, marked, is_net,
+                src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes,
+                dq_cls, dq_p, dq_q):
+    """`NetworkModel._set_links` in one pass: integrate each link's queue and marks up to ``now``,
+    then set its new standing queue and marking fraction (DCTCP's closed form, `fluid.dctcp_queue`
+    and `fluid.dctcp_mark_fraction`, when ``tcp``; else DCQCN's fixed point, tabulated per
+    capacity class ``dq_cls[link]`` and flow count in ``dq_p`` / ``dq_q``), capped at
+    ``q_cap_bytes``. Returns (congested, queue changed) per link of ``links``."""
+    m = links.size
+    sat = np.zeros(m, np.bool_)
+    changed = np.zeros(m, np.bool_)
+    kp = k_bytes / pkt_bytes
+    for i in range(m):
+        lnk = links[i]
+        dt = now - q_t[lnk]
+        q_int[lnk] += q[lnk] * dt
+        marked[lnk] += load_rec[lnk] * mark[lnk] * dt
+        qn = 0.0
+        mk = 0.0
+        n = nflows[i]
+        if (is_net[lnk] and src_is_switch[lnk] and n > 0 and load[i] >= cap[lnk] * (1.0 - sat_rtol)
+                and arrive[lnk] > cap_wire[lnk] * (1.0 + sat_rtol)):
+            sat[i] = True
+            if tcp:
+                nf = max(float(n), 1.0)
+                bdp = cap_wire[lnk] * rtt[i] / pkt_bytes
+                q_max_p = kp + nf
+                amp = 0.5 * np.sqrt(2.0 * nf * (bdp + kp))
+                lo = max(q_max_p - amp, 0.0)
+                frac_pos = (q_max_p - lo) / max(amp, 1e-12) if amp > 0 else 1.0
+                qn = min(0.5 * (q_max_p + lo) * frac_pos * pkt_bytes, q_cap_bytes)
+                w = (cap_wire[lnk] * rtt[i] + k_bytes) / pkt_bytes / nf
+                mk = min(1.0, np.sqrt(2.0 / max(w, 1e-9)))
+            else:
+                c = dq_cls[lnk]
+                qn = min(dq_q[c, n], q_cap_bytes)
+                mk = dq_p[c, n]
+        if abs(qn - q[lnk]) > 1e-9 * max(qn, 1.0):
+            changed[i] = True
+        q[lnk] = qn
+        if qn > q_max[lnk]:
+            q_max[lnk] = qn
+        mark[lnk] = mk
+        load_rec[lnk] = load[i] if is_net[lnk] else 0.0
+        q_t[lnk] = now
+    return sat, changed
+
+
+@njit(cache=True)
+def upstream_links(flows, lo, hi, link_buf, link_dst, node, mark):
+    """The distinct links of ``flows`` that end at switch ``node`` (the links feeding a port of
+    it), sorted (``mark`` zero on entry and exit)."""
+    out = []
+    for i in range(flows.size):
+        f = flows[i]
+        for k in range(lo[f], hi[f]):
+            lnk = link_buf[k]
+            if link_dst[lnk] == node and not mark[lnk]:
+                mark[lnk] = True
+                out.append(lnk)
+    res = np.empty(len(out), np.int64)
+    for i in range(len(out)):
+        res[i] = out[i]
+        mark[out[i]] = False
+    res.sort()
+    return res
+
+
+@njit(cache=True)
+def pause_victims(flows_u, on_port_sorted, comp_sorted, comp_order, t_pause, extra, lat):
+    """Each flow of a paused link that is not one of the congested port's own (``on_port``)
+    loses ``t_pause``: into ``extra`` if it is one of the flows being started (``comp``), else
+    onto its ``lat`` directly."""
+    for i in range(flows_u.size):
+        v = flows_u[i]
+        k = np.searchsorted(on_port_sorted, v)
+        if k < on_port_sorted.size and on_port_sorted[k] == v:
+            continue
+        j = np.searchsorted(comp_sorted, v)
+        if j < comp_sorted.size and comp_sorted[j] == v:
+            extra[comp_order[j]] += t_pause
+        else:
+            lat[v] += t_pause

@@ -49,7 +49,13 @@ import numpy as np
 from flowherd.fabric.core import Fabric, LinkKind, NodeKind
 from flowherd.sim.network import fluid
 from flowherd.sim.network.config import NetworkConfig
-from flowherd.sim.network.kernels import flow_pass, touched_links
+from flowherd.sim.network.kernels import (
+    flow_pass,
+    link_update,
+    pause_victims,
+    touched_links,
+    upstream_links,
+)
 
 if TYPE_CHECKING:
     from flowherd.sim.engine import Engine
@@ -145,6 +151,12 @@ class NetworkModel:
         self._series: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._series_n = 0
         self._pauses: list[tuple[float, int, float]] = []
+        # DCQCN's fixed point by capacity class and flow count (`_dcqcn_table`)
+        self._dq_caps, cls = np.unique(self.cap_wire[self.is_net], return_inverse=True)
+        self._dq_cls = np.zeros(num_links, np.int64)  # only network links ever hold a queue
+        self._dq_cls[self.is_net] = cls
+        self._dq_p = np.zeros((self._dq_caps.size, 1))
+        self._dq_q = np.zeros((self._dq_caps.size, 1))
         self._now = 0.0
 
     # ---- hooks (called by the engine) ------------------------------------------------------
@@ -177,9 +189,10 @@ class NetworkModel:
             ramp = np.minimum(fluid.tcp_ramp_loss_s(old, new, rtt, cfg.payload_bytes, cfg.ramp_gain), ss)
             extra[grow] += ramp[grow]
         else:
-            ramp = fluid.dcqcn_ramp_loss_s(old, new, cfg.dcqcn_timer_s, cfg.dcqcn_fast_recovery_steps,
-                                           cfg.dcqcn_rai_bytes_per_s, cfg.ramp_gain)
-            extra[grow] += ramp[grow]
+            if grow.any():
+                extra[grow] += fluid.dcqcn_ramp_loss_s(old[grow], new[grow], cfg.dcqcn_timer_s,
+                                                       cfg.dcqcn_fast_recovery_steps,
+                                                       cfg.dcqcn_rai_bytes_per_s, cfg.ramp_gain)
         if fresh.any():
             sub = comp[fresh]
             inc, own = _incidences(f.lo[sub], f.hi[sub])
@@ -243,40 +256,40 @@ class NetworkModel:
 
     def _set_links(self, links: np.ndarray, nflows: np.ndarray, load: np.ndarray, rtt: np.ndarray,
                    now: float) -> np.ndarray:
-        """Update the queues of ``links``; returns which of them are congested (hold a queue)."""
+        """Update the queues of ``links`` (`kernels.link_update`); returns which of them are
+        congested (hold a queue)."""
         cfg = self.cfg
-        dt = now - self.q_t[links]
-        self.q_int[links] += self.q[links] * dt
-        self.marked[links] += self.load[links] * self.mark[links] * dt
-        cap = self.cap[links]
-        sat = (self.is_net[links] & self.src_is_switch[links] & (nflows > 0)
-               & (load >= cap * (1.0 - _SAT_RTOL))
-               & (self.arrive[links] > self.cap_wire[links] * (1.0 + _SAT_RTOL)))
-        q = np.zeros(links.size)
-        mark = np.zeros(links.size)
-        if sat.any():
-            n = nflows[sat].astype(np.float64)
-            bdp = self.cap_wire[links[sat]] * rtt[sat]
-            if cfg.model == "tcp":
-                qs, _ = fluid.dctcp_queue(n, bdp, cfg.ecn_kmin_bytes, self.pkt_wire)
-                q[sat] = np.minimum(qs, cfg.port_buffer_bytes)
-                mark[sat] = fluid.dctcp_mark_fraction(n, bdp, cfg.ecn_kmin_bytes, self.pkt_wire)
-            else:
-                cw = self.cap_wire[links[sat]]
-                pq = np.array([self._dcqcn(int(k), c) for k, c in zip(n.tolist(), cw.tolist(), strict=True)])
-                ps, qs = pq[:, 0], pq[:, 1]
-                q[sat] = np.minimum(qs, cfg.pfc_xoff_bytes)
-                mark[sat] = ps
-        changed = np.abs(q - self.q[links]) > 1e-9 * np.maximum(q, 1.0)
-        self.q[links] = q
-        self.q_max[links] = np.maximum(self.q_max[links], q)
-        self.mark[links] = mark
-        self.load[links] = np.where(self.is_net[links], load, 0.0)
-        self.q_t[links] = now
-        if changed.any() and self._series_n < _SERIES_MAX:
-            self._series.append((now, links[changed].copy(), q[changed]))
-            self._series_n += int(changed.sum())
+        tcp = cfg.model == "tcp"
+        if not tcp and links.size:
+            net = self.is_net[links]
+            if net.any():
+                self._dcqcn_table(int(nflows[net].max()))
+        sat, changed = link_update(links, nflows, load, rtt, now, self.q, self.q_t, self.q_int, self.q_max,
+                                   self.mark, self.load, self.marked, self.is_net, self.src_is_switch,
+                                   self.arrive, self.cap, self.cap_wire, _SAT_RTOL, tcp, cfg.ecn_kmin_bytes,
+                                   self.pkt_wire, cfg.port_buffer_bytes if tcp else cfg.pfc_xoff_bytes,
+                                   self._dq_cls, self._dq_p, self._dq_q)
+        if self._series_n < _SERIES_MAX and changed.any():
+            ch = links[changed]
+            self._series.append((now, ch, self.q[ch]))
+            self._series_n += ch.size
         return sat
+
+    def _dcqcn_table(self, n_max: int) -> None:
+        """DCQCN's fixed point (`fluid.dcqcn_fixed_point`) for 0..``n_max`` flows per capacity
+        class, grown on demand (doubling) so that `kernels.link_update` only looks it up."""
+        have = self._dq_p.shape[1]
+        if n_max < have:
+            return
+        width = max(2 * have, n_max + 1, 64)
+        caps = self._dq_caps
+        p = np.zeros((caps.size, width))
+        qq = np.zeros((caps.size, width))
+        p[:, :have], qq[:, :have] = self._dq_p, self._dq_q
+        for c, cw in enumerate(caps.tolist()):
+            for n in range(max(have, 1), width):
+                p[c, n], qq[c, n] = self._dcqcn(n, cw)
+        self._dq_p, self._dq_q = p, qq
 
     def _dcqcn(self, n: int, cap_wire: float) -> tuple[float, float]:
         c = self.cfg
@@ -342,33 +355,31 @@ class NetworkModel:
         return extra
 
     def _pause_upstream(self, eng: Engine, lnk: int, t_pause: float, comp: np.ndarray,
-                        extra: np.ndarray, depth: int) -> None:
+                        extra: np.ndarray, depth: int, order: tuple[np.ndarray, np.ndarray] | None = None
+                        ) -> None:
         """Port ``lnk`` pauses, for ``t_pause``, the links into its switch that feed it."""
         if depth >= _PFC_DEPTH or not self.src_is_switch[lnk]:
             return  # a NIC's own queue: the host just waits (its flows are the congested ones)
         f, lk = eng._f, eng._links
+        if order is None:
+            o = np.argsort(comp, kind="stable")
+            order = (comp[o], o)
         b0, bn = eng._b_start[lnk], eng._b_len[lnk]
         on_port = eng._b_flow[b0:b0 + bn]
-        inc, _ = _incidences(f.lo[on_port], f.hi[on_port])
-        ups = np.unique(lk.link[inc])
-        ups = ups[self.link_dst[ups] == self.link_src[lnk]]
-        pos = {int(c): i for i, c in enumerate(comp.tolist())}
+        ups = upstream_links(on_port, f.lo, f.hi, lk.link, self.link_dst, self.link_src[lnk], self._mark)
+        on_sorted = np.sort(on_port)
         for u in ups.tolist():
             self.pause[u] += t_pause
             self.num_pauses += 1
             if len(self._pauses) < _SERIES_MAX:
                 self._pauses.append((self._now, u, t_pause))
             u0, un = eng._b_start[u], eng._b_len[u]
-            victims = np.setdiff1d(eng._b_flow[u0:u0 + un], on_port)
-            for v in victims.tolist():  # a paused link moves nothing: each victim loses t_pause
-                if v in pos:
-                    extra[pos[v]] += t_pause
-                else:
-                    f.lat[v] += t_pause
+            # a paused link moves nothing: each victim loses t_pause
+            pause_victims(eng._b_flow[u0:u0 + un], on_sorted, order[0], order[1], t_pause, extra, f.lat)
             backlog = float(eng._ls.load[u]) * t_pause  # what piles up before the paused link
             if backlog > self.cfg.pfc_xoff_bytes:
                 self._pause_upstream(eng, u, (backlog - self.cfg.pfc_xon_bytes) / self.cap_wire[u], comp,
-                                     extra, depth + 1)
+                                     extra, depth + 1, order)
 
     # ---- output --------------------------------------------------------------------------
     def stats(self, now: float) -> NetworkStats:
