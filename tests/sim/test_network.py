@@ -257,3 +257,32 @@ def test_a_synchronized_400g_incast_pays_dctcps_first_cut():
     alone, _ = _run(fab, flows[:1], network_from_mapping(base))
     alone0, _ = _run(fab, flows[:1], network_from_mapping({**base, "dctcp_alpha_init": 0.0}))
     assert alone.now_s == pytest.approx(alone0.now_s, rel=1e-12)
+
+
+def test_the_compiled_start_costs_are_the_fluid_formulas():
+    from flowherd.sim.network.kernels import flow_extras
+
+    rng = np.random.default_rng(3)
+    n = 400
+    size = rng.uniform(1e3, 5e7, n)
+    old = np.where(rng.random(n) < 0.5, 0.0, rng.uniform(1e8, 5e10, n))
+    new = old + rng.uniform(0.0, 5e10, n)
+    rem = np.where(old == 0.0, size, size * 0.5)
+    rtt, rtt_q = rng.uniform(2e-6, 3e-5, n), rng.uniform(3e-5, 6e-5, n)
+    start = np.zeros(n)
+    comp = np.arange(n)
+    fresh = (old == 0.0) & (new > 0)
+    grow = ~fresh & (new > old * (1 + 1e-9))
+    for tcp in (True, False):
+        lat = np.zeros(n)
+        got = flow_extras(comp, old, new, rem, size, start, 0.0, rtt, rtt_q, lat, tcp, 1, 14480.0, 1.5,
+                          1448.0, 1.0, 55e-6, 5, 5e6)
+        assert np.array_equal(got, fresh)
+        want = np.where(fresh, rtt_q, 0.0)
+        if tcp:
+            ss = fluid.slow_start_loss_s(rem, new, rtt_q, 14480.0, 1.5)
+            ramp = np.minimum(fluid.tcp_ramp_loss_s(old, new, rtt, 1448.0, 1.0), ss)
+            want += np.where(fresh, ss, 0.0) + np.where(grow, ramp, 0.0)
+        else:
+            want += np.where(grow, fluid.dcqcn_ramp_loss_s(old, new, 55e-6, 5, 5e6, 1.0), 0.0)
+        assert lat == pytest.approx(want, rel=1e-12, abs=1e-18)

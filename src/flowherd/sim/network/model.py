@@ -50,6 +50,8 @@ from flowherd.fabric.core import Fabric, LinkKind, NodeKind
 from flowherd.sim.network import fluid
 from flowherd.sim.network.config import NetworkConfig
 from flowherd.sim.network.kernels import (
+    burst_peaks,
+    flow_extras,
     flow_pass,
     link_update,
     pause_victims,
@@ -151,6 +153,7 @@ class NetworkModel:
         self._series: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._series_n = 0
         self._pauses: list[tuple[float, int, float]] = []
+        self._pos = np.full(num_links, -1, np.int64)  # scratch of `kernels.burst_peaks`
         # DCQCN's fixed point by capacity class and flow count (`_dcqcn_table`)
         self._dq_caps, cls = np.unique(self.cap_wire[self.is_net], return_inverse=True)
         self._dq_cls = np.zeros(num_links, np.int64)  # only network links ever hold a queue
@@ -168,43 +171,30 @@ class NetworkModel:
         """The engine re-allocated ``comp`` (old rates in ``rate``, new in ``rate_new``)."""
         f, lk = eng._f, eng._links
         self._now = now
-        old, new = f.rate[comp], f.rate_new[comp]
         # per flow: base RTT, RTT with the standing queues on its path (what a starting flow's
         # round trips take), line rate; per link: load change, RTT, arrival potential
         rtt, rtt_q, line, touched, d_load, rtt_l, pot = flow_pass(
             comp, f.lo, f.hi, lk.link, lk.frac, f.rate, f.rate_new, self.rtt_part, self.q, self.cap_wire,
             self.link_src, self.link_dst, self._mark, self._s_dload, self._s_rtt, self._s_cnt)
         cfg = self.cfg
-        extra = np.zeros(comp.size)
-        fresh = (old == 0.0) & (f.rem[comp] == f.size[comp]) & (f.start[comp] == now) & (new > 0)
-        if cfg.setup_rtts:
-            extra[fresh] += cfg.setup_rtts * rtt_q[fresh]
-        grow = ~fresh & (new > old * (1.0 + 1e-9))
-        if cfg.model == "tcp":
-            iw = cfg.init_cwnd_packets * cfg.payload_bytes
-            ss = fluid.slow_start_loss_s(f.rem[comp], new, rtt_q, iw, cfg.slow_start_growth)
-            extra[fresh] += ss[fresh]
-            # a flow resumed after a stop restarts from the initial window (RFC 5681 Sec. 4.1);
-            # a growing one cannot lose more than such a restart would
-            ramp = np.minimum(fluid.tcp_ramp_loss_s(old, new, rtt, cfg.payload_bytes, cfg.ramp_gain), ss)
-            extra[grow] += ramp[grow]
-        else:
-            if grow.any():
-                extra[grow] += fluid.dcqcn_ramp_loss_s(old[grow], new[grow], cfg.dcqcn_timer_s,
-                                                       cfg.dcqcn_fast_recovery_steps,
-                                                       cfg.dcqcn_rai_bytes_per_s, cfg.ramp_gain)
-        if fresh.any():
+        tcp = cfg.model == "tcp"
+        # setup, slow start and convergence costs, onto the flows' latency
+        fresh = flow_extras(comp, f.rate, f.rate_new, f.rem, f.size, f.start, now, rtt, rtt_q, f.lat, tcp,
+                            cfg.setup_rtts, cfg.init_cwnd_packets * cfg.payload_bytes,
+                            cfg.slow_start_growth, cfg.payload_bytes, cfg.ramp_gain, cfg.dcqcn_timer_s,
+                            cfg.dcqcn_fast_recovery_steps, cfg.dcqcn_rai_bytes_per_s)
+        any_fresh = fresh.any()
+        if any_fresh:
             sub = comp[fresh]
             inc, own = _incidences(f.lo[sub], f.hi[sub])
-            extra[fresh] += self._bursts(eng, sub, lk.link[inc], lk.frac[inc], own, rtt[fresh],
-                                         line[fresh])
-        if extra.any():
-            f.lat[comp] += extra
+            burst = self._bursts(eng, sub, lk.link[inc], lk.frac[inc], own, rtt[fresh], line[fresh])
+            if burst.any():
+                f.lat[sub] += burst
         # per-link state after this update
         self.arrive[touched] = pot
         nflows = eng._b_len[touched]
         sat = self._set_links(touched, nflows, eng._ls.load[touched] + d_load, rtt_l, now)
-        if cfg.model == "tcp" and fresh.any() and sat.any():
+        if tcp and any_fresh and sat.any():
             self._slow_start_exit(f, sub, lk.link[inc], own, touched[sat], nflows[sat], rtt_l[sat])
 
     def _slow_start_exit(self, f, sub: np.ndarray, links: np.ndarray, own: np.ndarray,
@@ -260,19 +250,18 @@ class NetworkModel:
         congested (hold a queue)."""
         cfg = self.cfg
         tcp = cfg.model == "tcp"
-        if not tcp and links.size:
-            net = self.is_net[links]
-            if net.any():
-                self._dcqcn_table(int(nflows[net].max()))
-        sat, changed = link_update(links, nflows, load, rtt, now, self.q, self.q_t, self.q_int, self.q_max,
-                                   self.mark, self.load, self.marked, self.is_net, self.src_is_switch,
-                                   self.arrive, self.cap, self.cap_wire, _SAT_RTOL, tcp, cfg.ecn_kmin_bytes,
-                                   self.pkt_wire, cfg.port_buffer_bytes if tcp else cfg.pfc_xoff_bytes,
-                                   self._dq_cls, self._dq_p, self._dq_q)
-        if self._series_n < _SERIES_MAX and changed.any():
-            ch = links[changed]
-            self._series.append((now, ch, self.q[ch]))
-            self._series_n += ch.size
+        while True:
+            sat, ch_l, ch_q, need = link_update(
+                links, nflows, load, rtt, now, self.q, self.q_t, self.q_int, self.q_max, self.mark, self.load,
+                self.marked, self.is_net, self.src_is_switch, self.arrive, self.cap, self.cap_wire, _SAT_RTOL,
+                tcp, cfg.ecn_kmin_bytes, self.pkt_wire, cfg.port_buffer_bytes if tcp else cfg.pfc_xoff_bytes,
+                self._dq_cls, self._dq_p, self._dq_q)
+            if need < 0:
+                break
+            self._dcqcn_table(int(need))
+        if ch_l.size and self._series_n < _SERIES_MAX:
+            self._series.append((now, ch_l, ch_q))
+            self._series_n += ch_l.size
         return sat
 
     def _dcqcn_table(self, n_max: int) -> None:
@@ -304,37 +293,33 @@ class NetworkModel:
         from their first-window bursts."""
         cfg, f = self.cfg, eng._f
         extra = np.zeros(comp.size)
-        sel = self.is_net[links]
-        if not sel.any():
-            return extra
-        li, fi = links[sel], own[sel]
-        size_wire = f.rem[comp] / cfg.wire_efficiency
-        if cfg.model == "tcp":
-            w = np.minimum(size_wire, cfg.init_cwnd_packets * self.pkt_wire)
-        else:  # at line rate until the first CNP can act: one RTT plus the CNP interval
-            w = np.minimum(size_wire, line * (rtt + cfg.dcqcn_cnp_interval_s))
+        hot, peak, ll = burst_peaks(comp, links, frac, own, rtt, line, f.rem, f.prio, self.is_net,
+                                    eng._ls.load, self.cap_wire, self.q, self._lossless_q,
+                                    cfg.wire_efficiency, cfg.model == "tcp",
+                                    cfg.init_cwnd_packets * self.pkt_wire, cfg.dcqcn_cnp_interval_s,
+                                    self._pos)
         # most starts burst nowhere: their ports drain faster than they fill
-        arrive_all = eng._ls.load[li] + line[fi]
-        over = arrive_all > self.cap_wire[li]
-        if comp.size == 1 and not over.any():
+        if not hot.size or not (peak > 0).any():
             return extra
-        hot, inv = np.unique(li, return_inverse=True)
-        sum_w = np.bincount(inv, weights=w[fi] * frac[sel], minlength=hot.size)
-        sum_line = np.bincount(inv, weights=line[fi], minlength=hot.size)
-        dur = np.zeros(hot.size)
-        np.maximum.at(dur, inv, w[fi] / line[fi])
-        old_load = eng._ls.load[hot]
-        arrive = sum_line + old_load
-        cap_h = self.cap_wire[hot]
-        peak = np.where(arrive > cap_h, self.q[hot] + sum_w + (old_load - cap_h) * dur, 0.0)
-        if not (peak > 0).any():
-            return extra
-        lossless_f = self._lossless_q[np.clip(f.prio[comp], 0, cfg.queues - 1)]
-        ll = np.zeros(hot.size, bool)
-        np.logical_or.at(ll, inv, lossless_f[fi])
         self.q_max[hot] = np.maximum(self.q_max[hot], np.minimum(peak, np.where(ll, cfg.pfc_xoff_bytes,
                                                                                cfg.port_buffer_bytes)))
         drop = ~ll & (peak > cfg.port_buffer_bytes)
+        if drop.any():
+            self._drop(f, comp, links, own, hot, peak, drop, extra)
+        for j in np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes)).tolist():
+            lnk = int(hot[j])
+            t_pause = float(peak[j] - cfg.pfc_xon_bytes) / self.cap_wire[lnk]
+            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0)
+        return extra
+
+    def _drop(self, f, comp: np.ndarray, links: np.ndarray, own: np.ndarray, hot: np.ndarray,
+              peak: np.ndarray, drop: np.ndarray, extra: np.ndarray) -> None:
+        """Lossy ports ``hot[drop]`` overflow: the excess is dropped and the flows whose first
+        windows were lost wait a retransmission timeout (module docstring)."""
+        cfg = self.cfg
+        sel = self.is_net[links]
+        li, fi = links[sel], own[sel]
+        lossless_f = self._lossless_q[np.clip(f.prio[comp], 0, cfg.queues - 1)]
         timed_out = np.zeros(comp.size, bool)  # a flow waits one timeout for its lost window
         for j in np.flatnonzero(drop).tolist():
             lnk = int(hot[j])
@@ -348,11 +333,6 @@ class NetworkModel:
             extra[hit] += cfg.min_rto_s
             timed_out[hit] = True
             self.num_timeouts += hit.size
-        for j in np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes)).tolist():
-            lnk = int(hot[j])
-            t_pause = float(peak[j] - cfg.pfc_xon_bytes) / self.cap_wire[lnk]
-            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0)
-        return extra
 
     def _pause_upstream(self, eng: Engine, lnk: int, t_pause: float, comp: np.ndarray,
                         extra: np.ndarray, depth: int, order: tuple[np.ndarray, np.ndarray] | None = None
