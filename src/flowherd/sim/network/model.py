@@ -7,7 +7,8 @@ a real fabric delivers, at flow level:
 * **Wire efficiency** (at attach): a network link carries payload at
   ``capacity * payload / (payload + headers)`` (`NetworkConfig.wire_efficiency`).
 * **Start of a flow** (hook ``on_rates``, when the engine has just computed new rates):
-  connection setup (``setup_rtts`` round trips), TCP slow start (`fluid.slow_start_loss_s`;
+  connection setup (``setup_rtts`` round trips), TCP slow start (`fluid.slow_start_loss_s`,
+  growing ``slow_start_growth`` per RTT;
   RoCE starts at line rate), and the first-window burst of the flows that start together
   (`fluid.incast_burst_bytes`): on a lossy port a peak above the port buffer drops the excess
   and the flows whose first windows were lost wait a retransmission timeout (with drop-tail,
@@ -18,6 +19,10 @@ a real fabric delivers, at flow level:
   long enough to fill the upstream switch's queue past Xoff pauses the links before it
   (congestion spreading, IEEE 802.1Qbb; Guo et al., "RDMA over Commodity Ethernet at Scale",
   SIGCOMM 2016, Sec. 4).
+* **DCTCP's first cut** (same hook, ``tcp``): flows that start together and are all the flows of
+  a port that congests leave slow start together and halve their windows (``alpha`` starts at
+  1); where that leaves the port below its bandwidth-delay product it idles until additive
+  increase closes the gap (`fluid.dctcp_exit_loss_s`).
 * **Convergence** (same hook): a flow whose share grows takes time to use it (DCTCP's
   additive increase, DCQCN's timer-driven recovery; `fluid.tcp_ramp_loss_s`,
   `fluid.dcqcn_ramp_loss_s`); the time lost is added to its finish.
