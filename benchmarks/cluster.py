@@ -100,6 +100,7 @@ def main() -> None:
                          "two or more the wall-time ratio to the first is printed")
     args = ap.parse_args()
     walls: dict[tuple[str, str], float] = {}
+    cpus: dict[tuple[str, str], float] = {}
     for scale, net_name in [(s, n) for s in args.scale for n in args.network]:
         servers, leaves, spines, num_jobs = SCALES[scale]
         horizon = args.horizon_b if (scale == "b" and args.horizon_b) else args.horizon
@@ -116,6 +117,7 @@ def main() -> None:
                                    placer=args.placer, seed=args.seed)
         walls[scale, net_name] = res.wall_s
         cpu_s = time.process_time() - cpu0
+        cpus[scale, net_name] = cpu_s
         done = sum(j.finish_s is not None for j in res.jobs)
         started = sum(j.start_s is not None for j in res.jobs)
         ff = sum(j.fast_forwarded_iterations for j in res.jobs)
@@ -136,6 +138,14 @@ def main() -> None:
                                    background=dataclasses.replace(bg, fast_forward="exact"),
                                    placer=args.placer, seed=args.seed)
             print(f"    exact rule: wall {ref.wall_s:.1f} s; " + error_line(res, ref))
+    for scale in args.scale:  # side by side in this one run
+        base = args.network[0]
+        for net_name in args.network[1:]:
+            print(f"({scale}) wall-time ratio network {net_name} / {base}: "
+                  f"{walls[scale, net_name] / walls[scale, base]:.2f}x "
+                  f"({walls[scale, net_name]:.1f} s / {walls[scale, base]:.1f} s); CPU-time ratio "
+                  f"{cpus[scale, net_name] / cpus[scale, base]:.2f}x "
+                  f"({cpus[scale, net_name]:.1f} s / {cpus[scale, base]:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -95,10 +95,11 @@ def cases(seed: int = 0) -> list[Case]:
         for i in range(n):
             c.flow(1 + i, 0, 2 * MB)
         out.append(c)
-    c = Case("incast16-deep", 40, 4, 100, 1000, 20 * MB)
-    for i in range(16):
-        c.flow(1 + i, 0, 2 * MB)
-    out.append(c)
+    for n in (16, 32):  # the same incasts with a deep buffer (ns-3 3.37 crashes on 32-shallow)
+        c = Case(f"incast{n}-deep", 40, 4, 100, 1000, 20 * MB)
+        for i in range(n):
+            c.flow(1 + i, 0, 2 * MB)
+        out.append(c)
     c = Case("incast8-400g", 16, 2, 400, 1600, 300 * KB)
     for i in range(8):
         c.flow(8 + i, 0, 4 * MB)
@@ -189,10 +190,11 @@ def network_of(c: Case, model: str):
     if model == "ideal":
         return network_from_mapping({"model": "ideal"})
     # as ns-3 is configured: 1448 B segments in 1502 B frames (PPP 2 + IP 20 + TCP 20 + TS 12),
-    # a handshake per flow, the same K, buffer and minimum RTO
+    # a handshake per flow, the same K, buffer and minimum RTO; ns-3's slow start adds one
+    # segment per ACK (TcpNewReno::SlowStart) and its receiver ACKs every 2 segments: 1.5x per RTT
     return network_from_mapping({"model": "tcp", "port_buffer": f"{int(c.buffer_bytes)}B",
                                  "ecn_k": f"{int(c.ecn_k_bytes)}B", "overhead": 54, "setup_rtts": 1,
-                                 "min_rto": c.min_rto_s, **OVERRIDES})
+                                 "min_rto": c.min_rto_s, "slow_start_growth": 1.5, **OVERRIDES})
 
 
 def run_flowherd(c: Case, model: str) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -223,6 +225,31 @@ def metrics(c: Case, start: np.ndarray, end: np.ndarray) -> dict[str, float]:
             "cct_s": float(end[coll].max() - start[coll].min())}
 
 
+def ns3_stalled(row: dict, c: Case) -> bool:
+    """ns-3 3.37's TCP sometimes stalls flows for one or more minimum RTOs with no packet
+    dropped anywhere (validation/README.md): a case whose ns-3 collective takes more than one
+    minimum RTO beyond the ideal fluid time while ns-3 dropped nothing. No flow-level model of a
+    lossless run explains such a wait, so the summary is printed with and without these cases."""
+    return (row["ns3_extra"].get("drops_pkts", 0) == 0
+            and row["ns3"]["cct_s"] - row["ideal"]["cct_s"] > c.min_rto_s)
+
+
+def summarize(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """Median (and mean) relative error of each model over the rows and the three metrics."""
+    out = {}
+    for model in ("ideal", "tcp"):
+        errs = np.array([[r[f"{model}_err"][k] for k in ("fct_median_s", "fct_p99_s", "cct_s")]
+                         for r in rows]).reshape(-1, 3)
+        if not errs.size:
+            continue
+        out[model] = {"median_err_all": float(np.median(errs)),
+                      "median_err_fct_median": float(np.median(errs[:, 0])),
+                      "median_err_fct_p99": float(np.median(errs[:, 1])),
+                      "median_err_cct": float(np.median(errs[:, 2])),
+                      "mean_err_all": float(np.mean(errs))}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="*", default=None)
@@ -234,21 +261,25 @@ def main() -> None:
     args = ap.parse_args()
     global OVERRIDES
     OVERRIDES = dict(kv.split("=", 1) for kv in args.set)
-    reuse = {}
+    reuse, reuse_failed = {}, {}
     if args.reuse_ns3:
-        reuse = {r["case"]: r for r in json.loads(Path(args.reuse_ns3).read_text())["rows"]}
-    binary = None if reuse else build_ns3()
+        old = json.loads(Path(args.reuse_ns3).read_text())
+        reuse = {r["case"]: r for r in old["rows"]}
+        reuse_failed = {r["case"]: r for r in old.get("failed", [])}
+    binary = None
     rows = []
     for c in cases():
         if args.cases and c.name not in args.cases:
             continue
         t0 = time.perf_counter()
-        if reuse:
-            if c.name not in reuse:
-                print(f"{c.name:26s} no ns-3 figures to reuse: left out", flush=True)
-                continue
-            ref, x3, t_ns3 = reuse[c.name]["ns3"], reuse[c.name]["ns3_extra"], 0.0
-        else:
+        if c.name in reuse_failed:
+            print(f"{c.name:26s} ns-3 failed on it before: left out", flush=True)
+            rows.append(reuse_failed[c.name])
+            continue
+        if c.name in reuse:
+            ref, x3, t_ns3 = reuse[c.name]["ns3"], reuse[c.name]["ns3_extra"], reuse[c.name]["ns3_wall_s"]
+        else:  # not in the reused figures: run ns-3 on it
+            binary = binary or build_ns3()
             try:
                 s3, e3, x3 = run_ns3(c, binary)
             except subprocess.CalledProcessError as err:  # ns-3 3.37 crashes in TcpRateLinux::SkbSent
@@ -275,24 +306,28 @@ def main() -> None:
     rows = [r for r in rows if "ns3_failed" not in r]
     if not rows:
         return
-    summary = {}
-    for model in ("ideal", "tcp"):
-        errs = np.array([[r[f"{model}_err"][k] for k in ("fct_median_s", "fct_p99_s", "cct_s")]
-                         for r in rows])
-        summary[model] = {"median_err_all": float(np.median(errs)),
-                          "median_err_fct_median": float(np.median(errs[:, 0])),
-                          "median_err_fct_p99": float(np.median(errs[:, 1])),
-                          "median_err_cct": float(np.median(errs[:, 2])),
-                          "mean_err_all": float(np.mean(errs))}
-    print(f"\n{len(rows)} cases; median relative error over cases and metrics:")
-    for model, s in summary.items():
-        print(f"  {model:5s}: all {s['median_err_all']:.1%} | FCT median {s['median_err_fct_median']:.1%} | "
-              f"FCT p99 {s['median_err_fct_p99']:.1%} | collective {s['median_err_cct']:.1%} "
-              f"(mean of all {s['mean_err_all']:.1%})")
-    ok = (summary["tcp"]["median_err_all"] <= 0.5 * summary["ideal"]["median_err_all"]
-          and summary["tcp"]["median_err_cct"] <= 0.10 and len(rows) >= 12)
-    print(f"target (>= 12 cases, tcp median error <= half of ideal's, <= 10% on collective times): "
-          f"{'met' if ok else 'NOT met'}")
+    for r in rows:
+        r["ns3_stalled"] = ns3_stalled(r, next(c for c in cases() if c.name == r["case"]))
+    clean = [r for r in rows if not r["ns3_stalled"]]
+    summary = {"all": summarize(rows), "without_stalls": summarize(clean)}
+    ok = {}
+    for key, label, sel in (("all", "all cases", rows), ("without_stalls", "without ns-3's stalls", clean)):
+        s = summary[key]
+        print(f"\n{len(sel)} cases ({label}); median relative error over cases and metrics:")
+        for model in ("ideal", "tcp"):
+            m = s[model]
+            print(f"  {model:5s}: all {m['median_err_all']:.1%} | "
+                  f"FCT median {m['median_err_fct_median']:.1%} | FCT p99 {m['median_err_fct_p99']:.1%} | "
+                  f"collective {m['median_err_cct']:.1%} "
+                  f"(mean of all {m['mean_err_all']:.1%})")
+        ratio = s["tcp"]["median_err_all"] / s["ideal"]["median_err_all"]
+        ok[key] = ratio <= 0.5 and s["tcp"]["median_err_cct"] <= 0.10 and len(sel) >= 12
+        print(f"  ratio tcp / ideal {ratio:.2f}; target (>= 12 cases, ratio <= 0.5, <= 10% on collective "
+              f"times): {'met' if ok[key] else 'NOT met'}")
+    stalled = [r["case"] for r in rows if r["ns3_stalled"]]
+    if stalled:
+        print(f"ns-3 stalled without a drop (a flow waited a timeout no packet loss explains): "
+              f"{', '.join(stalled)}")
     if failed:
         print(f"ns-3 failed on {len(failed)} case(s): {', '.join(r['case'] for r in failed)}")
     Path(args.json).write_text(json.dumps({"rows": rows, "failed": failed, "summary": summary,

@@ -208,3 +208,81 @@ def test_slow_start_loss_by_hand():
     # bytes arrive at the rate, so it loses one RTT against 30 kB / r
     short = fluid.slow_start_loss_s(np.array([30e3]), np.array([8e9]), np.array([10e-6]), 10e3)
     assert short[0] == pytest.approx(10e-6)
+
+
+def test_slow_start_with_delayed_acks_by_hand():
+    # one MSS per ACK, an ACK per 2 segments: windows 10, 15, 22.5, 33.75 kB; r * RTT = 80 kB
+    # needs ceil(log1.5(8)) = 6 rounds, sending 10 (1.5^6 - 1) / 0.5 = 207.8 kB meanwhile
+    loss = fluid.slow_start_loss_s(np.array([1e6]), np.array([8e9]), np.array([10e-6]), 10e3, 1.5)
+    sent = 10e3 * (1.5**6 - 1) / 0.5
+    assert loss[0] == pytest.approx(6 * 10e-6 - sent / 8e9)
+    assert loss[0] > fluid.slow_start_loss_s(np.array([1e6]), np.array([8e9]), np.array([10e-6]), 10e3)[0]
+    # 25 kB ends in the second round (10 + 15): one whole RTT plus the last window at the rate
+    short = fluid.slow_start_loss_s(np.array([25e3]), np.array([8e9]), np.array([10e-6]), 10e3, 1.5)
+    assert short[0] == pytest.approx(10e-6)
+
+
+def test_dctcp_exit_loss_by_hand():
+    # BDP 300 packets, K 60: the halved window 180 leaves a deficit of 120 packets, which 8 flows
+    # close at 8 packets per RTT: 120^2 / 16 packets unsent, at 1e10 B/s
+    loss = fluid.dctcp_exit_loss_s(np.array([8.0]), np.array([300 * 1500.0]), 60 * 1500.0, 1500.0,
+                                   np.array([1e10]), 1.0)
+    assert loss[0] == pytest.approx(120**2 * 1500.0 / (2 * 8 * 1e10))
+    # K above the BDP: the first cut keeps the port busy
+    none = fluid.dctcp_exit_loss_s(np.array([8.0]), np.array([50 * 1500.0]), 60 * 1500.0, 1500.0,
+                                   np.array([1e10]), 1.0)
+    assert none[0] == 0.0
+
+
+def test_a_synchronized_400g_incast_pays_dctcps_first_cut():
+    # 8 x 400G senders on leaf 1 into host 0 (3.2T uplink): the halved aggregate window
+    # (BDP + K) / 2 falls below the BDP (~270 packets at 8 us), so the port idles while the
+    # flows' additive increase closes the gap (fluid.dctcp_exit_loss_s); with alpha 0 (no cut)
+    # nothing is lost, and a lone flow never cuts
+    fab = _fabric(hosts=16, leaves=2, gbps=400)
+    base = {"model": "tcp", "port_buffer": "300KB", "ecn_k": "97500B"}
+    flows = [(8 + i, 0, 4 * MB, 0.0) for i in range(8)]
+    cut, ids = _run(fab, flows, network_from_mapping(base))
+    nocut, ids2 = _run(fab, flows, network_from_mapping({**base, "dctcp_alpha_init": 0.0}))
+    fin = max(cut.coflow_finish_s(c) for c in ids)
+    fin0 = max(nocut.coflow_finish_s(c) for c in ids2)
+    cfg = network_from_mapping(base)
+    pkt = cfg.payload_bytes + cfg.overhead_bytes
+    cap = 400 * Gbps
+    rtt = 8 * us + 2 * pkt / cap + 2 * pkt / (3200 * Gbps)
+    bdp = cap * rtt / pkt
+    deficit = bdp - 0.5 * (bdp + 97500 / pkt)
+    assert fin - fin0 == pytest.approx(deficit**2 * pkt / (2 * 8 * cap), rel=1e-6)
+    assert fin - fin0 > 10 * us
+    alone, _ = _run(fab, flows[:1], network_from_mapping(base))
+    alone0, _ = _run(fab, flows[:1], network_from_mapping({**base, "dctcp_alpha_init": 0.0}))
+    assert alone.now_s == pytest.approx(alone0.now_s, rel=1e-12)
+
+
+def test_the_compiled_start_costs_are_the_fluid_formulas():
+    from flowherd.sim.network.kernels import flow_extras
+
+    rng = np.random.default_rng(3)
+    n = 400
+    size = rng.uniform(1e3, 5e7, n)
+    old = np.where(rng.random(n) < 0.5, 0.0, rng.uniform(1e8, 5e10, n))
+    new = old + rng.uniform(0.0, 5e10, n)
+    rem = np.where(old == 0.0, size, size * 0.5)
+    rtt, rtt_q = rng.uniform(2e-6, 3e-5, n), rng.uniform(3e-5, 6e-5, n)
+    start = np.zeros(n)
+    comp = np.arange(n)
+    fresh = (old == 0.0) & (new > 0)
+    grow = ~fresh & (new > old * (1 + 1e-9))
+    for tcp in (True, False):
+        lat = np.zeros(n)
+        got = flow_extras(comp, old, new, rem, size, start, 0.0, rtt, rtt_q, lat, tcp, 1, 14480.0, 1.5,
+                          1448.0, 1.0, 55e-6, 5, 5e6)
+        assert np.array_equal(got, fresh)
+        want = np.where(fresh, rtt_q, 0.0)
+        if tcp:
+            ss = fluid.slow_start_loss_s(rem, new, rtt_q, 14480.0, 1.5)
+            ramp = np.minimum(fluid.tcp_ramp_loss_s(old, new, rtt, 1448.0, 1.0), ss)
+            want += np.where(fresh, ss, 0.0) + np.where(grow, ramp, 0.0)
+        else:
+            want += np.where(grow, fluid.dcqcn_ramp_loss_s(old, new, 55e-6, 5, 5e6, 1.0), 0.0)
+        assert lat == pytest.approx(want, rel=1e-12, abs=1e-18)

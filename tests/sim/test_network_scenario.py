@@ -107,3 +107,44 @@ def test_network_figure_shows_queues_pauses_marks_and_drops(tmp_path):
     assert np.all(st.queue_mean_bytes <= st.queue_max_bytes + 1e-9)
     png = write_network_figure(st, fab, tmp_path / "net.png")
     assert png.stat().st_size > 10_000
+
+
+def test_per_link_outputs_reach_the_store_and_the_report(tmp_path):
+    pytest.importorskip("duckdb", reason="the sweep extra (duckdb) is not installed")
+    from flowherd.experiments.store import ResultStore
+    from flowherd.experiments.sweep import run_sweep, sweep_from_mapping
+    from flowherd.report.data import load_report_data, network_panels
+    from flowherd.report.html import render_html
+
+    base = {**SCENARIO, "simulation": {"fidelity": "collective", "horizon": "30s"}}
+    sweep = sweep_from_mapping({"name": "net", "base": base, "seeds": 1,
+                                "points": [{"network": "ideal"}, {"network": "roce"}]})
+    out = run_sweep(sweep, tmp_path, backend="inline")
+    assert (out.ok, out.failed) == (2, 0)
+    with ResultStore(tmp_path, read_only=True) as store:
+        runs = {r["params"]["network"]: r["run_id"] for r in store.runs()}
+        rows = {m: store.network_links(rid) for m, rid in runs.items()}
+    assert rows["ideal"] == []  # ideal records nothing
+    roce = rows["roce"]
+    assert roce and all(r["model"] == "roce" for r in roce)
+    cfg = network_from_mapping("roce")
+    for r in roce:  # a lossless fabric drops nothing; a queue never passes PFC Xoff
+        assert r["drop_bytes"] == 0.0
+        assert 0.0 <= r["queue_mean_bytes"] <= r["queue_max_bytes"] <= cfg.pfc_xoff_bytes + 1e-6
+        assert len(r["series_t_s"]) == len(r["series_queue_bytes"])
+        assert np.all(np.diff(r["series_t_s"]) >= 0)
+        assert len(r["pause_t_s"]) == len(r["pause_dur_s"])
+        assert sum(r["pause_dur_s"]) == pytest.approx(r["pause_s"], abs=1e-12)
+    assert max(r["queue_max_bytes"] for r in roce) > 0 and sum(r["ecn_marked_bytes"] for r in roce) > 0
+    data = load_report_data(tmp_path)
+    views = {v.network[0]["model"] if v.network else "ideal": v for v in data.detail}
+    assert network_panels(views["ideal"]) is None
+    p = network_panels(views["roce"])
+    assert p is not None and p.queue
+    by_name = {r["name"]: r for r in roce}
+    for name, t, q in p.queue:  # the figure's series are the stored ones, from 0 at time 0
+        assert t[0] == 0.0 and q[0] == 0.0
+        assert q[1:].tolist() == by_name[name]["series_queue_bytes"]
+    assert p.ecn_marked_bytes == {n: by_name[n]["ecn_marked_bytes"] for n in p.ecn_marked_bytes}
+    assert max(p.ecn_marked_bytes.values()) == max(r["ecn_marked_bytes"] for r in roce)
+    assert "Network: " in render_html(data)

@@ -15,6 +15,10 @@ Tables (one row per ...):
 * ``links`` (link tier of a run): ``tier``, ``capacity_bytes_per_s``, ``mean_utilization``,
   ``peak_utilization``, and the series ``bin_edges_s`` / ``utilization`` (DOUBLE[]).
 * ``tenants`` (tenant of a run): the aggregates of `tenant_metrics`.
+* ``network_links`` (congested link of a run on a congestion model, `flowherd.sim.network.network_record`):
+  ``model``, ``link``, ``name``, ``queue_mean_bytes``, ``queue_max_bytes``, ``pause_s``,
+  ``ecn_marked_bytes``, ``drop_bytes`` and the series ``series_t_s`` / ``series_queue_bytes``
+  and ``pause_t_s`` / ``pause_dur_s`` (DOUBLE[]); none for ``ideal`` runs.
 
 `ResultStore.write_run` writes all rows of one run in one transaction: after a crash a run is
 either wholly present or absent. Only the driver process writes.
@@ -53,6 +57,7 @@ _TENANT_COLS = [
     ("tenant", "VARCHAR"), ("jobs", "INTEGER"), ("finished", "INTEGER"), ("mean_jct_s", "DOUBLE"),
     ("mean_queue_s", "DOUBLE"), ("mean_slowdown", "DOUBLE"), ("gpu_hours", "DOUBLE"),
 ]
+_NET_NUM = ["queue_mean_bytes", "queue_max_bytes", "pause_s", "ecn_marked_bytes", "drop_bytes"]
 _SUMMARY_COLS = ["jobs_total", "jobs_finished", "mean_jct_s", "p99_jct_s", "mean_queue_s", "mean_slowdown",
                  "makespan_s"]
 
@@ -73,6 +78,10 @@ CREATE TABLE IF NOT EXISTS links (
     run_id VARCHAR, tier VARCHAR, capacity_bytes_per_s DOUBLE, mean_utilization DOUBLE,
     peak_utilization DOUBLE, bin_edges_s DOUBLE[], utilization DOUBLE[]);
 CREATE TABLE IF NOT EXISTS tenants (run_id VARCHAR, {", ".join(f"{n} {t}" for n, t in _TENANT_COLS)});
+CREATE TABLE IF NOT EXISTS network_links (
+    run_id VARCHAR, model VARCHAR, link INTEGER, name VARCHAR, queue_mean_bytes DOUBLE,
+    queue_max_bytes DOUBLE, pause_s DOUBLE, ecn_marked_bytes DOUBLE, drop_bytes DOUBLE,
+    series_t_s DOUBLE[], series_queue_bytes DOUBLE[], pause_t_s DOUBLE[], pause_dur_s DOUBLE[]);
 """
 
 
@@ -161,7 +170,7 @@ class ResultStore:
         con = self._con
         con.execute("BEGIN TRANSACTION")
         try:
-            for table in ("runs", "jobs", "links", "tenants"):
+            for table in ("runs", "jobs", "links", "tenants", "network_links"):
                 con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run.run_id])
             ctrl = _get(scen, "controller", "name")
             load = _get(scen, "workload", "background", "load")
@@ -203,6 +212,12 @@ class ResultStore:
                 if rows:
                     con.executemany("INSERT INTO tenants VALUES (" + ", ".join(["?"] * len(rows[0])) + ")",
                                     rows)
+                net = record.get("network") or {}
+                rows = [[run.run_id, net["model"], r["link"], r["name"], *[_num(r[k]) for k in _NET_NUM],
+                         r["series_t_s"], r["series_queue_bytes"], r["pause_t_s"], r["pause_dur_s"]]
+                        for r in net.get("links", [])]
+                if rows:
+                    con.executemany("INSERT INTO network_links VALUES (" + ", ".join(["?"] * 13) + ")", rows)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -238,6 +253,13 @@ class ResultStore:
     def links(self, run_id: str) -> list[dict[str, Any]]:
         """Link-tier rows of one run."""
         return self.query("SELECT * FROM links WHERE run_id = ? ORDER BY rowid", [run_id])
+
+    def network_links(self, run_id: str) -> list[dict[str, Any]]:
+        """Congested-link rows of one run (none for ``ideal`` runs and stores older than the table)."""
+        if not self._con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
+                                 "'network_links'").fetchone()[0]:
+            return []
+        return self.query("SELECT * FROM network_links WHERE run_id = ? ORDER BY link", [run_id])
 
     def tenants(self) -> list[dict[str, Any]]:
         """Tenant rows of all runs."""

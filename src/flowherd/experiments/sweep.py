@@ -400,7 +400,8 @@ def run_record(run: Any, *, wall_s: float | None = None) -> dict[str, Any]:
             "bin_edges_s": np.asarray(c.util_bin_edges_s, dtype=float).tolist(),
             "series": np.asarray(c.util_by_tier, dtype=float).tolist()}
     return {"status": "ok", "error": None, "wall_s": run.wall_s if wall_s is None else wall_s,
-            "result": run.to_dict(), "records": records, "utilization": util}
+            "result": run.to_dict(), "records": records, "utilization": util,
+            "network": getattr(c, "network", None)}
 
 
 def store_run_result(store_path: str | Path, scenario: Mapping[str, Any], run: Any, *,

@@ -115,6 +115,7 @@ class RunView:
         jobs: Its ``jobs`` rows, in submission order.
         links: Its ``links`` rows (tier series).
         scenario: Its scenario mapping.
+        network: Its ``network_links`` rows (congested links; empty on ``ideal``).
     """
 
     run: dict[str, Any]
@@ -122,6 +123,7 @@ class RunView:
     jobs: list[dict[str, Any]]
     links: list[dict[str, Any]]
     scenario: dict[str, Any]
+    network: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,7 +222,8 @@ def load_report_data(results: str | Path, *, run_id: str | None = None,
             jobs_by_run[j["run_id"]].append(j)
         for r in chosen:
             detail.append(RunView(run=r, method=r["method"], jobs=jobs_by_run[r["run_id"]],
-                                  links=store.links(r["run_id"]), scenario=json.loads(r["scenario_json"])))
+                                  links=store.links(r["run_id"]), scenario=json.loads(r["scenario_json"]),
+                                  network=store.network_links(r["run_id"])))
         return ReportData(source=store.path, runs=runs, methods=methods, jobs=jobs, tenants=tenants,
                           detail=detail)
 
@@ -452,3 +455,45 @@ def fabric_layout(view: RunView) -> FabricLayout:
             span[j["name"]] = float(np.mean(x[mine]))
     return FabricLayout(title=fab.name, num_gpus=g, node_x=x, node_y=y, node_tier=tier, edges=edges,
                         server_box=boxes, occupants=occ, job_number=number, job_tenant=tenant, job_span=span)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkPanels:
+    """What the network figure of one run draws (`network_panels`).
+
+    Attributes:
+        queue: Per link with a standing queue (highest peak first): name and the step series
+            ``(t_s, queue_bytes)``, starting at 0 bytes at time 0.
+        pause_s, ecn_marked_bytes, drop_bytes: Per link (name -> total), the links with some.
+        pause_series: Per paused link: its pause episodes ``(start_s, duration_s)``.
+    """
+
+    queue: list[tuple[str, np.ndarray, np.ndarray]]
+    pause_s: dict[str, float]
+    ecn_marked_bytes: dict[str, float]
+    drop_bytes: dict[str, float]
+    pause_series: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def network_panels(view: RunView, *, top: int = 8) -> NetworkPanels | None:
+    """The congestion of one run: queue occupancy over time of the ``top`` links with the highest
+    peak queue, PFC pause time (total and episodes), ECN-marked and dropped bytes per link;
+    None when the run stored no congested link (``ideal``, or nothing congested)."""
+    rows = view.network
+    if not rows:
+        return None
+    queue = []
+    for r in sorted(rows, key=lambda r: -r["queue_max_bytes"])[:top]:
+        if r["queue_max_bytes"] > 0:
+            t = np.concatenate([[0.0], np.asarray(r["series_t_s"] or [], dtype=float)])
+            q = np.concatenate([[0.0], np.asarray(r["series_queue_bytes"] or [], dtype=float)])
+            queue.append((r["name"], t, q))
+
+    def totals(key: str) -> dict[str, float]:
+        best = sorted((r for r in rows if r[key] > 0), key=lambda r: -r[key])[:top]
+        return {r["name"]: float(r[key]) for r in best}
+
+    pauses = {r["name"]: (np.asarray(r["pause_t_s"] or [], dtype=float),
+                          np.asarray(r["pause_dur_s"] or [], dtype=float)) for r in rows if r["pause_s"] > 0}
+    return NetworkPanels(queue=queue, pause_s=totals("pause_s"), ecn_marked_bytes=totals("ecn_marked_bytes"),
+                         drop_bytes=totals("drop_bytes"), pause_series=pauses)

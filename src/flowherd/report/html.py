@@ -30,6 +30,7 @@ from flowherd.report.data import (
     jain_index,
     jct_cdf,
     loads_measured,
+    network_panels,
     seeds_phrase,
     slowdown_vs_load,
     tenant_axis_scale,
@@ -249,6 +250,27 @@ _TAIL_JS = """window.addEventListener('load', function () {
 });"""
 
 
+def plot_network(view: RunView) -> go.Figure | None:
+    """Queue occupancy over time, PFC pause, ECN-marked and dropped bytes of the congested links
+    (`flowherd.report.data.network_panels`); None for a run without any."""
+    p = network_panels(view)
+    if p is None:
+        return None
+    fig = make_subplots(rows=2, cols=2, subplot_titles=("queue occupancy (kB)", "PFC pause (us)",
+                                                         "ECN-marked (MB)", "dropped (kB)"))
+    for k, (name, t, q) in enumerate(p.queue):
+        fig.add_trace(go.Scatter(x=t * 1e3, y=q / 1e3, mode="lines", line={"shape": "hv"}, name=_e(name),
+                                 line_color=_PALETTE[k % len(_PALETTE)]), row=1, col=1)
+    for (key, scale, row, col) in (("pause_s", 1e-6, 1, 2), ("ecn_marked_bytes", 1e6, 2, 1),
+                                   ("drop_bytes", 1e3, 2, 2)):
+        vals = getattr(p, key)
+        fig.add_trace(go.Bar(x=[v / scale for v in vals.values()], y=[_e(n) for n in vals], orientation="h",
+                             marker_color="#d62728", showlegend=False), row=row, col=col)
+    fig.update_xaxes(title_text="time (ms)", row=1, col=1)
+    model = view.network[0].get("model", "") if view.network else ""
+    return _layout(fig, f"Congestion ({_e(model)})", height=620)
+
+
 def _fmt(x: Any, unit: str = "") -> str:
     if x is None or (isinstance(x, float) and not np.isfinite(x)):
         return "-"
@@ -303,6 +325,11 @@ def render_html(data: ReportData, *, title: str | None = None) -> str:
                          "request batches.", plot_gantt(v)))
         sections.append((f"Placement: {v.method}", "Where each job ran: GPUs colored by job, a GPU used by "
                          "several jobs one after the other shows them stacked downward.", plot_fabric(v)))
+        net = plot_network(v)
+        if net is not None:
+            sections.append((f"Network: {v.method}", "The congestion model's per-link outputs: standing "
+                             "queue of the most queued ports over time, time paused by PFC, ECN-marked "
+                             "and dropped bytes (flowherd.sim.network).", net))
     sweeps = sorted({r["sweep"] for r in data.runs})
     heading = title or f"flowherd report: {', '.join(sweeps)}"
     n_ok = sum(r["status"] == "ok" for r in data.runs)

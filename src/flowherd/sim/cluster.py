@@ -101,6 +101,7 @@ from flowherd.sim.cluster_runs import JobRun
 from flowherd.sim.control_api import ON_CONTROLLER_ERROR, ControlHook
 from flowherd.sim.engine import Engine
 from flowherd.sim.executor import CollectiveCache
+from flowherd.sim.network import network_record
 from flowherd.sim.placement import Placer, make_placer
 
 __all__ = ["CLUSTER_FIDELITIES", "BackgroundSpec", "ClusterResult", "JobRecord", "JobRequest",
@@ -410,5 +411,6 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         controller_issues=tuple(sim.hook.issues) if sim.hook else (),
         stopped_at_s=sim.hook.stopped_at_s if sim.hook else None,
         num_decisions=sim.hook.num_decisions if sim.hook else 0,
+        network=None if eng.network is None else network_record(eng.network.stats(eng.now_s), fabric),
         decision_wall_s=sim.hook.decide_wall_s if sim.hook else 0.0)
 

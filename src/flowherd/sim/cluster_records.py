@@ -161,6 +161,8 @@ class ClusterResult:
             the records then end with the utilization bin it fell in), else None.
         num_decisions: Decision points the controller was asked at.
         decision_wall_s: Wall-clock time spent in the controller, seconds.
+        network: The congestion model's per-link record (`flowherd.sim.network.network_record`),
+            None on ``ideal``.
     """
 
     jobs: tuple[JobRecord, ...]
@@ -189,6 +191,7 @@ class ClusterResult:
     stopped_at_s: float | None = None
     num_decisions: int = 0
     decision_wall_s: float = 0.0
+    network: dict | None = None
 
     def censored_jct_s(self) -> np.ndarray:
         """``float64[n]``: completion time of each job submitted before the horizon, one still

@@ -22,9 +22,10 @@ from flowherd.sim.network.config import (
     network_from_mapping,
 )
 from flowherd.sim.network.model import NetworkModel, NetworkStats
+from flowherd.sim.network.record import network_record
 
 __all__ = ["MODELS", "SWITCHES", "NetworkConfig", "NetworkModel", "NetworkStats", "SwitchPreset",
-           "current_network", "load_network", "network_from_mapping", "use_network"]
+           "current_network", "load_network", "network_from_mapping", "network_record", "use_network"]
 
 _CURRENT: contextvars.ContextVar[NetworkConfig | None] = contextvars.ContextVar("flowherd_network",
                                                                                default=None)

@@ -112,6 +112,10 @@ class NetworkConfig:
         setup_rtts: Round trips before a flow's first byte (1: a TCP handshake per flow, as
             ns-3's BulkSend; 0: long-lived connections, as NCCL's).
         dctcp_g: DCTCP's EWMA gain (1/16, SIGCOMM 2010).
+        dctcp_alpha_init: DCTCP's ``alpha`` before its first estimate (1: Linux's
+            ``dctcp_alpha_on_init`` 1024/1024 and ns-3's ``DctcpAlphaOnInit``).
+        slow_start_growth: Window growth per RTT in slow start: 2 with byte counting (RFC 3465,
+            Linux), 1.5 with one MSS per ACK and an ACK every 2 segments (ns-3's NewReno).
         dcqcn_*: DCQCN's constants (Zhu et al., SIGCOMM 2015, Table 1 and Sec. 5): rate-increase
             timer and byte counter, fast-recovery steps, additive increase, alpha gain, CNP
             interval and alpha-update interval.
@@ -135,6 +139,8 @@ class NetworkConfig:
     min_rto_s: float = 5 * ms
     setup_rtts: int = 0
     dctcp_g: float = 1 / 16
+    dctcp_alpha_init: float = 1.0
+    slow_start_growth: float = 2.0
     dcqcn_timer_s: float = 55 * us
     dcqcn_byte_counter_bytes: float = 10 * MB
     dcqcn_fast_recovery_steps: int = 5
@@ -188,7 +194,8 @@ _TIME_FIELDS = {"min_rto": "min_rto_s", "dcqcn_timer": "dcqcn_timer_s",
                 "dcqcn_cnp_interval": "dcqcn_cnp_interval_s",
                 "dcqcn_alpha_interval": "dcqcn_alpha_interval_s"}
 _NUMBER_FIELDS = {"ecn_pmax": float, "queues": int, "init_cwnd_packets": int, "setup_rtts": int,
-                  "dctcp_g": float, "dcqcn_fast_recovery_steps": int, "dcqcn_g": float,
+                  "dctcp_g": float, "dctcp_alpha_init": float, "slow_start_growth": float,
+                  "dcqcn_fast_recovery_steps": int, "dcqcn_g": float,
                   "ramp_gain": float}
 _KNOWN = ["model", "switch", "lossless", "dcqcn_rai", *_SIZE_FIELDS, *_TIME_FIELDS, *_NUMBER_FIELDS]
 
@@ -292,6 +299,10 @@ def _check(c: NetworkConfig, field: str) -> None:
         raise bad("setup_rtts", c.setup_rtts, ">= 0")
     if not c.min_rto_s > 0:
         raise bad("min_rto", c.min_rto_s, "positive")
+    if not 1.0 < c.slow_start_growth <= 2.0:
+        raise bad("slow_start_growth", c.slow_start_growth, "in (1, 2]")
+    if not 0.0 <= c.dctcp_alpha_init <= 1.0:
+        raise bad("dctcp_alpha_init", c.dctcp_alpha_init, "in [0, 1]")
     if not c.ramp_gain >= 0:
         raise bad("ramp_gain", c.ramp_gain, ">= 0")
 

@@ -13,8 +13,16 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-__all__ = ["dcqcn_fixed_point", "dcqcn_ramp_loss_s", "dctcp_mark_fraction", "dctcp_queue",
-           "incast_burst_bytes", "slow_start_loss_s", "tcp_ramp_loss_s"]
+__all__ = [
+    "dcqcn_fixed_point",
+    "dcqcn_ramp_loss_s",
+    "dctcp_exit_loss_s",
+    "dctcp_mark_fraction",
+    "dctcp_queue",
+    "incast_burst_bytes",
+    "slow_start_loss_s",
+    "tcp_ramp_loss_s",
+]
 
 
 def dctcp_queue(n: np.ndarray, bdp_bytes: np.ndarray, k_bytes: float, pkt_bytes: float
@@ -122,27 +130,55 @@ def _inv_expm1(x: float) -> float:
 
 
 def slow_start_loss_s(size_bytes: np.ndarray, rate_bytes_per_s: np.ndarray, rtt_s: np.ndarray,
-                      init_window_bytes: float) -> np.ndarray:
+                      init_window_bytes: float, growth: float = 2.0) -> np.ndarray:
     """Time a TCP flow loses to slow start against sending at its fair rate from the start.
 
-    Slow start (RFC 5681) doubles the window once per RTT from the initial window ``W0``; a
-    flow whose fair share is ``r`` needs ``k = ceil(log2(r RTT / W0))`` RTTs to reach it and
-    sends ``W0 (2^k - 1)`` bytes meanwhile. A flow short enough to end within slow start takes
-    ``ceil(log2(size / W0 + 1))`` RTTs (the last one counted whole, as the last window's ACK
-    clock has it). Loss = that time minus ``size / r``; never negative.
+    Slow start (RFC 5681) grows the window by the factor ``growth`` once per RTT from the
+    initial window ``W0``: 2 when the sender counts the bytes an ACK covers (Appropriate Byte
+    Counting, RFC 3465, as Linux does), ``1 + 1/b`` when it adds one MSS per ACK and the
+    receiver ACKs every ``b`` segments (RFC 3465 Sec. 1: 1.5 with delayed ACKs; ns-3's
+    ``TcpNewReno::SlowStart``). A flow whose fair share is ``r`` needs
+    ``k = ceil(log_g(r RTT / W0))`` RTTs to reach it and sends ``W0 (g^k - 1) / (g - 1)`` bytes
+    meanwhile. A flow short enough to end within slow start takes the RTTs its windows need
+    (the last one counted whole, as the last window's ACK clock has it). Loss = that time minus
+    ``size / r``; never negative.
     """
     size = np.asarray(size_bytes, dtype=np.float64)
     r = np.maximum(np.asarray(rate_bytes_per_s, dtype=np.float64), 1e-300)
     rtt = np.asarray(rtt_s, dtype=np.float64)
+    lg = math.log(growth)
     w_full = r * rtt
-    k = np.ceil(np.log2(np.maximum(w_full / init_window_bytes, 1.0)))
-    ramp = init_window_bytes * (2.0**k - 1.0)
+    k = np.ceil(np.log(np.maximum(w_full / init_window_bytes, 1.0)) / lg - 1e-12)
+    ramp = init_window_bytes * (growth**k - 1.0) / (growth - 1.0)
     short = size <= ramp
-    n_short = np.ceil(np.log2(size / init_window_bytes + 1.0))
+    n_short = np.ceil(np.log(size / init_window_bytes * (growth - 1.0) + 1.0) / lg - 1e-12)
     t_short = np.maximum(n_short - 1.0, 0.0) * rtt + np.minimum(rtt, size / r)
     t_long = k * rtt + (size - ramp) / r
     t = np.where(short, t_short, t_long)
     return np.maximum(t - size / r, 0.0)
+
+
+def dctcp_exit_loss_s(n: np.ndarray, bdp_bytes: np.ndarray, k_bytes: float, pkt_bytes: float,
+                      capacity_bytes_per_s: np.ndarray, alpha_init: float) -> np.ndarray:
+    """Time each of ``n`` DCTCP flows loses when they leave slow start together on one port.
+
+    DCTCP starts with ``alpha = alpha_init`` (1 in Linux, ``dctcp_alpha_on_init`` = 1024/1024,
+    and in ns-3's ``TcpDctcp``, ``DctcpAlphaOnInit`` = 1) and cuts its window by ``alpha / 2``
+    on the first marked window (Alizadeh et al., SIGCOMM 2010, Sec. 3.1, eq. 2), so the first
+    reduction is Reno's halving. The flows cut while the queue is above K, the last cut from
+    the marking point: the aggregate window ``BDP + K`` falls to ``(1 - alpha / 2) (BDP + K)``.
+    Below the bandwidth-delay product the port idles by the deficit ``D = BDP - W1`` packets,
+    which the flows' additive increase (one MSS per RTT each, RFC 5681; DCTCP keeps it) closes
+    in ``D / n`` RTTs: ``D^2 / (2 n)`` packets unsent, the same time for every flow,
+    ``D^2 pkt / (2 n C)``. Zero where ``K`` alone keeps the window above the BDP (the
+    SIGMETRICS 2011 condition, ``K > C RTT / 7``, is about the steady state; the first cut is
+    deeper), which is why it matters at 400 Gb/s and little at 100 Gb/s.
+    """
+    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    bdp = np.asarray(bdp_bytes, dtype=np.float64) / pkt_bytes
+    w1 = (1.0 - 0.5 * alpha_init) * (bdp + k_bytes / pkt_bytes)
+    deficit = np.maximum(bdp - w1, 0.0)
+    return deficit**2 * pkt_bytes / (2.0 * n * np.asarray(capacity_bytes_per_s, dtype=np.float64))
 
 
 def tcp_ramp_loss_s(rate_old: np.ndarray, rate_new: np.ndarray, rtt_s: np.ndarray, mss_bytes: float,

@@ -11,7 +11,8 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
-__all__ = ["flow_pass", "touched_links"]
+__all__ = ["burst_peaks", "flow_extras", "flow_pass", "link_update", "pause_victims", "touched_links",
+           "upstream_links"]
 
 
 @njit(cache=True)
@@ -97,3 +98,223 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
         s_rtt[lnk] = 0.0
         s_cnt[lnk] = 0
     return rtt, rtt_q, line, t, dload, rtt_l, pot
+
+
+@njit(cache=True)
+def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_rec, marked, is_net,
+                src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes,
+                dq_cls, dq_p, dq_q):
+    """`NetworkModel._set_links` in one pass: integrate each link's queue and marks up to ``now``,
+    then set its new standing queue and marking fraction (DCTCP's closed form, `fluid.dctcp_queue`
+    and `fluid.dctcp_mark_fraction`, when ``tcp``; else DCQCN's fixed point, tabulated per
+    capacity class ``dq_cls[link]`` and flow count in ``dq_p`` / ``dq_q``), capped at
+    ``q_cap_bytes``. Returns (congested per link of ``links``, the links whose queue changed,
+    their new queues, -1); or, touching nothing, (..., n) when the DCQCN table must first
+    cover ``n`` flows."""
+    m = links.size
+    sat = np.zeros(m, np.bool_)
+    if not tcp:
+        n_max = 0
+        for i in range(m):
+            if is_net[links[i]] and nflows[i] > n_max:
+                n_max = nflows[i]
+        if n_max >= dq_p.shape[1]:
+            return sat, np.empty(0, np.int64), np.empty(0), n_max
+    ch_l = []
+    ch_q = []
+    kp = k_bytes / pkt_bytes
+    for i in range(m):
+        lnk = links[i]
+        dt = now - q_t[lnk]
+        q_int[lnk] += q[lnk] * dt
+        marked[lnk] += load_rec[lnk] * mark[lnk] * dt
+        qn = 0.0
+        mk = 0.0
+        n = nflows[i]
+        if (is_net[lnk] and src_is_switch[lnk] and n > 0 and load[i] >= cap[lnk] * (1.0 - sat_rtol)
+                and arrive[lnk] > cap_wire[lnk] * (1.0 + sat_rtol)):
+            sat[i] = True
+            if tcp:
+                nf = max(float(n), 1.0)
+                bdp = cap_wire[lnk] * rtt[i] / pkt_bytes
+                q_max_p = kp + nf
+                amp = 0.5 * np.sqrt(2.0 * nf * (bdp + kp))
+                lo = max(q_max_p - amp, 0.0)
+                frac_pos = (q_max_p - lo) / max(amp, 1e-12) if amp > 0 else 1.0
+                qn = min(0.5 * (q_max_p + lo) * frac_pos * pkt_bytes, q_cap_bytes)
+                w = (cap_wire[lnk] * rtt[i] + k_bytes) / pkt_bytes / nf
+                mk = min(1.0, np.sqrt(2.0 / max(w, 1e-9)))
+            else:
+                c = dq_cls[lnk]
+                qn = min(dq_q[c, n], q_cap_bytes)
+                mk = dq_p[c, n]
+        if abs(qn - q[lnk]) > 1e-9 * max(qn, 1.0):
+            ch_l.append(lnk)
+            ch_q.append(qn)
+        q[lnk] = qn
+        if qn > q_max[lnk]:
+            q_max[lnk] = qn
+        mark[lnk] = mk
+        load_rec[lnk] = load[i] if is_net[lnk] else 0.0
+        q_t[lnk] = now
+    cl = np.empty(len(ch_l), np.int64)
+    cq = np.empty(len(ch_l))
+    for j in range(len(ch_l)):
+        cl[j] = ch_l[j]
+        cq[j] = ch_q[j]
+    return sat, cl, cq, -1
+
+
+@njit(cache=True)
+def upstream_links(flows, lo, hi, link_buf, link_dst, node, mark):
+    """The distinct links of ``flows`` that end at switch ``node`` (the links feeding a port of
+    it), sorted (``mark`` zero on entry and exit)."""
+    out = []
+    for i in range(flows.size):
+        f = flows[i]
+        for k in range(lo[f], hi[f]):
+            lnk = link_buf[k]
+            if link_dst[lnk] == node and not mark[lnk]:
+                mark[lnk] = True
+                out.append(lnk)
+    res = np.empty(len(out), np.int64)
+    for i in range(len(out)):
+        res[i] = out[i]
+        mark[out[i]] = False
+    res.sort()
+    return res
+
+
+@njit(cache=True)
+def pause_victims(flows_u, on_port_sorted, comp_sorted, comp_order, t_pause, extra, lat):
+    """Each flow of a paused link that is not one of the congested port's own (``on_port``)
+    loses ``t_pause``: into ``extra`` if it is one of the flows being started (``comp``), else
+    onto its ``lat`` directly."""
+    for i in range(flows_u.size):
+        v = flows_u[i]
+        k = np.searchsorted(on_port_sorted, v)
+        if k < on_port_sorted.size and on_port_sorted[k] == v:
+            continue
+        j = np.searchsorted(comp_sorted, v)
+        if j < comp_sorted.size and comp_sorted[j] == v:
+            extra[comp_order[j]] += t_pause
+        else:
+            lat[v] += t_pause
+
+
+@njit(cache=True)
+def _slow_start_loss(size, rate, rtt, iw, growth):
+    # scalar `fluid.slow_start_loss_s` (the documented reference; tests check they agree)
+    r = max(rate, 1e-300)
+    lg = np.log(growth)
+    k = np.ceil(np.log(max(r * rtt / iw, 1.0)) / lg - 1e-12)
+    ramp = iw * (growth**k - 1.0) / (growth - 1.0)
+    if size <= ramp:
+        n_short = np.ceil(np.log(size / iw * (growth - 1.0) + 1.0) / lg - 1e-12)
+        t = max(n_short - 1.0, 0.0) * rtt + min(rtt, size / r)
+    else:
+        t = k * rtt + (size - ramp) / r
+    return max(t - size / r, 0.0)
+
+
+@njit(cache=True)
+def flow_extras(comp, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp, setup_rtts, iw, growth,
+                mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai):
+    """The start and convergence costs of `NetworkModel.on_rates` per flow of ``comp``, added to
+    ``lat``: setup round trips and slow start of a fresh flow (`fluid.slow_start_loss_s`), the
+    ramp of a growing one (`fluid.tcp_ramp_loss_s`, at most a restart's slow start, on ``tcp``;
+    `fluid.dcqcn_ramp_loss_s` on ``roce``). Returns which flows are fresh."""
+    n = comp.size
+    fresh = np.zeros(n, np.bool_)
+    for i in range(n):
+        f = comp[i]
+        old = rate_old[f]
+        new = rate_new[f]
+        fr = old == 0.0 and rem[f] == size[f] and start[f] == now and new > 0
+        fresh[i] = fr
+        grow = (not fr) and new > old * (1.0 + 1e-9)
+        e = 0.0
+        if fr and setup_rtts:
+            e += setup_rtts * rtt_q[i]
+        if tcp:
+            if fr or grow:
+                ss = _slow_start_loss(rem[f], new, rtt_q[i], iw, growth)
+                if fr:
+                    e += ss
+                else:
+                    dr = max(new - old, 0.0)
+                    t_ramp = dr * rtt[i] * rtt[i] / mss
+                    e += min(ramp_gain * 0.5 * dr * t_ramp / max(new, 1e-300), ss)
+        elif grow:
+            dr = max(new - old, 0.0)
+            hai = 10.0 * dcqcn_rai
+            rest = max(dr - dcqcn_steps * dcqcn_rai, 0.0)
+            m = np.ceil(0.5 * (np.sqrt(1.0 + 8.0 * rest / hai) - 1.0))
+            t = (dcqcn_steps + m + 1.0) * dcqcn_timer if dr > 0 else 0.0
+            e += ramp_gain * 0.5 * dr * t / max(new, 1e-300)
+        if e != 0.0:
+            lat[f] += e
+    return fresh
+
+
+@njit(cache=True)
+def burst_peaks(comp, links, frac, own, rtt, line, rem, prio, is_net, load, cap_wire, q, lossless_q, wire_eff,
+                tcp, iw_wire, cnp_interval, pos):
+    """The first-window bursts of the fresh flows ``comp`` (`NetworkModel._bursts`): per network
+    link they enter (``links``/``frac``/``own``: their incidences), the peak queue the windows
+    build on top of the standing one when they arrive faster than it drains, and whether a
+    lossless flow is among them. Returns (links, peak, lossless), the links sorted; empty when
+    no port can fill (a lone flow whose every link drains faster than it arrives). ``pos`` is
+    -1 on entry and exit."""
+    n_inc = links.size
+    w = np.empty(comp.size)
+    for i in range(comp.size):
+        size_wire = rem[comp[i]] / wire_eff
+        # tcp: the initial window; roce: line rate until the first CNP acts (one RTT + interval)
+        w[i] = min(size_wire, iw_wire) if tcp else min(size_wire, line[i] * (rtt[i] + cnp_interval))
+    any_net = False
+    over = False
+    for k in range(n_inc):
+        lnk = links[k]
+        if is_net[lnk]:
+            any_net = True
+            if load[lnk] + line[own[k]] > cap_wire[lnk]:
+                over = True
+    if not any_net or (comp.size == 1 and not over):
+        return np.empty(0, np.int64), np.empty(0), np.empty(0, np.bool_)
+    hot = []
+    for k in range(n_inc):
+        lnk = links[k]
+        if is_net[lnk] and pos[lnk] < 0:
+            pos[lnk] = 0
+            hot.append(lnk)
+    h = np.empty(len(hot), np.int64)
+    for j in range(len(hot)):
+        h[j] = hot[j]
+    h.sort()
+    for j in range(h.size):
+        pos[h[j]] = j
+    sum_w = np.zeros(h.size)
+    sum_line = np.zeros(h.size)
+    dur = np.zeros(h.size)
+    ll = np.zeros(h.size, np.bool_)
+    for k in range(n_inc):
+        lnk = links[k]
+        if not is_net[lnk]:
+            continue
+        j = pos[lnk]
+        i = own[k]
+        sum_w[j] += w[i] * frac[k]
+        sum_line[j] += line[i]
+        dur[j] = max(dur[j], w[i] / line[i])
+        p = min(max(prio[comp[i]], 0), lossless_q.size - 1)
+        if lossless_q[p]:
+            ll[j] = True
+    peak = np.zeros(h.size)
+    for j in range(h.size):
+        lnk = h[j]
+        pos[lnk] = -1
+        old = load[lnk]
+        if sum_line[j] + old > cap_wire[lnk]:
+            peak[j] = q[lnk] + sum_w[j] + (old - cap_wire[lnk]) * dur[j]
+    return h, peak, ll

@@ -7,7 +7,8 @@ a real fabric delivers, at flow level:
 * **Wire efficiency** (at attach): a network link carries payload at
   ``capacity * payload / (payload + headers)`` (`NetworkConfig.wire_efficiency`).
 * **Start of a flow** (hook ``on_rates``, when the engine has just computed new rates):
-  connection setup (``setup_rtts`` round trips), TCP slow start (`fluid.slow_start_loss_s`;
+  connection setup (``setup_rtts`` round trips), TCP slow start (`fluid.slow_start_loss_s`,
+  growing ``slow_start_growth`` per RTT;
   RoCE starts at line rate), and the first-window burst of the flows that start together
   (`fluid.incast_burst_bytes`): on a lossy port a peak above the port buffer drops the excess
   and the flows whose first windows were lost wait a retransmission timeout (with drop-tail,
@@ -18,6 +19,10 @@ a real fabric delivers, at flow level:
   long enough to fill the upstream switch's queue past Xoff pauses the links before it
   (congestion spreading, IEEE 802.1Qbb; Guo et al., "RDMA over Commodity Ethernet at Scale",
   SIGCOMM 2016, Sec. 4).
+* **DCTCP's first cut** (same hook, ``tcp``): flows that start together and are all the flows of
+  a port that congests leave slow start together and halve their windows (``alpha`` starts at
+  1); where that leaves the port below its bandwidth-delay product it idles until additive
+  increase closes the gap (`fluid.dctcp_exit_loss_s`).
 * **Convergence** (same hook): a flow whose share grows takes time to use it (DCTCP's
   additive increase, DCQCN's timer-driven recovery; `fluid.tcp_ramp_loss_s`,
   `fluid.dcqcn_ramp_loss_s`); the time lost is added to its finish.
@@ -49,7 +54,15 @@ import numpy as np
 from flowherd.fabric.core import Fabric, LinkKind, NodeKind
 from flowherd.sim.network import fluid
 from flowherd.sim.network.config import NetworkConfig
-from flowherd.sim.network.kernels import flow_pass, touched_links
+from flowherd.sim.network.kernels import (
+    burst_peaks,
+    flow_extras,
+    flow_pass,
+    link_update,
+    pause_victims,
+    touched_links,
+    upstream_links,
+)
 
 if TYPE_CHECKING:
     from flowherd.sim.engine import Engine
@@ -71,6 +84,7 @@ class NetworkStats:
         ecn_marked_bytes: Bytes carried with an ECN mark.
         drop_bytes: Bytes dropped at the link's port (re-sent by the transport).
         series_t_s, series_link, series_queue_bytes: Queue changes (time, link, new queue).
+        pause_t_s, pause_link, pause_dur_s: PFC pause episodes (start, paused link, duration).
         num_timeouts, num_pauses: Retransmission timeouts taken, PFC pause episodes.
     """
 
@@ -84,6 +98,9 @@ class NetworkStats:
     series_t_s: np.ndarray
     series_link: np.ndarray
     series_queue_bytes: np.ndarray
+    pause_t_s: np.ndarray
+    pause_link: np.ndarray
+    pause_dur_s: np.ndarray
     num_timeouts: int
     num_pauses: int
 
@@ -140,6 +157,15 @@ class NetworkModel:
         self.num_pauses = 0
         self._series: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._series_n = 0
+        self._pauses: list[tuple[float, int, float]] = []
+        self._pos = np.full(num_links, -1, np.int64)  # scratch of `kernels.burst_peaks`
+        # DCQCN's fixed point by capacity class and flow count (`_dcqcn_table`)
+        self._dq_caps, cls = np.unique(self.cap_wire[self.is_net], return_inverse=True)
+        self._dq_cls = np.zeros(num_links, np.int64)  # only network links ever hold a queue
+        self._dq_cls[self.is_net] = cls
+        self._dq_p = np.zeros((self._dq_caps.size, 1))
+        self._dq_q = np.zeros((self._dq_caps.size, 1))
+        self._now = 0.0
 
     # ---- hooks (called by the engine) ------------------------------------------------------
     def port_class(self, priority: int) -> int:
@@ -149,40 +175,59 @@ class NetworkModel:
     def on_rates(self, eng: Engine, comp: np.ndarray, now: float) -> None:
         """The engine re-allocated ``comp`` (old rates in ``rate``, new in ``rate_new``)."""
         f, lk = eng._f, eng._links
-        old, new = f.rate[comp], f.rate_new[comp]
+        self._now = now
         # per flow: base RTT, RTT with the standing queues on its path (what a starting flow's
         # round trips take), line rate; per link: load change, RTT, arrival potential
         rtt, rtt_q, line, touched, d_load, rtt_l, pot = flow_pass(
             comp, f.lo, f.hi, lk.link, lk.frac, f.rate, f.rate_new, self.rtt_part, self.q, self.cap_wire,
             self.link_src, self.link_dst, self._mark, self._s_dload, self._s_rtt, self._s_cnt)
         cfg = self.cfg
-        extra = np.zeros(comp.size)
-        fresh = (old == 0.0) & (f.rem[comp] == f.size[comp]) & (f.start[comp] == now) & (new > 0)
-        if cfg.setup_rtts:
-            extra[fresh] += cfg.setup_rtts * rtt_q[fresh]
-        grow = ~fresh & (new > old * (1.0 + 1e-9))
-        if cfg.model == "tcp":
-            iw = cfg.init_cwnd_packets * cfg.payload_bytes
-            ss = fluid.slow_start_loss_s(f.rem[comp], new, rtt_q, iw)
-            extra[fresh] += ss[fresh]
-            # a flow resumed after a stop restarts from the initial window (RFC 5681 Sec. 4.1);
-            # a growing one cannot lose more than such a restart would
-            ramp = np.minimum(fluid.tcp_ramp_loss_s(old, new, rtt, cfg.payload_bytes, cfg.ramp_gain), ss)
-            extra[grow] += ramp[grow]
-        else:
-            ramp = fluid.dcqcn_ramp_loss_s(old, new, cfg.dcqcn_timer_s, cfg.dcqcn_fast_recovery_steps,
-                                           cfg.dcqcn_rai_bytes_per_s, cfg.ramp_gain)
-            extra[grow] += ramp[grow]
-        if fresh.any():
+        tcp = cfg.model == "tcp"
+        # setup, slow start and convergence costs, onto the flows' latency
+        fresh = flow_extras(comp, f.rate, f.rate_new, f.rem, f.size, f.start, now, rtt, rtt_q, f.lat, tcp,
+                            cfg.setup_rtts, cfg.init_cwnd_packets * cfg.payload_bytes,
+                            cfg.slow_start_growth, cfg.payload_bytes, cfg.ramp_gain, cfg.dcqcn_timer_s,
+                            cfg.dcqcn_fast_recovery_steps, cfg.dcqcn_rai_bytes_per_s)
+        any_fresh = fresh.any()
+        if any_fresh:
             sub = comp[fresh]
             inc, own = _incidences(f.lo[sub], f.hi[sub])
-            extra[fresh] += self._bursts(eng, sub, lk.link[inc], lk.frac[inc], own, rtt[fresh],
-                                         line[fresh])
-        if extra.any():
-            f.lat[comp] += extra
+            burst = self._bursts(eng, sub, lk.link[inc], lk.frac[inc], own, rtt[fresh], line[fresh])
+            if burst.any():
+                f.lat[sub] += burst
         # per-link state after this update
         self.arrive[touched] = pot
-        self._set_links(touched, eng._b_len[touched], eng._ls.load[touched] + d_load, rtt_l, now)
+        nflows = eng._b_len[touched]
+        sat = self._set_links(touched, nflows, eng._ls.load[touched] + d_load, rtt_l, now)
+        if tcp and any_fresh and sat.any():
+            self._slow_start_exit(f, sub, lk.link[inc], own, touched[sat], nflows[sat], rtt_l[sat])
+
+    def _slow_start_exit(self, f, sub: np.ndarray, links: np.ndarray, own: np.ndarray,
+                         sat_links: np.ndarray, sat_n: np.ndarray, sat_rtt: np.ndarray) -> None:
+        """The fresh flows ``sub`` that are all the flows of a congested port left slow start
+        together there: each loses `fluid.dctcp_exit_loss_s` (DCTCP's first cut, ``alpha``
+        from ``dctcp_alpha_init``). A port where steady flows are joined by new ones is left
+        to the convergence ramp (the steady flows take up the new ones' cut)."""
+        order = np.argsort(sat_links)
+        pos = np.searchsorted(sat_links[order], links)
+        pos = np.minimum(pos, sat_links.size - 1)
+        on_sat = sat_links[order][pos] == links
+        if not on_sat.any():
+            return
+        j = order[pos[on_sat]]
+        cnt = np.bincount(j, minlength=sat_links.size)
+        whole = cnt >= sat_n  # every flow of the port is a fresh one
+        if not whole.any():
+            return
+        cfg = self.cfg
+        lnk = sat_links
+        loss_l = fluid.dctcp_exit_loss_s(sat_n.astype(np.float64), self.cap_wire[lnk] * sat_rtt,
+                                         cfg.ecn_kmin_bytes, self.pkt_wire, self.cap_wire[lnk],
+                                         cfg.dctcp_alpha_init)
+        loss_l = np.where(whole, loss_l, 0.0)
+        per_flow = np.zeros(sub.size)
+        np.maximum.at(per_flow, own[on_sat], loss_l[j])
+        f.lat[sub] += per_flow
 
     # The arrival potential of a link (`kernels.flow_pass`): the fastest its flows can arrive,
     # summed over the links they enter it by, each ingress at most its capacity and at most the
@@ -205,39 +250,40 @@ class NetworkModel:
         return 3.0 * self.rtt_part[links]
 
     def _set_links(self, links: np.ndarray, nflows: np.ndarray, load: np.ndarray, rtt: np.ndarray,
-                   now: float) -> None:
+                   now: float) -> np.ndarray:
+        """Update the queues of ``links`` (`kernels.link_update`); returns which of them are
+        congested (hold a queue)."""
         cfg = self.cfg
-        dt = now - self.q_t[links]
-        self.q_int[links] += self.q[links] * dt
-        self.marked[links] += self.load[links] * self.mark[links] * dt
-        cap = self.cap[links]
-        sat = (self.is_net[links] & self.src_is_switch[links] & (nflows > 0)
-               & (load >= cap * (1.0 - _SAT_RTOL))
-               & (self.arrive[links] > self.cap_wire[links] * (1.0 + _SAT_RTOL)))
-        q = np.zeros(links.size)
-        mark = np.zeros(links.size)
-        if sat.any():
-            n = nflows[sat].astype(np.float64)
-            bdp = self.cap_wire[links[sat]] * rtt[sat]
-            if cfg.model == "tcp":
-                qs, _ = fluid.dctcp_queue(n, bdp, cfg.ecn_kmin_bytes, self.pkt_wire)
-                q[sat] = np.minimum(qs, cfg.port_buffer_bytes)
-                mark[sat] = fluid.dctcp_mark_fraction(n, bdp, cfg.ecn_kmin_bytes, self.pkt_wire)
-            else:
-                cw = self.cap_wire[links[sat]]
-                pq = np.array([self._dcqcn(int(k), c) for k, c in zip(n.tolist(), cw.tolist(), strict=True)])
-                ps, qs = pq[:, 0], pq[:, 1]
-                q[sat] = np.minimum(qs, cfg.pfc_xoff_bytes)
-                mark[sat] = ps
-        changed = np.abs(q - self.q[links]) > 1e-9 * np.maximum(q, 1.0)
-        self.q[links] = q
-        self.q_max[links] = np.maximum(self.q_max[links], q)
-        self.mark[links] = mark
-        self.load[links] = np.where(self.is_net[links], load, 0.0)
-        self.q_t[links] = now
-        if changed.any() and self._series_n < _SERIES_MAX:
-            self._series.append((now, links[changed].copy(), q[changed]))
-            self._series_n += int(changed.sum())
+        tcp = cfg.model == "tcp"
+        while True:
+            sat, ch_l, ch_q, need = link_update(
+                links, nflows, load, rtt, now, self.q, self.q_t, self.q_int, self.q_max, self.mark, self.load,
+                self.marked, self.is_net, self.src_is_switch, self.arrive, self.cap, self.cap_wire, _SAT_RTOL,
+                tcp, cfg.ecn_kmin_bytes, self.pkt_wire, cfg.port_buffer_bytes if tcp else cfg.pfc_xoff_bytes,
+                self._dq_cls, self._dq_p, self._dq_q)
+            if need < 0:
+                break
+            self._dcqcn_table(int(need))
+        if ch_l.size and self._series_n < _SERIES_MAX:
+            self._series.append((now, ch_l, ch_q))
+            self._series_n += ch_l.size
+        return sat
+
+    def _dcqcn_table(self, n_max: int) -> None:
+        """DCQCN's fixed point (`fluid.dcqcn_fixed_point`) for 0..``n_max`` flows per capacity
+        class, grown on demand (doubling) so that `kernels.link_update` only looks it up."""
+        have = self._dq_p.shape[1]
+        if n_max < have:
+            return
+        width = max(2 * have, n_max + 1, 64)
+        caps = self._dq_caps
+        p = np.zeros((caps.size, width))
+        qq = np.zeros((caps.size, width))
+        p[:, :have], qq[:, :have] = self._dq_p, self._dq_q
+        for c, cw in enumerate(caps.tolist()):
+            for n in range(max(have, 1), width):
+                p[c, n], qq[c, n] = self._dcqcn(n, cw)
+        self._dq_p, self._dq_q = p, qq
 
     def _dcqcn(self, n: int, cap_wire: float) -> tuple[float, float]:
         c = self.cfg
@@ -252,37 +298,33 @@ class NetworkModel:
         from their first-window bursts."""
         cfg, f = self.cfg, eng._f
         extra = np.zeros(comp.size)
-        sel = self.is_net[links]
-        if not sel.any():
-            return extra
-        li, fi = links[sel], own[sel]
-        size_wire = f.rem[comp] / cfg.wire_efficiency
-        if cfg.model == "tcp":
-            w = np.minimum(size_wire, cfg.init_cwnd_packets * self.pkt_wire)
-        else:  # at line rate until the first CNP can act: one RTT plus the CNP interval
-            w = np.minimum(size_wire, line * (rtt + cfg.dcqcn_cnp_interval_s))
+        hot, peak, ll = burst_peaks(comp, links, frac, own, rtt, line, f.rem, f.prio, self.is_net,
+                                    eng._ls.load, self.cap_wire, self.q, self._lossless_q,
+                                    cfg.wire_efficiency, cfg.model == "tcp",
+                                    cfg.init_cwnd_packets * self.pkt_wire, cfg.dcqcn_cnp_interval_s,
+                                    self._pos)
         # most starts burst nowhere: their ports drain faster than they fill
-        arrive_all = eng._ls.load[li] + line[fi]
-        over = arrive_all > self.cap_wire[li]
-        if comp.size == 1 and not over.any():
+        if not hot.size or not (peak > 0).any():
             return extra
-        hot, inv = np.unique(li, return_inverse=True)
-        sum_w = np.bincount(inv, weights=w[fi] * frac[sel], minlength=hot.size)
-        sum_line = np.bincount(inv, weights=line[fi], minlength=hot.size)
-        dur = np.zeros(hot.size)
-        np.maximum.at(dur, inv, w[fi] / line[fi])
-        old_load = eng._ls.load[hot]
-        arrive = sum_line + old_load
-        cap_h = self.cap_wire[hot]
-        peak = np.where(arrive > cap_h, self.q[hot] + sum_w + (old_load - cap_h) * dur, 0.0)
-        if not (peak > 0).any():
-            return extra
-        lossless_f = self._lossless_q[np.clip(f.prio[comp], 0, cfg.queues - 1)]
-        ll = np.zeros(hot.size, bool)
-        np.logical_or.at(ll, inv, lossless_f[fi])
         self.q_max[hot] = np.maximum(self.q_max[hot], np.minimum(peak, np.where(ll, cfg.pfc_xoff_bytes,
                                                                                cfg.port_buffer_bytes)))
         drop = ~ll & (peak > cfg.port_buffer_bytes)
+        if drop.any():
+            self._drop(f, comp, links, own, hot, peak, drop, extra)
+        for j in np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes)).tolist():
+            lnk = int(hot[j])
+            t_pause = float(peak[j] - cfg.pfc_xon_bytes) / self.cap_wire[lnk]
+            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0)
+        return extra
+
+    def _drop(self, f, comp: np.ndarray, links: np.ndarray, own: np.ndarray, hot: np.ndarray,
+              peak: np.ndarray, drop: np.ndarray, extra: np.ndarray) -> None:
+        """Lossy ports ``hot[drop]`` overflow: the excess is dropped and the flows whose first
+        windows were lost wait a retransmission timeout (module docstring)."""
+        cfg = self.cfg
+        sel = self.is_net[links]
+        li, fi = links[sel], own[sel]
+        lossless_f = self._lossless_q[np.clip(f.prio[comp], 0, cfg.queues - 1)]
         timed_out = np.zeros(comp.size, bool)  # a flow waits one timeout for its lost window
         for j in np.flatnonzero(drop).tolist():
             lnk = int(hot[j])
@@ -296,38 +338,33 @@ class NetworkModel:
             extra[hit] += cfg.min_rto_s
             timed_out[hit] = True
             self.num_timeouts += hit.size
-        for j in np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes)).tolist():
-            lnk = int(hot[j])
-            t_pause = float(peak[j] - cfg.pfc_xon_bytes) / self.cap_wire[lnk]
-            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0)
-        return extra
 
     def _pause_upstream(self, eng: Engine, lnk: int, t_pause: float, comp: np.ndarray,
-                        extra: np.ndarray, depth: int) -> None:
+                        extra: np.ndarray, depth: int, order: tuple[np.ndarray, np.ndarray] | None = None
+                        ) -> None:
         """Port ``lnk`` pauses, for ``t_pause``, the links into its switch that feed it."""
         if depth >= _PFC_DEPTH or not self.src_is_switch[lnk]:
             return  # a NIC's own queue: the host just waits (its flows are the congested ones)
         f, lk = eng._f, eng._links
+        if order is None:
+            o = np.argsort(comp, kind="stable")
+            order = (comp[o], o)
         b0, bn = eng._b_start[lnk], eng._b_len[lnk]
         on_port = eng._b_flow[b0:b0 + bn]
-        inc, _ = _incidences(f.lo[on_port], f.hi[on_port])
-        ups = np.unique(lk.link[inc])
-        ups = ups[self.link_dst[ups] == self.link_src[lnk]]
-        pos = {int(c): i for i, c in enumerate(comp.tolist())}
+        ups = upstream_links(on_port, f.lo, f.hi, lk.link, self.link_dst, self.link_src[lnk], self._mark)
+        on_sorted = np.sort(on_port)
         for u in ups.tolist():
             self.pause[u] += t_pause
             self.num_pauses += 1
+            if len(self._pauses) < _SERIES_MAX:
+                self._pauses.append((self._now, u, t_pause))
             u0, un = eng._b_start[u], eng._b_len[u]
-            victims = np.setdiff1d(eng._b_flow[u0:u0 + un], on_port)
-            for v in victims.tolist():  # a paused link moves nothing: each victim loses t_pause
-                if v in pos:
-                    extra[pos[v]] += t_pause
-                else:
-                    f.lat[v] += t_pause
+            # a paused link moves nothing: each victim loses t_pause
+            pause_victims(eng._b_flow[u0:u0 + un], on_sorted, order[0], order[1], t_pause, extra, f.lat)
             backlog = float(eng._ls.load[u]) * t_pause  # what piles up before the paused link
             if backlog > self.cfg.pfc_xoff_bytes:
                 self._pause_upstream(eng, u, (backlog - self.cfg.pfc_xon_bytes) / self.cap_wire[u], comp,
-                                     extra, depth + 1)
+                                     extra, depth + 1, order)
 
     # ---- output --------------------------------------------------------------------------
     def stats(self, now: float) -> NetworkStats:
@@ -345,5 +382,9 @@ class NetworkModel:
                             queue_mean_bytes=q_int / now if now > 0 else np.zeros_like(q_int),
                             queue_max_bytes=self.q_max.copy(), pause_s=self.pause.copy(),
                             ecn_marked_bytes=marked, drop_bytes=self.drops.copy(), series_t_s=t,
-                            series_link=lnk, series_queue_bytes=qb, num_timeouts=self.num_timeouts,
+                            series_link=lnk, series_queue_bytes=qb,
+                            pause_t_s=np.array([p[0] for p in self._pauses], dtype=np.float64),
+                            pause_link=np.array([p[1] for p in self._pauses], dtype=np.int64),
+                            pause_dur_s=np.array([p[2] for p in self._pauses], dtype=np.float64),
+                            num_timeouts=self.num_timeouts,
                             num_pauses=self.num_pauses)
