@@ -30,7 +30,7 @@ with the simulator check (`flowherd.planning.plan.SimCheck`, the scenario's own 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import math
 import time
 
 import numpy as np
@@ -107,12 +107,17 @@ TRACE_SCENARIO = {
 
 
 BASELINES = ("random", "packed", "topology", "hetero")
-# (label, method, make_plan options): the baseline placers (FIFO, as the cluster schedules), two
-# ablations that split the heuristic's gain into schedule and placement, and the heuristic
+# (label, method, make_plan options). The baseline placers schedule FIFO and route by the
+# scenario's routing (ECMP on the default, spraying on the trace), as the cluster does; the
+# ablations: the heuristic's schedule with the topology placer (schedule), the heuristic's
+# placement routed by ECMP (placement then ECMP), the same placement routed by the windowed
+# congestion-free MCF (placement then MCF routing), and the heuristic: routing-aware placement
+# (the joint one: leaf guard, candidates scored by the routing LP, restore rounds).
 VARIANTS = [(m, m, {}) for m in BASELINES] + [
     ("topology+backfill", "topology", {"backfill": True}),
-    ("heuristic-fifo", "heuristic", {"backfill": False}),
-    ("heuristic", "heuristic", {}),
+    ("heuristic+ecmp", "heuristic", {}),
+    ("heuristic+mcf", "heuristic", {"routes": True, "joint": False}),
+    ("heuristic", "heuristic", {"routes": True}),
 ]
 
 
@@ -123,69 +128,178 @@ def trace_slice(k: int) -> dict:
     return source
 
 
-def run_simulated(heldout: int = 3, check: bool = False, check_wall_s: float = 240.0,
-                  trace_slices: int = 2) -> None:
-    from flowherd.experiments.runner import run_scenario
-    from flowherd.experiments.scenario import load_scenario, scenario_from_mapping
-    from flowherd.planning.plan import SimCheck, simulated_mean_jct_s
+def _signature(plan) -> str:
+    """Plans with the same placements, starts and routes simulate alike: simulated once."""
+    import hashlib
+    import json
 
-    variants = [*VARIANTS, ("heuristic+check", "heuristic", {"check": True})] if check else VARIANTS
-    scenarios = [load_scenario("default"),
-                 *(scenario_from_mapping(trace_slice(k)) for k in range(trace_slices))]
-    for sc in scenarios:
-        print(f"\nscenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, "
-              f"routing {sc.routing}, background {'yes' if sc.background else 'no'}, seed {sc.seed}")
-        seeds = [sc.seed + 1000 + k for k in range(heldout)] if sc.background is not None else []
-        # the scenario's simulation settings; the check simulates with the run's own seed, so it
-        # knows that run's background draw: the held-out seeds show what carries over
-        settings = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
-                            fidelity=sc.fidelity, seed=sc.seed, candidates=3, max_wall_s=check_wall_s)
-        sims: dict[str, list[float]] = {}
-        for label, method, opts in variants:
-            kw = dict(opts)
-            if kw.pop("check", False):
-                kw["check"] = settings
-            plan = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed, **kw)
-            run = run_scenario(sc, plan=plan, solo=False)
-            s = run.summary
-            pred = {j.name: j.predicted_jct_s for j in plan.jobs}
-            done = [j for j in run.jobs if j["finished"]]
-            err = np.array([pred[j["name"]] / j["jct_s"] - 1 for j in done if j["jct_s"]])
-            # unfinished jobs count with their time up to the horizon (a lower bound of their JCT),
-            # so that a method leaving jobs unfinished does not look faster
-            censored = float(run.cluster.censored_jct_s().mean())
-            queue = np.mean([(r.start_s if r.start_s is not None else sc.horizon_s) - r.submit_s
-                             for r in run.cluster.jobs])
-            gap = 100 * (plan.predicted_mean_jct_s / s["mean_jct_s"] - 1) if s["mean_jct_s"] else float("nan")
-            sims[label] = [censored] + [
-                simulated_mean_jct_s(sc.fabric, sc.jobs, plan.placements(),
-                                     dataclasses.replace(settings, seed=x), plan.planned_starts())
-                for x in seeds]
-            held = f"; held-out seeds mean {np.mean(sims[label][1:]):.3f} s" if seeds else ""
-            print(f"  {label:17s}: simulated mean JCT {s['mean_jct_s']:.3f} s over {s['jobs_finished']}/"
-                  f"{s['jobs_total']} finished ({censored:.3f} s with unfinished ones at the horizon), "
-                  f"mean queueing {queue:.2f} s{held}; predicted {plan.predicted_mean_jct_s:.2f} s "
-                  f"(predicted/simulated mean {gap:+.1f}%); per-job prediction error median "
-                  f"{100 * np.median(err):+.1f}%, mean |err| {100 * np.mean(np.abs(err)):.1f}%; planned in "
-                  f"{plan.solve_s:.1f} s, simulated in {run.wall_s:.1f} s")
-            info = plan.info.get("sim_check")
-            if info:
-                cands = [round(v, 3) for v in info["candidates_simulated"]]
-                print(f"  {'':17s}  sim check: candidates {cands} s, chosen #{info['chosen']}, moves kept "
-                      f"{info['moves_kept']}, final {info['simulated_mean_jct_s']:.3f} s, "
-                      f"{info['wall_s']:.0f} s of simulation")
-        # paired over the scenario's seed and the held-out ones: heuristic minus the best baseline
-        # placer of each seed
-        h = np.array(sims["heuristic"])
-        best = np.min([sims[m] for m in BASELINES], axis=0)
-        d = h - best
-        mean, half = ci95(d)
-        print(f"  heuristic - best baseline placer, per seed {[round(float(x), 3) for x in d]} s: mean "
-              f"{mean:+.3f} +- {half:.3f} s ({100 * (h / best - 1).mean():+.2f}%), heuristic better on "
-              f"{int((d < 0).sum())}/{d.size} seeds")
-        for label in ("topology+backfill", "heuristic-fifo"):
-            print(f"  heuristic vs {label}: {100 * (h / np.array(sims[label]) - 1).mean():+.2f}% (mean over "
-                  "seeds)")
+    routes = sorted((k, [[list(p), round(w, 9)] for p, w in v]) for k, v in (plan.routes or {}).items())
+    key = json.dumps([[j.name, list(j.gpus), round(j.start_s, 9)] for j in plan.jobs] + [routes])
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def _cache_read(path) -> dict:
+    import json
+    from pathlib import Path
+
+    out = {}
+    if path and Path(path).exists():
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                out[(r["scenario"], r["seed"], r.get("label", r["signature"]))] = r
+    return out
+
+
+def _cache_add(path, row: dict) -> None:
+    import json
+
+    if path:
+        with open(path, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
+def _instances(kind: str, seeds: int, trace_slices: int, network: str) -> list[tuple[dict, list[int]]]:
+    """(scenario mapping, simulation seeds) per instance: the default with its own seed and
+    ``seeds - 1`` held-out ones (other background draws and hashes), or one trace window per
+    instance (no background, spraying: the seed changes nothing, the window is the replicate)."""
+    from flowherd.experiments.scenario import read_scenario_mapping
+
+    if kind == "default":
+        m = {**read_scenario_mapping("default"), "network": network}
+        return [(m, [int(m["seed"])] + [int(m["seed"]) + 1000 + k for k in range(seeds - 1)])]
+    return [({**trace_slice(k), "network": network}, [TRACE_SCENARIO["seed"]]) for k in range(trace_slices)]
+
+
+# simulation order: the comparison that matters most first (a run stopped early still pairs them)
+PRIORITY = ("packed", "heuristic", "heuristic+ecmp", "topology", "topology+backfill", "heuristic+mcf",
+            "random", "hetero")
+
+
+def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5, trace_slices: int = 5,
+                  network: str = "roce", labels: tuple[str, ...] | None = None, cache: str | None = None,
+                  report_only: bool = False) -> None:
+    """Every variant's plan simulated (module docstring), cells in `PRIORITY` order (every
+    replicate of a variant before the next variant); results cached per (scenario, seed, plan
+    signature) in ``cache`` (JSON lines) so a run can be resumed, and reported from the cache."""
+    from flowherd.experiments.scenario import scenario_from_mapping
+    from flowherd.planning.estimate import estimate_check, simulate_plan
+    from flowherd.planning.plan import SimCheck
+
+    done = _cache_read(cache)  # (scenario, seed, label) -> row
+    sims = {(r["scenario"], r["seed"], r["signature"]): r for r in done.values()}  # by plan signature
+    if not report_only:
+        insts = []
+        for kind in kinds:
+            for mapping, sim_seeds in _instances(kind, seeds, trace_slices, network):
+                sc = scenario_from_mapping(mapping)
+                print(f"scenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, routing "
+                      f"{sc.routing}, network {sc.network.model}, "
+                      f"background {'yes' if sc.background else 'no'}, "
+                      f"seeds {sim_seeds}", flush=True)
+                insts.append((kind, sc, sim_seeds, {}))
+        variants = {label: (method, opts) for label, method, opts in VARIANTS}
+        order = [x for x in PRIORITY if x in variants and (not labels or x in labels)]
+        for label in order:
+            method, opts = variants[label]
+            for kind, sc, sim_seeds, plans in insts:
+                if label not in plans:
+                    plans[label] = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed,
+                                             background=sc.background, window_s=sc.horizon_s / 100, **opts)
+                plan = plans[label]
+                sig = _signature(plan)
+                cong = plan.info.get("congestion") or {}
+                for seed in sim_seeds:
+                    key = (sc.name, seed, label)
+                    if key in done and done[key]["signature"] == sig:
+                        continue
+                    row = sims.get((sc.name, seed, sig))
+                    if row is None:
+                        check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
+                                         fidelity=sc.fidelity, seed=seed, network=sc.network)
+                        sim = simulate_plan(sc.fabric, sc.jobs, plan, check)
+                        est = estimate_check(sc.fabric, sc.jobs, plan, sim, background=sc.background)
+                        row = {"scenario": sc.name, "seed": seed, "signature": sig, "sim_wall_s": sim.wall_s,
+                               **est}
+                    row = {**row, "kind": kind, "label": label, "plan_s": plan.solve_s,
+                           "predicted_max_load": cong.get("max_load"),
+                           "predicted_violations": cong.get("violations"),
+                           "restore": plan.info.get("congestion_restore"),
+                           "held": plan.info.get("starts_held", 0)}
+                    done[key] = sims[(sc.name, seed, sig)] = row
+                    _cache_add(cache, row)
+                    gb = {k: row[k] / 1e9 for k in ("congested_bytes", "marked_bytes", "paused_bytes",
+                                                     "dropped_bytes")}
+                    print(f"  {sc.name[:24]:24s} {label:17s} seed {seed}: simulated mean JCT "
+                          f"{row['simulated_mean_jct_s']:.3f} s, predicted "
+                          f"{row['predicted_mean_jct_s']:.3f} s "
+                          f"({100 * row['jct_error']:+.1f}%); link load error median "
+                          f"{row['load_error_median']:.3f}, p90 {row['load_error_p90']:.3f} "
+                          f"({row['active_cells']} cells); congested {gb['congested_bytes']:.3f} GB (marked "
+                          f"{gb['marked_bytes']:.3f}, paused {gb['paused_bytes']:.3f}, dropped "
+                          f"{gb['dropped_bytes']:.3f}); predicted max link load {row['predicted_max_load']}; "
+                          f"planned in {plan.solve_s:.1f} s, simulated in {row['sim_wall_s']:.0f} s",
+                          flush=True)
+    table: dict = {}
+    for row in done.values():
+        if "label" in row and row.get("kind") in kinds:
+            per = table.setdefault(row["kind"], {}).setdefault(row["label"], {})
+            per[(row["scenario"], row["seed"])] = row
+    _report(table)
+
+
+def _paired(a: dict, b: dict, key: str = "simulated_mean_jct_s") -> tuple[np.ndarray, np.ndarray]:
+    common = sorted(set(a) & set(b))
+    return np.array([a[s][key] for s in common]), np.array([b[s][key] for s in common])
+
+
+def _report(by_kind: dict) -> None:
+    """Per scenario kind: paired differences to the best baseline (95% CI over the replicates:
+    seeds on the default, trace windows on the trace), the gain split, congestion vs packed."""
+    for kind, rows in by_kind.items():
+        print(f"\n== {kind}: replicates per variant " + ", ".join(f"{k} {len(v)}" for k, v in rows.items()))
+        base = [b for b in BASELINES if b in rows]
+        reps = sorted(set.intersection(*(set(rows[b]) for b in base))) if base else []
+        best = {r: min(rows[b][r]["simulated_mean_jct_s"] for b in base) for r in reps}
+        for label, per in rows.items():
+            common = [r for r in reps if r in per]
+            if not common:
+                continue
+            x = np.array([per[r]["simulated_mean_jct_s"] for r in common])
+            y = np.array([best[r] for r in common])
+            d = x - y
+            mean, half = ci95(d)
+            err = np.array([per[r]["jct_error"] for r in common])
+            le = np.array([per[r]["load_error_median"] for r in common])
+            cg = np.array([per[r]["congested_bytes"] for r in common])
+            print(f"  {label:17s}: mean JCT {x.mean():.3f} s; minus best baseline {mean:+.3f} +- "
+                  f"{half:.3f} s "
+                  f"({100 * (x / y - 1).mean():+.2f}%), better on {int((d < 0).sum())}/{d.size}; predicted "
+                  f"vs simulated JCT {100 * err.mean():+.1f}% (max |.| {100 * np.abs(err).max():.1f}%); "
+                  f"link load error median {le.mean():.3f}; congested {cg.mean() / 1e9:.3f} GB")
+        chain = ["topology", "topology+backfill", "heuristic+ecmp", "heuristic"]
+        if all(c in rows for c in chain):
+            parts = []
+            for a, b, what in zip(chain, chain[1:], ("schedule", "placement", "routing"), strict=False):
+                xa, xb = _paired(rows[a], rows[b])
+                m, h = ci95(xa - xb)
+                parts.append(f"{what} {m:+.3f} +- {h:.3f} s ({100 * ((xa - xb) / xa).mean():.2f}%)")
+            print("  gain over topology (FIFO, scenario routing) split: " + "; ".join(parts))
+        if "heuristic+mcf" in rows and "heuristic" in rows:
+            xa, xb = _paired(rows["heuristic+mcf"], rows["heuristic"])
+            m, h = ci95(xa - xb)
+            print(f"  joint vs sequential (placement then MCF): {m:+.3f} +- {h:.3f} s")
+        if "packed" in rows:
+            for label in ("heuristic+ecmp", "heuristic+mcf", "heuristic"):
+                if label not in rows:
+                    continue
+                cp, ch = _paired(rows["packed"], rows[label], "congested_bytes")
+                jp, jh = _paired(rows["packed"], rows[label])
+                m, h = ci95(jh - jp)
+                ratio = cp.sum() / ch.sum() if ch.sum() > 0 else math.inf
+                print(f"  congested (paused+marked+dropped) bytes, packed+ECMP / {label}: {ratio:.1f}x "
+                      f"({cp.mean() / 1e9:.3f} vs {ch.mean() / 1e9:.3f} GB); mean JCT {label} - packed "
+                      f"{m:+.3f} +- {h:.3f} s")
 
 
 def main() -> None:
@@ -194,14 +308,19 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=120.0, help="MILP time limit, seconds")
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--simulate", action="store_true", help="only the simulated comparison")
-    ap.add_argument("--heldout", type=int, default=3, help="held-out seeds of the simulated comparison")
-    ap.add_argument("--trace-slices", type=int, default=2,
-                    help="disjoint 300-job windows of the Philly trace to run the trace scenario on")
-    ap.add_argument("--check", action="store_true",
-                    help="also the heuristic with the simulator check (SimCheck, the scenario's seed)")
+    ap.add_argument("--seeds", type=int, default=5, help="simulation seeds of the default scenario")
+    ap.add_argument("--trace-slices", type=int, default=5,
+                    help="disjoint 300-job windows of the Philly trace (the trace's replicates)")
+    ap.add_argument("--network", default="roce", help="network model of the simulations (roce, tcp, ideal)")
+    ap.add_argument("--scenarios", default="default,trace", help="default, trace or both")
+    ap.add_argument("--variants", default=None, help="comma-separated labels (default: all)")
+    ap.add_argument("--cache", default=None, help="JSON-lines file of finished simulations (resume, report)")
+    ap.add_argument("--report", action="store_true", help="only report what the cache holds")
     args = ap.parse_args()
     if args.simulate:
-        run_simulated(heldout=args.heldout, check=args.check, trace_slices=args.trace_slices)
+        run_simulated(tuple(args.scenarios.split(",")), seeds=args.seeds, trace_slices=args.trace_slices,
+                      network=args.network, labels=tuple(args.variants.split(",")) if args.variants else None,
+                      cache=args.cache, report_only=args.report)
         return
     run_small(args.instances, args.time_limit)
     if not args.skip_large:

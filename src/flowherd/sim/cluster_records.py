@@ -161,6 +161,12 @@ class ClusterResult:
             the records then end with the utilization bin it fell in), else None.
         num_decisions: Decision points the controller was asked at.
         decision_wall_s: Wall-clock time spent in the controller, seconds.
+        link_bin_bytes: ``float64[L, B]`` bytes each directed link carried in each utilization
+            bin (``link_series=True`` only, else None).
+        link_bin_marked_bytes, link_bin_pause_s, link_bin_drop_bytes: ``float64[L, B]`` ECN-marked
+            bytes, PFC pause time (seconds) and dropped bytes of each link in each bin, from the
+            congestion model (`flowherd.sim.network`; ``link_series=True`` and a model other
+            than ``ideal``, else None).
     """
 
     jobs: tuple[JobRecord, ...]
@@ -189,6 +195,10 @@ class ClusterResult:
     stopped_at_s: float | None = None
     num_decisions: int = 0
     decision_wall_s: float = 0.0
+    link_bin_bytes: np.ndarray | None = None
+    link_bin_marked_bytes: np.ndarray | None = None
+    link_bin_pause_s: np.ndarray | None = None
+    link_bin_drop_bytes: np.ndarray | None = None
 
     def censored_jct_s(self) -> np.ndarray:
         """``float64[n]``: completion time of each job submitted before the horizon, one still
