@@ -171,9 +171,10 @@ def _instances(kind: str, seeds: int, trace_slices: int, network: str) -> list[t
     return [({**trace_slice(k), "network": network}, [TRACE_SCENARIO["seed"]]) for k in range(trace_slices)]
 
 
-# simulation order: the comparison that matters most first (a run stopped early still pairs them)
-PRIORITY = ("packed", "heuristic", "heuristic+ecmp", "topology", "topology+backfill", "heuristic+mcf",
-            "random", "hetero")
+# simulation order: groups of variants, each run replicate by replicate (seed or trace window),
+# so that a run stopped early (the machine is shared) still holds paired comparisons
+PRIORITY = (("packed", "heuristic"), ("heuristic+ecmp", "topology"), ("topology+backfill", "heuristic+mcf"),
+            ("random", "hetero"))
 
 
 def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5, trace_slices: int = 5,
@@ -199,47 +200,49 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
                       f"seeds {sim_seeds}", flush=True)
                 insts.append((kind, sc, sim_seeds, {}))
         variants = {label: (method, opts) for label, method, opts in VARIANTS}
-        order = [x for x in PRIORITY if x in variants and (not labels or x in labels)]
-        for label in order:
+        cells = []
+        for group in PRIORITY:
+            group = [x for x in group if x in variants and (not labels or x in labels)]
+            reps = [(inst, seed) for inst in insts for seed in inst[2]]
+            cells += [(label, inst, seed) for inst, seed in reps for label in group]
+        for label, (kind, sc, _, plans), seed in cells:
             method, opts = variants[label]
-            for kind, sc, sim_seeds, plans in insts:
-                if label not in plans:
-                    plans[label] = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed,
-                                             background=sc.background, window_s=sc.horizon_s / 100, **opts)
-                plan = plans[label]
-                sig = _signature(plan)
-                cong = plan.info.get("congestion") or {}
-                for seed in sim_seeds:
-                    key = (sc.name, seed, label)
-                    if key in done and done[key]["signature"] == sig:
-                        continue
-                    row = sims.get((sc.name, seed, sig))
-                    if row is None:
-                        check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
-                                         fidelity=sc.fidelity, seed=seed, network=sc.network)
-                        sim = simulate_plan(sc.fabric, sc.jobs, plan, check)
-                        est = estimate_check(sc.fabric, sc.jobs, plan, sim, background=sc.background)
-                        row = {"scenario": sc.name, "seed": seed, "signature": sig, "sim_wall_s": sim.wall_s,
-                               **est}
-                    row = {**row, "kind": kind, "label": label, "plan_s": plan.solve_s,
-                           "predicted_max_load": cong.get("max_load"),
-                           "predicted_violations": cong.get("violations"),
-                           "restore": plan.info.get("congestion_restore"),
-                           "held": plan.info.get("starts_held", 0)}
-                    done[key] = sims[(sc.name, seed, sig)] = row
-                    _cache_add(cache, row)
-                    gb = {k: row[k] / 1e9 for k in ("congested_bytes", "marked_bytes", "paused_bytes",
-                                                     "dropped_bytes")}
-                    print(f"  {sc.name[:24]:24s} {label:17s} seed {seed}: simulated mean JCT "
-                          f"{row['simulated_mean_jct_s']:.3f} s, predicted "
-                          f"{row['predicted_mean_jct_s']:.3f} s "
-                          f"({100 * row['jct_error']:+.1f}%); link load error median "
-                          f"{row['load_error_median']:.3f}, p90 {row['load_error_p90']:.3f} "
-                          f"({row['active_cells']} cells); congested {gb['congested_bytes']:.3f} GB (marked "
-                          f"{gb['marked_bytes']:.3f}, paused {gb['paused_bytes']:.3f}, dropped "
-                          f"{gb['dropped_bytes']:.3f}); predicted max link load {row['predicted_max_load']}; "
-                          f"planned in {plan.solve_s:.1f} s, simulated in {row['sim_wall_s']:.0f} s",
-                          flush=True)
+            if label not in plans:
+                plans[label] = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed,
+                                         background=sc.background, window_s=sc.horizon_s / 100, **opts)
+            plan = plans[label]
+            sig = _signature(plan)
+            cong = plan.info.get("congestion") or {}
+            key = (sc.name, seed, label)
+            if key in done and done[key]["signature"] == sig:
+                continue
+            row = sims.get((sc.name, seed, sig))
+            if row is None:
+                check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
+                                 fidelity=sc.fidelity, seed=seed, network=sc.network)
+                sim = simulate_plan(sc.fabric, sc.jobs, plan, check)
+                est = estimate_check(sc.fabric, sc.jobs, plan, sim, background=sc.background)
+                row = {"scenario": sc.name, "seed": seed, "signature": sig, "sim_wall_s": sim.wall_s,
+                       **est}
+            row = {**row, "kind": kind, "label": label, "plan_s": plan.solve_s,
+                   "predicted_max_load": cong.get("max_load"),
+                   "predicted_violations": cong.get("violations"),
+                   "restore": plan.info.get("congestion_restore"),
+                   "held": plan.info.get("starts_held", 0)}
+            done[key] = sims[(sc.name, seed, sig)] = row
+            _cache_add(cache, row)
+            gb = {k: row[k] / 1e9 for k in ("congested_bytes", "marked_bytes", "paused_bytes",
+                                             "dropped_bytes")}
+            print(f"  {sc.name[:24]:24s} {label:17s} seed {seed}: simulated mean JCT "
+                  f"{row['simulated_mean_jct_s']:.3f} s, predicted "
+                  f"{row['predicted_mean_jct_s']:.3f} s "
+                  f"({100 * row['jct_error']:+.1f}%); link load error median "
+                  f"{row['load_error_median']:.3f}, p90 {row['load_error_p90']:.3f} "
+                  f"({row['active_cells']} cells); congested {gb['congested_bytes']:.3f} GB (marked "
+                  f"{gb['marked_bytes']:.3f}, paused {gb['paused_bytes']:.3f}, dropped "
+                  f"{gb['dropped_bytes']:.3f}); predicted max link load {row['predicted_max_load']}; "
+                  f"planned in {plan.solve_s:.1f} s, simulated in {row['sim_wall_s']:.0f} s",
+                  flush=True)
     table: dict = {}
     for row in done.values():
         if "label" in row and row.get("kind") in kinds:
