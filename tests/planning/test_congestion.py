@@ -150,3 +150,13 @@ def test_joint_plan_is_never_predicted_slower_than_the_sequential_one_beyond_the
     assert chosen["excess_s"] == min(c["excess_s"] for c in cands
                                      if c["objective_s"] <= least * (1 + RESTORE_JCT_TOLERANCE) + 1e-12)
     assert len(cands) >= 2  # the sequential plan is among them
+
+
+def test_scenario_planner_section_sets_the_target():
+    from flowherd.experiments.scenario import scenario_from_mapping
+
+    base = {"fabric": {"kind": "leaf-spine", "servers": 2, "gpus_per_server": 4, "leaves": 2, "spines": 1}}
+    assert scenario_from_mapping(base).max_utilization == 0.9
+    assert scenario_from_mapping({**base, "planner": {"max_utilization": 0.7}}).max_utilization == 0.7
+    with pytest.raises(ConfigError, match=r"planner\.max_utilization"):
+        scenario_from_mapping({**base, "planner": {"max_utilization": 1.5}})

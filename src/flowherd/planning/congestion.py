@@ -339,8 +339,8 @@ def route_windows(fabric: Fabric, jobs: Sequence[PlannedJob], *, target: float =
         time_limit_s: HiGHS time limit, seconds.
 
     Returns:
-        ``(splits, loads)``: per GPU pair the paths and shares (for `ExplicitRouter`; only pairs
-        with a choice of path), and the predicted `LinkLoads` under them.
+        ``(splits, loads)``: per GPU pair of the plan's scale-out traffic the paths and shares
+        (for `ExplicitRouter`), and the predicted `LinkLoads` under them.
 
     Raises:
         ConfigError: a target outside (0, 1].
@@ -356,17 +356,18 @@ def route_windows(fabric: Fabric, jobs: Sequence[PlannedJob], *, target: float =
     multi: list[int] = []
     path_pair: list[int] = []
     path_links: list[np.ndarray] = []
+    splits: dict[tuple[int, int], list[tuple[np.ndarray, float]]] = {}
     for k, (s, t) in enumerate(zip(src.tolist(), dst.tolist(), strict=True)):
         ps = _paths(fabric, s, t, paths_per_pair)
         if len(ps) == 1:
             fixed[ps[0]] += d[k][None, :]
+            splits[(s, t)] = [(ps[0].astype(np.int32), 1.0)]
             continue
         multi.append(k)
         for p in ps:
             path_pair.append(k)
             path_links.append(p)
     net = _network_links(fabric)
-    splits: dict[tuple[int, int], list[tuple[np.ndarray, float]]] = {}
     status, solve_s = "optimal", 0.0
     load = fixed.copy()  # background and single-path pairs; the routed pairs are added below
     choice = np.zeros(num_links, bool)
