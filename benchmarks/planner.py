@@ -2,29 +2,35 @@
 
 Small: ``--instances`` seeded instances on a 64-GPU leaf-spine (16 servers of 4 GPUs, 8 leaves
 of 8 GPUs, oversubscribed 16:1) filled with up to 8 training jobs of 4-12 GPUs, so that several
-jobs must span leaves and the choice of which leaves they share decides their slow-down. Prints
-the distribution of the heuristic's gap to the MILP optimum (or to the MILP's bound where it
-timed out), to the MILP's best placement, and of the solve-time ratio.
+jobs must span leaves and the choice of which leaves they share decides their slow-down. Both
+the MILP's and the heuristic's plans are routed by the windowed congestion-free LP
+(`flowherd.planning.congestion`, ``routes=True``); prints the distribution of the heuristic's gap
+to the MILP optimum (or its bound where it timed out), to the MILP's best placement, each plan's
+routed excess over the target, and the solve-time ratio (placement and routing).
 
 Large: 4,096 GPUs (512 servers of 8, 32 leaves, 2:1) and 200 jobs (8-32 GPUs); prints the
 heuristic's solve time and its gap to the LP lower bound (`flowherd.planning.milp.lp_bound`).
 
-Simulated (``--simulate``): every method plans the embedded ``default`` scenario and a
-trace-driven one on ``--trace-slices`` disjoint windows of 300 Microsoft Philly jobs (the first
-window: 40 of them on 2-16 GPUs; each window is reported on its own: held-out honesty), arrivals
-compressed 1000x, on 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves, spraying routes); each plan
-runs in `flowherd.sim.cluster` pinned to its GPUs in its order; prints simulated and predicted
-mean JCT, queueing and the prediction error per method. The baseline placers schedule FIFO (as the
-cluster does); the heuristic also schedules (EASY backfilling, `flowherd.planning.plan`); two
-ablations split its gain: ``topology+backfill`` (the topology placer with the heuristic's
-schedule) and ``heuristic-fifo`` (the heuristic's placement, FIFO). Every plan of a scenario with
-background traffic is also simulated on ``--heldout`` other seeds (same plans; background flows
-and hash draws the planner did not see); the heuristic's paired difference to the best baseline
-placer of each seed is printed with its 95% confidence interval. ``--check`` adds the heuristic
-with the simulator check (`flowherd.planning.plan.SimCheck`, the scenario's own seed).
+Simulated (``--simulate``): every variant (`VARIANTS`: the baseline placers, FIFO, the scenario's
+routing; ``topology+backfill``; the heuristic's placement then ECMP, then the windowed MCF; and
+the heuristic, routing-aware placement with the MCF routes) plans the embedded ``default``
+scenario and a trace-driven one on ``--trace-slices`` disjoint windows of 300 Microsoft Philly
+jobs (arrivals compressed 1000x, 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves,
+spraying routes); each plan runs in `flowherd.sim.cluster` under ``--network`` (roce by
+default, stated explicitly), pinned to its GPUs in its order, its routes through
+`ExplicitRouter` (`flowherd.planning.estimate.simulate_plan`). Replicates: on the default its
+own seed and ``--seeds - 1`` held-out ones (background flows and hash draws the planner did not
+see); on the trace each window (no background, spraying: the seed changes nothing). Per cell:
+simulated and predicted mean JCT, the per-link, per-window load error (median, p90) and the
+paused, ECN-marked and dropped bytes (`flowherd.planning.estimate.estimate_check`); per
+scenario: each variant's paired difference to the best baseline placer with its 95% CI, the
+gain split into schedule (topology -> topology+backfill), placement (-> heuristic+ecmp) and
+routing (-> heuristic), joint vs sequential, and the congested bytes against packed + ECMP.
+Cells run group by group, replicate by replicate (`PRIORITY`), and are cached in ``--cache``
+(JSON lines): a run can be resumed, and ``--report`` prints the tables from the cache.
 
     .venv/bin/python benchmarks/planner.py [--instances 20] [--skip-large]
-    .venv/bin/python benchmarks/planner.py --simulate [--heldout 3] [--check]
+    .venv/bin/python benchmarks/planner.py --simulate --network roce --cache planner.jsonl
 """
 
 from __future__ import annotations
@@ -42,12 +48,29 @@ from flowherd.planning.plan import make_plan
 from flowherd.planning.predict import fabric_view, profile_job
 
 
+def _routed(plan) -> tuple[float, float]:
+    """(time-weighted excess over the target on links a routing could avoid, largest predicted
+    link load) of a plan routed by the windowed congestion-free LP."""
+    from flowherd.planning.congestion import LinkLoads
+
+    ll = LinkLoads.from_dict(plan.info["link_loads"])
+    over = np.clip(ll.load - ll.target, 0.0, None) * ll.routable[:, None]
+    return float((over * np.diff(ll.edges_s)[None, :]).sum()), float(ll.load.max(initial=0.0))
+
+
 def run_small(instances: int, time_limit_s: float) -> dict[str, np.ndarray]:
+    """MILP vs heuristic with the routing in the objective: both plans are routed by the windowed
+    congestion-free LP (`flowherd.planning.congestion`); the MILP places, then routes (its
+    optimum is over the placement model, whose leaf-uplink loads are the LP's optimum on a
+    two-tier leaf-spine); the heuristic is the joint one (routing-aware placement). Printed: the
+    gap of the predicted mean JCT, the routed excess over the target and largest link load of
+    each, and the time ratio (placement and routing)."""
     gaps, ratios, base, to_best, opt = [], [], [], [], 0
+    ex_h, ex_m = [], []
     for seed in range(instances):
         fabric, jobs = small_instance(seed, servers=16, leaves=8, max_jobs=8)
-        exact = make_plan(fabric, jobs, method="milp", time_limit_s=time_limit_s)
-        heur = make_plan(fabric, jobs, method="heuristic", seed=seed)
+        exact = make_plan(fabric, jobs, method="milp", time_limit_s=time_limit_s, routes=True)
+        heur = make_plan(fabric, jobs, method="heuristic", seed=seed, routes=True)
         topo = make_plan(fabric, jobs, method="topology", seed=seed)
         ref = exact.objective if exact.status == "optimal" else exact.lower_bound
         opt += exact.status == "optimal"
@@ -55,9 +78,14 @@ def run_small(instances: int, time_limit_s: float) -> dict[str, np.ndarray]:
         ratios.append(heur.solve_s / exact.solve_s)
         to_best.append((heur.objective - exact.objective) / exact.objective)
         base.append((topo.objective - ref) / ref)
+        (em, lm), (eh, lh) = _routed(exact), _routed(heur)
+        ex_m.append(em)
+        ex_h.append(eh)
         print(f"seed {seed:2d}: {len(jobs)} jobs, milp {exact.objective:.4f} s ({exact.status}, bound "
-              f"{exact.lower_bound:.4f}, {exact.solve_s:.2f} s), heuristic {heur.objective:.4f} s "
-              f"({heur.solve_s:.2f} s), gap {100 * gaps[-1]:+.2f}%; topology placer {100 * base[-1]:+.2f}%")
+              f"{exact.lower_bound:.4f}, {exact.solve_s:.2f} s; routed excess {em:.3f} s, max load "
+              f"{lm:.3f}), "
+              f"heuristic {heur.objective:.4f} s ({heur.solve_s:.2f} s; routed excess {eh:.3f} s, max load "
+              f"{lh:.3f}), gap {100 * gaps[-1]:+.2f}%; topology placer {100 * base[-1]:+.2f}%", flush=True)
     g = np.array(gaps)
     r = np.array(ratios)
     print(f"\n{instances} instances, MILP optimal on {opt}")
@@ -70,8 +98,12 @@ def run_small(instances: int, time_limit_s: float) -> dict[str, np.ndarray]:
     b = np.array(base)
     print("topology placer's gap to the same reference, %: "
           + ", ".join(f"{q}: {100 * np.quantile(b, q / 100):+.2f}" for q in (0, 50, 100)))
-    print("solve-time ratio heuristic/MILP: "
+    print("solve-time ratio heuristic/MILP (placement and routing): "
           + ", ".join(f"{q}: {np.quantile(r, q / 100):.3g}" for q in (0, 50, 100)))
+    eh, em = np.array(ex_h), np.array(ex_m)
+    print(f"routed excess over the target (link-seconds): heuristic mean {eh.mean():.3f}, MILP then routing "
+          f"mean {em.mean():.3f}; heuristic lower on {int((eh < em - 1e-9).sum())}, equal on "
+          f"{int((np.abs(eh - em) <= 1e-9).sum())}, higher on {int((eh > em + 1e-9).sum())} of {instances}")
     return {"gap": g, "ratio": r}
 
 

@@ -15,7 +15,10 @@ jobs after it), keep the result if the model says it is better, stop after a tim
 run of rounds without improvement. Every move is evaluated with the full model
 (O(jobs x servers) numpy work), never with the LP: the model is the LP's objective on a
 leaf-level routing (spraying), so the LP adds nothing per move and would cost milliseconds to
-seconds. The MILP (`flowherd.planning.milp`) certifies the
+seconds. With `planner.max_utilization` (``congestion``, `LeafCongestion`) the leaves' mean
+uplink loads come first (placements keeping them under the target win), and the routing LP
+itself scores the few best distinct placements of the batch at the end (the joint choice,
+`JOINT_TOLERANCE`). The MILP (`flowherd.planning.milp`) certifies the
 heuristic on small instances; on large ones the LP relaxation (`milp.lp_bound`) bounds it.
 
 Ties the model cannot see. Many placements have the same model cost (every placement of a job

@@ -27,13 +27,30 @@ for), so a job of a FIFO plan whose GPUs happen to be free early starts early to
 placers get that much backfilling for free, which makes the comparison below conservative.
 ``make_plan(..., backfill=True)`` gives a baseline placer the same schedule (the ablation that
 separates what the schedule and what the placement gain: `benchmarks/planner.py --simulate`).
-Measured there (mean JCT in simulation): on the embedded default, where a burst of trace jobs
-asks for about three times the cluster, the heuristic's plan beats the best baseline placer on
+Measured there on the ideal network, before the congestion-free routing (mean JCT in
+simulation): on the embedded default, where a burst of trace jobs asks for about three times
+the cluster, the heuristic's plan beats the best baseline placer on
 each of 5 seeds (the scenario's and 4 held-out background draws) by 3.42 +- 0.20 s (3.7 %),
 almost all from the schedule (the topology placer with the same schedule is 0.2 % behind); on
 the 300-job Philly replay it is 10.9 % ahead of the best baseline (topology), 6.4 % from the
 placement (the topology placer with backfilling) and 3.0 % from the schedule (the heuristic's
 placement with FIFO).
+
+Congestion-free (``routes=True``, ``max_utilization``: `planner.max_utilization`). The lower
+level routes the plan over time windows (`flowherd.planning.congestion.route_windows`): every
+link's predicted load (the jobs running in the window at their predicted iteration rate, the
+expected background) stays at or under the target where some routing can keep it there, and the
+plan reports per link and window the load and the slack (``info["link_loads"]``) and the links
+over the target with their excess (``info["congestion"]``). The heuristic is the joint method
+(``joint``, the default with routes): its placement keeps every leaf's mean uplink load under
+the target before it minimizes its cost (moving jobs), a start that would push a leaf over it
+while running jobs will free room is shifted (``info["starts_held"]``), the routing LP chooses
+among its best placements of each batch, and where the routes still leave avoidable links over
+the target, restore rounds plan again with a tighter leaf guard; the plan kept is, among these
+candidates and the sequential plan (placement, then routing), the one of least excess whose
+predicted mean JCT is within `RESTORE_JCT_TOLERANCE` of the best (``info["congestion_restore"]``).
+A link that no routing can avoid (a GPU's own NIC link) is reported, not fixed: only the job's
+own traffic and the background load it.
 
 The simulator as the evaluator of the heuristic (``check``, a `SimCheck`). The model is exact
 about what placement changes structurally (servers, leaves, uplink load, queueing) but blind to
@@ -49,12 +66,13 @@ the predicted one. The simulation uses ``SimCheck.seed``: with the scenario's ow
 planner knows the very background flows and hash draws the run will see, so the gain measured
 on that seed is partly fitted to that realization; `benchmarks/planner.py --simulate` therefore
 also reports every method's plan on held-out seeds. Measured on the default scenario
-(`benchmarks/planner.py --simulate --check`): on its own seed the check takes the heuristic from
-90.781 s (model alone) to 90.770 s (3 candidates, 3 moves kept, 152 s of simulation); on 4
-held-out seeds its plan averages 89.926 s against the model-alone plan's 89.922 s: what it fitted
-to the scenario's background does not carry over, and the schedule, not the check, is what
-beats the baseline placers (module docstring, "The schedule"). Without background (the
-trace-driven benchmark) the candidates simulate alike and the check changes nothing.
+(ideal network; `benchmarks/planner.py --simulate --check` at commit d4e2916): on its own
+seed the check takes the heuristic from 90.781 s (model alone) to 90.770 s (3 candidates, 3
+moves kept, 152 s of simulation); on 4 held-out seeds its plan averages 89.926 s against the
+model-alone plan's 89.922 s: what it fitted to the scenario's background does not carry over,
+and the schedule, not the check, is what beats the baseline placers (module docstring, "The
+schedule"). Without background (the trace-driven benchmark) the candidates simulate alike and
+the check changes nothing.
 """
 
 from __future__ import annotations
