@@ -76,3 +76,20 @@ def test_every_byte_follows_the_plans_paths(skewed, model, controller):
         assert res.link_bin_marked_bytes is not None and np.all(res.link_bin_marked_bytes >= -1e-9)
     else:
         assert res.link_bin_marked_bytes is None
+
+
+def test_the_plans_check_compares_its_estimate_with_the_simulation():
+    # one job alone on the ideal network: the model's iteration time is the simulator's (exact
+    # when uncontended, flowherd.planning.predict) and the estimate counts the bytes the
+    # simulator sends (wire bytes: LL sends twice the payload), so every link's load in every
+    # window agrees; the congestion the model saw is reported (none on the ideal network)
+    sc = scenario_from_mapping(TINY)
+    check = SimCheck(horizon_s=sc.horizon_s, routing="ecmp", fidelity=sc.fidelity, seed=2,
+                     network=load_network("ideal"))
+    plan = make_plan(sc.fabric, sc.jobs, method="heuristic", routes=True, check=check)
+    est = plan.info["estimate"]
+    assert abs(est["predicted_bytes"] / est["simulated_bytes"] - 1) < 1e-6
+    assert 0 <= est["load_error_median"] <= est["load_error_p90"] < 1e-6
+    assert est["active_cells"] > 0
+    assert est["congested_bytes"] == 0.0
+    assert est["simulated_mean_jct_s"] > 0 and abs(est["jct_error"]) < 1e-6

@@ -318,8 +318,12 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
         time_limit_s: Time limit of the method (MILP, heuristic), seconds; None: its default.
         seed: Seed of the random choices.
         routes: Also compute routes with the lower level (`plan_routes`).
-        check: ``heuristic`` only: simulate its best candidate plans with these settings and
-            keep the one of least simulated mean JCT (module docstring); None: the model alone.
+        check: ``heuristic``: simulate its best candidate plans with these settings and keep
+            the one of least simulated mean JCT (module docstring); any method: simulate the
+            final plan and put the estimate against the simulation in ``info["estimate"]``
+            (`flowherd.planning.estimate.estimate_check`: per-link, per-window load error,
+            median and p90, congestion seen, predicted vs simulated mean JCT). None: the model
+            alone.
         backfill: Schedule with EASY backfilling (module docstring) instead of FIFO; None: the
             method's own schedule (backfilling for ``heuristic``, FIFO for the baseline placers
             and the MILP, which place and do not schedule).
@@ -424,8 +428,15 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
             info["link_loads"] = loads[1].to_dict()
     info["overrun_risk"] = float(tl.risk)
     info["starts_held"] = int(tl.held)
-    return Plan(method=method, jobs=jp, routes=route_map, objective=objective, lower_bound=lower, gap=gap,
+    plan = Plan(method=method, jobs=jp, routes=route_map, objective=objective, lower_bound=lower, gap=gap,
                 solve_s=time.perf_counter() - wall0, status=status, info=info)
+    if check is not None and jobs:  # the estimate against the simulation (the plan's check)
+        from flowherd.planning.estimate import estimate_check, simulate_plan
+
+        sim = simulate_plan(fabric, jobs, plan, check)
+        est = estimate_check(fabric, jobs, plan, sim, background=background, target=target)
+        plan = dataclasses.replace(plan, info={**info, "estimate": est})
+    return plan
 
 
 def _planned_jobs(jobs: Sequence[Any], tl: Any, view: Any,
