@@ -49,7 +49,8 @@ from flowherd.planning.traffic import TrafficMatrix, job_traffic, link_profile
 from flowherd.routing.paths import shortest_paths
 
 __all__ = ["DEFAULT_MAX_UTILIZATION", "LinkLoads", "PlannedJob", "background_link_bytes_per_s",
-           "check_max_utilization", "leaf_background_bytes_per_s", "predict_link_loads", "route_windows"]
+           "check_max_utilization", "leaf_background_bytes_per_s", "predict_link_loads", "route_windows",
+           "routes_to_splits"]
 
 DEFAULT_MAX_UTILIZATION = 0.9
 _EXCESS_COST = 100.0  # M: a unit of excess over the target costs 100 units of utilization
@@ -153,6 +154,20 @@ class LinkLoads:
                          load=np.asarray(data["load"], float).reshape(len(data["links"]), -1),
                          target=float(data["target"]), routable=np.asarray(data["routable"], bool),
                          routing=str(data.get("routing", "mcf")))
+
+
+def routes_to_splits(routes: Mapping[str, Sequence[tuple[Sequence[int], float]]]
+                     ) -> dict[tuple[int, int], list[tuple[np.ndarray, float]]]:
+    """`flowherd.planning.plan.Plan.routes` as the ``splits`` of
+    `flowherd.routing.policies.ExplicitRouter`."""
+    out = {}
+    for key, v in routes.items():
+        try:
+            a, b = (int(x) for x in str(key).split(","))
+        except ValueError:
+            raise ConfigError(f"plan routes key must be 'src,dst', got {key!r} (plan.routes)") from None
+        out[(a, b)] = [(np.asarray(p, dtype=np.int64), float(w)) for p, w in v]
+    return out
 
 
 def _link_name(fabric: Fabric, link: int) -> str:

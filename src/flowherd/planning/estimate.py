@@ -45,7 +45,7 @@ class PlanSimulation:
 def _router(fabric: Fabric, plan: Any, check: SimCheck) -> Any:
     if not plan.routes:
         return check.routing
-    from flowherd.planning.plan import routes_to_splits
+    from flowherd.planning.congestion import routes_to_splits
     from flowherd.routing.policies import ExplicitRouter
 
     return ExplicitRouter(fabric, routes_to_splits(plan.routes), fallback=check.routing, seed=check.seed)
@@ -95,7 +95,7 @@ def estimate_check(fabric: Fabric, jobs: Sequence[Any], plan: Any, sim: PlanSimu
     if target is None:
         target = float((plan.info.get("congestion") or {}).get("target", DEFAULT_MAX_UTILIZATION))
     if plan.routes:
-        from flowherd.planning.plan import routes_to_splits
+        from flowherd.planning.congestion import routes_to_splits
         from flowherd.routing.policies import ExplicitRouter
 
         router: Any = ExplicitRouter(fabric, routes_to_splits(plan.routes), fallback="spray")

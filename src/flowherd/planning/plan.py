@@ -99,6 +99,7 @@ from flowherd.planning.congestion import (
     check_max_utilization,
     leaf_background_bytes_per_s,
     route_windows,
+    routes_to_splits,
 )
 from flowherd.planning.predict import JobProfile, evaluate, fabric_view, profile_job
 from flowherd.planning.sim_check import SimCheck, check_in_simulator, known_background, simulated_mean_jct_s
@@ -289,19 +290,6 @@ def plan_routes(fabric: Fabric, jobs: Sequence[Any], placements: Mapping[str, Se
     sol = route_min_max_utilization(fabric, demand, time_limit_s=time_limit_s)
     return {f"{a},{b}": [(tuple(int(x) for x in path), float(w)) for path, w in v]
             for (a, b), v in sol.splits().items()}
-
-
-def routes_to_splits(routes: Mapping[str, Sequence[tuple[Sequence[int], float]]]
-                     ) -> dict[tuple[int, int], list[tuple[np.ndarray, float]]]:
-    """`Plan.routes` as the ``splits`` of `flowherd.routing.policies.ExplicitRouter`."""
-    out = {}
-    for key, v in routes.items():
-        try:
-            a, b = (int(x) for x in str(key).split(","))
-        except ValueError:
-            raise ConfigError(f"plan routes key must be 'src,dst', got {key!r} (plan.routes)") from None
-        out[(a, b)] = [(np.asarray(p, dtype=np.int64), float(w)) for p, w in v]
-    return out
 
 
 def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
