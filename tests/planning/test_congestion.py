@@ -160,3 +160,15 @@ def test_scenario_planner_section_sets_the_target():
     assert scenario_from_mapping({**base, "planner": {"max_utilization": 0.7}}).max_utilization == 0.7
     with pytest.raises(ConfigError, match=r"planner\.max_utilization"):
         scenario_from_mapping({**base, "planner": {"max_utilization": 1.5}})
+
+
+def test_restore_rounds_run_where_the_routes_leave_avoidable_excess():
+    # 16:1 oversubscribed small instance: the routes cannot keep every uplink under 0.5, so the
+    # joint heuristic tries the unguarded and tighter-guard plans (and still returns one)
+    from flowherd.planning.instances import small_instance
+
+    f, jobs = small_instance(0, servers=16, leaves=8, max_jobs=8)
+    plan = make_plan(f, jobs, method="heuristic", routes=True, seed=0, max_utilization=0.5)
+    cands = plan.info["congestion_restore"]["candidates"]
+    assert len(cands) >= 3 and any(c["leaf_target"] < 0.5 for c in cands)
+    assert plan.info["congestion"]["target"] == 0.5

@@ -362,7 +362,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if joint:
         leaf_bg = leaf_background_bytes_per_s(fabric, background)
         guard = Congestion(leaf=LeafCongestion(target=target, background_bytes_per_s=leaf_bg), fabric=fabric,
-                           background=background)
+                           background=background, target=target)
     tl = run_timeline(planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(seed),
                        deadline, slack_aware, background=bg, backfill=backfill, congestion=guard)
     submit = np.array([p.submit_s for p in profiles])
@@ -475,8 +475,7 @@ def _route_and_restore(tl: Any, planner: Any, method: str, view: Any, profiles: 
                 "objective_s": float(np.mean(t.end - submit))}
 
     def rerun(leaf_target: float) -> Any:
-        g2 = Congestion(leaf=dataclasses.replace(guard.leaf, target=leaf_target), fabric=guard.fabric,
-                        background=guard.background)
+        g2 = dataclasses.replace(guard, leaf=dataclasses.replace(guard.leaf, target=leaf_target))
         return run_timeline(planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(seed),
                             deadline, slack_aware, background=bg, backfill=backfill, congestion=g2)
 

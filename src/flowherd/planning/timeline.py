@@ -293,14 +293,17 @@ class Congestion:
     the fabric and background the routing LP scores candidate placements with.
 
     Attributes:
-        leaf: The leaf-level guard (`flowherd.planning.batch.LeafCongestion`).
+        leaf: The leaf-level guard (`flowherd.planning.batch.LeafCongestion`; its target may be
+            tighter than ``target``, or off, in the restore rounds).
         fabric: The fabric (None: no routing LP in the placement, the sequential ablation).
         background: `flowherd.sim.cluster.BackgroundSpec` or None.
+        target: The links' target utilization the routing LP scores with (`planner.max_utilization`).
     """
 
     leaf: LeafCongestion
     fabric: Any = None
     background: Any = None
+    target: float = 0.9
 
     def for_batch(self, run: _Planning, batch: list[int]) -> LeafCongestion:
         """The guard handed to the method for ``batch`` now, with the routing LP's score of a
@@ -315,7 +318,7 @@ class Congestion:
 
         profiles = run.profiles
         running = [(profiles[k], run.gpus[k]) for k in run.running]
-        target = self.leaf.target
+        target = self.target
 
         def score(gpus: Sequence[np.ndarray | None]) -> float:
             jobs = [PlannedJob(job=p.job, gpus=tuple(int(x) for x in g), start_s=0.0,
