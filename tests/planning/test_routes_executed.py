@@ -44,11 +44,13 @@ def skewed():
     from flowherd.routing.paths import shortest_paths
 
     routes = {}
-    for k in plan.routes:  # every pair the plan routes, on its equal-cost path through spine 0
+    for k, v in plan.routes.items():  # every cross-leaf pair on its equal-cost path through spine 0
         a, b = (int(x) for x in k.split(","))
-        routes[k] = [(tuple(int(x) for x in p), 1.0) for p in shortest_paths(f, a, b)
-                     if via(p, spines[0])][:1]
-    assert routes and all(routes.values())
+        paths = shortest_paths(f, a, b)
+        routes[k] = v if len(paths) == 1 else [(tuple(int(x) for x in p), 1.0) for p in paths
+                                               if via(p, spines[0])][:1]
+    assert routes and all(routes.values()) and any(len(shortest_paths(f, *map(int, k.split(",")))) > 1
+                                                   for k in routes)
     on = [x for x in spine_links if spines[1] in (int(f.link_src[x]), int(f.link_dst[x]))]
     used = sorted({int(x) for v in routes.values() for p, _ in v for x in p if x in set(spine_links)})
     return sc, dataclasses.replace(plan, routes=routes), np.asarray(on), np.asarray(used)
