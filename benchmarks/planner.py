@@ -191,7 +191,8 @@ def _cache_add(path, row: dict) -> None:
             fh.write(json.dumps(row) + "\n")
 
 
-def _instances(kind: str, seeds: int, trace_slices: int, network: str) -> list[tuple[dict, list[int]]]:
+def _instances(kind: str, seeds: int, trace_slices: int, network: str,
+               first_slice: int = 0) -> list[tuple[dict, list[int]]]:
     """(scenario mapping, simulation seeds) per instance: the default with its own seed and
     ``seeds - 1`` held-out ones (other background draws and hashes), or one trace window per
     instance (no background, spraying: the seed changes nothing, the window is the replicate)."""
@@ -200,7 +201,8 @@ def _instances(kind: str, seeds: int, trace_slices: int, network: str) -> list[t
     if kind == "default":
         m = {**read_scenario_mapping("default"), "network": network}
         return [(m, [int(m["seed"])] + [int(m["seed"]) + 1000 + k for k in range(seeds - 1)])]
-    return [({**trace_slice(k), "network": network}, [TRACE_SCENARIO["seed"]]) for k in range(trace_slices)]
+    return [({**trace_slice(k), "network": network}, [TRACE_SCENARIO["seed"]])
+            for k in range(first_slice, first_slice + trace_slices)]
 
 
 # simulation order: groups of variants, each run replicate by replicate (seed or trace window),
@@ -211,7 +213,7 @@ PRIORITY = (("packed", "heuristic"), ("heuristic+ecmp", "topology"), ("topology+
 
 def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5, trace_slices: int = 5,
                   network: str = "roce", labels: tuple[str, ...] | None = None, cache: str | None = None,
-                  report_only: bool = False) -> None:
+                  report_only: bool = False, first_slice: int = 0) -> None:
     """Every variant's plan simulated (module docstring), cells in `PRIORITY` order (every
     replicate of a variant before the next variant); results cached per (scenario, seed, plan
     signature) in ``cache`` (JSON lines) so a run can be resumed, and reported from the cache."""
@@ -224,7 +226,7 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
     if not report_only:
         insts = []
         for kind in kinds:
-            for mapping, sim_seeds in _instances(kind, seeds, trace_slices, network):
+            for mapping, sim_seeds in _instances(kind, seeds, trace_slices, network, first_slice):
                 sc = scenario_from_mapping(mapping)
                 print(f"scenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, routing "
                       f"{sc.routing}, network {sc.network.model}, "
@@ -346,6 +348,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5, help="simulation seeds of the default scenario")
     ap.add_argument("--trace-slices", type=int, default=5,
                     help="disjoint 300-job windows of the Philly trace (the trace's replicates)")
+    ap.add_argument("--first-slice", type=int, default=0, help="first trace window of the run")
     ap.add_argument("--network", default="roce", help="network model of the simulations (roce, tcp, ideal)")
     ap.add_argument("--scenarios", default="default,trace", help="default, trace or both")
     ap.add_argument("--variants", default=None, help="comma-separated labels (default: all)")
@@ -355,7 +358,7 @@ def main() -> None:
     if args.simulate:
         run_simulated(tuple(args.scenarios.split(",")), seeds=args.seeds, trace_slices=args.trace_slices,
                       network=args.network, labels=tuple(args.variants.split(",")) if args.variants else None,
-                      cache=args.cache, report_only=args.report)
+                      cache=args.cache, report_only=args.report, first_slice=args.first_slice)
         return
     run_small(args.instances, args.time_limit)
     if not args.skip_large:
