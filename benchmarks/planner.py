@@ -2,35 +2,41 @@
 
 Small: ``--instances`` seeded instances on a 64-GPU leaf-spine (16 servers of 4 GPUs, 8 leaves
 of 8 GPUs, oversubscribed 16:1) filled with up to 8 training jobs of 4-12 GPUs, so that several
-jobs must span leaves and the choice of which leaves they share decides their slow-down. Prints
-the distribution of the heuristic's gap to the MILP optimum (or to the MILP's bound where it
-timed out), to the MILP's best placement, and of the solve-time ratio.
+jobs must span leaves and the choice of which leaves they share decides their slow-down. Both
+the MILP's and the heuristic's plans are routed by the windowed congestion-free LP
+(`flowherd.planning.congestion`, ``routes=True``); prints the distribution of the heuristic's gap
+to the MILP optimum (or its bound where it timed out), to the MILP's best placement, each plan's
+routed excess over the target, and the solve-time ratio (placement and routing).
 
 Large: 4,096 GPUs (512 servers of 8, 32 leaves, 2:1) and 200 jobs (8-32 GPUs); prints the
 heuristic's solve time and its gap to the LP lower bound (`flowherd.planning.milp.lp_bound`).
 
-Simulated (``--simulate``): every method plans the embedded ``default`` scenario and a
-trace-driven one on ``--trace-slices`` disjoint windows of 300 Microsoft Philly jobs (the first
-window: 40 of them on 2-16 GPUs; each window is reported on its own: held-out honesty), arrivals
-compressed 1000x, on 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves, spraying routes); each plan
-runs in `flowherd.sim.cluster` pinned to its GPUs in its order; prints simulated and predicted
-mean JCT, queueing and the prediction error per method. The baseline placers schedule FIFO (as the
-cluster does); the heuristic also schedules (EASY backfilling, `flowherd.planning.plan`); two
-ablations split its gain: ``topology+backfill`` (the topology placer with the heuristic's
-schedule) and ``heuristic-fifo`` (the heuristic's placement, FIFO). Every plan of a scenario with
-background traffic is also simulated on ``--heldout`` other seeds (same plans; background flows
-and hash draws the planner did not see); the heuristic's paired difference to the best baseline
-placer of each seed is printed with its 95% confidence interval. ``--check`` adds the heuristic
-with the simulator check (`flowherd.planning.plan.SimCheck`, the scenario's own seed).
+Simulated (``--simulate``): every variant (`VARIANTS`: the baseline placers, FIFO, the scenario's
+routing; ``topology+backfill``; the heuristic's placement then ECMP, then the windowed MCF; and
+the heuristic, routing-aware placement with the MCF routes) plans the embedded ``default``
+scenario and a trace-driven one on ``--trace-slices`` disjoint windows of 300 Microsoft Philly
+jobs (arrivals compressed 1000x, 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves,
+spraying routes); each plan runs in `flowherd.sim.cluster` under ``--network`` (roce by
+default, stated explicitly), pinned to its GPUs in its order, its routes through
+`ExplicitRouter` (`flowherd.planning.estimate.simulate_plan`). Replicates: on the default its
+own seed and ``--seeds - 1`` held-out ones (background flows and hash draws the planner did not
+see); on the trace each window (no background, spraying: the seed changes nothing). Per cell:
+simulated and predicted mean JCT, the per-link, per-window load error (median, p90) and the
+paused, ECN-marked and dropped bytes (`flowherd.planning.estimate.estimate_check`); per
+scenario: each variant's paired difference to the best baseline placer with its 95% CI, the
+gain split into schedule (topology -> topology+backfill), placement (-> heuristic+ecmp) and
+routing (-> heuristic), joint vs sequential, and the congested bytes against packed + ECMP.
+Cells run group by group, replicate by replicate (`PRIORITY`), and are cached in ``--cache``
+(JSON lines): a run can be resumed, and ``--report`` prints the tables from the cache.
 
     .venv/bin/python benchmarks/planner.py [--instances 20] [--skip-large]
-    .venv/bin/python benchmarks/planner.py --simulate [--heldout 3] [--check]
+    .venv/bin/python benchmarks/planner.py --simulate --network roce --cache planner.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import math
 import time
 
 import numpy as np
@@ -42,12 +48,29 @@ from flowherd.planning.plan import make_plan
 from flowherd.planning.predict import fabric_view, profile_job
 
 
+def _routed(plan) -> tuple[float, float]:
+    """(time-weighted excess over the target on links a routing could avoid, largest predicted
+    link load) of a plan routed by the windowed congestion-free LP."""
+    from flowherd.planning.congestion import LinkLoads
+
+    ll = LinkLoads.from_dict(plan.info["link_loads"])
+    over = np.clip(ll.load - ll.target, 0.0, None) * ll.routable[:, None]
+    return float((over * np.diff(ll.edges_s)[None, :]).sum()), float(ll.load.max(initial=0.0))
+
+
 def run_small(instances: int, time_limit_s: float) -> dict[str, np.ndarray]:
+    """MILP vs heuristic with the routing in the objective: both plans are routed by the windowed
+    congestion-free LP (`flowherd.planning.congestion`); the MILP places, then routes (its
+    optimum is over the placement model, whose leaf-uplink loads are the LP's optimum on a
+    two-tier leaf-spine); the heuristic is the joint one (routing-aware placement). Printed: the
+    gap of the predicted mean JCT, the routed excess over the target and largest link load of
+    each, and the time ratio (placement and routing)."""
     gaps, ratios, base, to_best, opt = [], [], [], [], 0
+    ex_h, ex_m = [], []
     for seed in range(instances):
         fabric, jobs = small_instance(seed, servers=16, leaves=8, max_jobs=8)
-        exact = make_plan(fabric, jobs, method="milp", time_limit_s=time_limit_s)
-        heur = make_plan(fabric, jobs, method="heuristic", seed=seed)
+        exact = make_plan(fabric, jobs, method="milp", time_limit_s=time_limit_s, routes=True)
+        heur = make_plan(fabric, jobs, method="heuristic", seed=seed, routes=True)
         topo = make_plan(fabric, jobs, method="topology", seed=seed)
         ref = exact.objective if exact.status == "optimal" else exact.lower_bound
         opt += exact.status == "optimal"
@@ -55,9 +78,14 @@ def run_small(instances: int, time_limit_s: float) -> dict[str, np.ndarray]:
         ratios.append(heur.solve_s / exact.solve_s)
         to_best.append((heur.objective - exact.objective) / exact.objective)
         base.append((topo.objective - ref) / ref)
+        (em, lm), (eh, lh) = _routed(exact), _routed(heur)
+        ex_m.append(em)
+        ex_h.append(eh)
         print(f"seed {seed:2d}: {len(jobs)} jobs, milp {exact.objective:.4f} s ({exact.status}, bound "
-              f"{exact.lower_bound:.4f}, {exact.solve_s:.2f} s), heuristic {heur.objective:.4f} s "
-              f"({heur.solve_s:.2f} s), gap {100 * gaps[-1]:+.2f}%; topology placer {100 * base[-1]:+.2f}%")
+              f"{exact.lower_bound:.4f}, {exact.solve_s:.2f} s; routed excess {em:.3f} s, max load "
+              f"{lm:.3f}), "
+              f"heuristic {heur.objective:.4f} s ({heur.solve_s:.2f} s; routed excess {eh:.3f} s, max load "
+              f"{lh:.3f}), gap {100 * gaps[-1]:+.2f}%; topology placer {100 * base[-1]:+.2f}%", flush=True)
     g = np.array(gaps)
     r = np.array(ratios)
     print(f"\n{instances} instances, MILP optimal on {opt}")
@@ -70,8 +98,12 @@ def run_small(instances: int, time_limit_s: float) -> dict[str, np.ndarray]:
     b = np.array(base)
     print("topology placer's gap to the same reference, %: "
           + ", ".join(f"{q}: {100 * np.quantile(b, q / 100):+.2f}" for q in (0, 50, 100)))
-    print("solve-time ratio heuristic/MILP: "
+    print("solve-time ratio heuristic/MILP (placement and routing): "
           + ", ".join(f"{q}: {np.quantile(r, q / 100):.3g}" for q in (0, 50, 100)))
+    eh, em = np.array(ex_h), np.array(ex_m)
+    print(f"routed excess over the target (link-seconds): heuristic mean {eh.mean():.3f}, MILP then routing "
+          f"mean {em.mean():.3f}; heuristic lower on {int((eh < em - 1e-9).sum())}, equal on "
+          f"{int((np.abs(eh - em) <= 1e-9).sum())}, higher on {int((eh > em + 1e-9).sum())} of {instances}")
     return {"gap": g, "ratio": r}
 
 
@@ -107,12 +139,17 @@ TRACE_SCENARIO = {
 
 
 BASELINES = ("random", "packed", "topology", "hetero")
-# (label, method, make_plan options): the baseline placers (FIFO, as the cluster schedules), two
-# ablations that split the heuristic's gain into schedule and placement, and the heuristic
+# (label, method, make_plan options). The baseline placers schedule FIFO and route by the
+# scenario's routing (ECMP on the default, spraying on the trace), as the cluster does; the
+# ablations: the heuristic's schedule with the topology placer (schedule), the heuristic's
+# placement routed by ECMP (placement then ECMP), the same placement routed by the windowed
+# congestion-free MCF (placement then MCF routing), and the heuristic: routing-aware placement
+# (the joint one: leaf guard, candidates scored by the routing LP, restore rounds).
 VARIANTS = [(m, m, {}) for m in BASELINES] + [
     ("topology+backfill", "topology", {"backfill": True}),
-    ("heuristic-fifo", "heuristic", {"backfill": False}),
-    ("heuristic", "heuristic", {}),
+    ("heuristic+ecmp", "heuristic", {}),
+    ("heuristic+mcf", "heuristic", {"routes": True, "joint": False}),
+    ("heuristic", "heuristic", {"routes": True}),
 ]
 
 
@@ -123,69 +160,183 @@ def trace_slice(k: int) -> dict:
     return source
 
 
-def run_simulated(heldout: int = 3, check: bool = False, check_wall_s: float = 240.0,
-                  trace_slices: int = 2) -> None:
-    from flowherd.experiments.runner import run_scenario
-    from flowherd.experiments.scenario import load_scenario, scenario_from_mapping
-    from flowherd.planning.plan import SimCheck, simulated_mean_jct_s
+def _signature(plan) -> str:
+    """Plans with the same placements, starts and routes simulate alike: simulated once."""
+    import hashlib
+    import json
 
-    variants = [*VARIANTS, ("heuristic+check", "heuristic", {"check": True})] if check else VARIANTS
-    scenarios = [load_scenario("default"),
-                 *(scenario_from_mapping(trace_slice(k)) for k in range(trace_slices))]
-    for sc in scenarios:
-        print(f"\nscenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, "
-              f"routing {sc.routing}, background {'yes' if sc.background else 'no'}, seed {sc.seed}")
-        seeds = [sc.seed + 1000 + k for k in range(heldout)] if sc.background is not None else []
-        # the scenario's simulation settings; the check simulates with the run's own seed, so it
-        # knows that run's background draw: the held-out seeds show what carries over
-        settings = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
-                            fidelity=sc.fidelity, seed=sc.seed, candidates=3, max_wall_s=check_wall_s)
-        sims: dict[str, list[float]] = {}
-        for label, method, opts in variants:
-            kw = dict(opts)
-            if kw.pop("check", False):
-                kw["check"] = settings
-            plan = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed, **kw)
-            run = run_scenario(sc, plan=plan, solo=False)
-            s = run.summary
-            pred = {j.name: j.predicted_jct_s for j in plan.jobs}
-            done = [j for j in run.jobs if j["finished"]]
-            err = np.array([pred[j["name"]] / j["jct_s"] - 1 for j in done if j["jct_s"]])
-            # unfinished jobs count with their time up to the horizon (a lower bound of their JCT),
-            # so that a method leaving jobs unfinished does not look faster
-            censored = float(run.cluster.censored_jct_s().mean())
-            queue = np.mean([(r.start_s if r.start_s is not None else sc.horizon_s) - r.submit_s
-                             for r in run.cluster.jobs])
-            gap = 100 * (plan.predicted_mean_jct_s / s["mean_jct_s"] - 1) if s["mean_jct_s"] else float("nan")
-            sims[label] = [censored] + [
-                simulated_mean_jct_s(sc.fabric, sc.jobs, plan.placements(),
-                                     dataclasses.replace(settings, seed=x), plan.planned_starts())
-                for x in seeds]
-            held = f"; held-out seeds mean {np.mean(sims[label][1:]):.3f} s" if seeds else ""
-            print(f"  {label:17s}: simulated mean JCT {s['mean_jct_s']:.3f} s over {s['jobs_finished']}/"
-                  f"{s['jobs_total']} finished ({censored:.3f} s with unfinished ones at the horizon), "
-                  f"mean queueing {queue:.2f} s{held}; predicted {plan.predicted_mean_jct_s:.2f} s "
-                  f"(predicted/simulated mean {gap:+.1f}%); per-job prediction error median "
-                  f"{100 * np.median(err):+.1f}%, mean |err| {100 * np.mean(np.abs(err)):.1f}%; planned in "
-                  f"{plan.solve_s:.1f} s, simulated in {run.wall_s:.1f} s")
-            info = plan.info.get("sim_check")
-            if info:
-                cands = [round(v, 3) for v in info["candidates_simulated"]]
-                print(f"  {'':17s}  sim check: candidates {cands} s, chosen #{info['chosen']}, moves kept "
-                      f"{info['moves_kept']}, final {info['simulated_mean_jct_s']:.3f} s, "
-                      f"{info['wall_s']:.0f} s of simulation")
-        # paired over the scenario's seed and the held-out ones: heuristic minus the best baseline
-        # placer of each seed
-        h = np.array(sims["heuristic"])
-        best = np.min([sims[m] for m in BASELINES], axis=0)
-        d = h - best
-        mean, half = ci95(d)
-        print(f"  heuristic - best baseline placer, per seed {[round(float(x), 3) for x in d]} s: mean "
-              f"{mean:+.3f} +- {half:.3f} s ({100 * (h / best - 1).mean():+.2f}%), heuristic better on "
-              f"{int((d < 0).sum())}/{d.size} seeds")
-        for label in ("topology+backfill", "heuristic-fifo"):
-            print(f"  heuristic vs {label}: {100 * (h / np.array(sims[label]) - 1).mean():+.2f}% (mean over "
-                  "seeds)")
+    routes = sorted((k, [[list(p), round(w, 9)] for p, w in v]) for k, v in (plan.routes or {}).items())
+    key = json.dumps([[j.name, list(j.gpus), round(j.start_s, 9)] for j in plan.jobs] + [routes])
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def _cache_read(path) -> dict:
+    import json
+    from pathlib import Path
+
+    out = {}
+    if path and Path(path).exists():
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                out[(r["scenario"], r["seed"], r.get("label", r["signature"]))] = r
+    return out
+
+
+def _cache_add(path, row: dict) -> None:
+    import json
+
+    if path:
+        with open(path, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
+def _instances(kind: str, seeds: int, trace_slices: int, network: str,
+               first_slice: int = 0) -> list[tuple[dict, list[int]]]:
+    """(scenario mapping, simulation seeds) per instance: the default with its own seed and
+    ``seeds - 1`` held-out ones (other background draws and hashes), or one trace window per
+    instance (no background, spraying: the seed changes nothing, the window is the replicate)."""
+    from flowherd.experiments.scenario import read_scenario_mapping
+
+    if kind == "default":
+        m = {**read_scenario_mapping("default"), "network": network}
+        return [(m, [int(m["seed"])] + [int(m["seed"]) + 1000 + k for k in range(seeds - 1)])]
+    return [({**trace_slice(k), "network": network}, [TRACE_SCENARIO["seed"]])
+            for k in range(first_slice, first_slice + trace_slices)]
+
+
+# simulation order: groups of variants, each run replicate by replicate (seed or trace window),
+# so that a run stopped early (the machine is shared) still holds paired comparisons
+PRIORITY = (("packed", "heuristic"), ("heuristic+ecmp", "topology"), ("topology+backfill", "heuristic+mcf"),
+            ("random", "hetero"))
+
+
+def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5, trace_slices: int = 5,
+                  network: str = "roce", labels: tuple[str, ...] | None = None, cache: str | None = None,
+                  report_only: bool = False, first_slice: int = 0) -> None:
+    """Every variant's plan simulated (module docstring), cells in `PRIORITY` order (every
+    replicate of a variant before the next variant); results cached per (scenario, seed, plan
+    signature) in ``cache`` (JSON lines) so a run can be resumed, and reported from the cache."""
+    from flowherd.experiments.scenario import scenario_from_mapping
+    from flowherd.planning.estimate import estimate_check, simulate_plan
+    from flowherd.planning.plan import SimCheck
+
+    done = _cache_read(cache)  # (scenario, seed, label) -> row
+    sims = {(r["scenario"], r["seed"], r["signature"]): r for r in done.values()}  # by plan signature
+    if not report_only:
+        insts = []
+        for kind in kinds:
+            for mapping, sim_seeds in _instances(kind, seeds, trace_slices, network, first_slice):
+                sc = scenario_from_mapping(mapping)
+                print(f"scenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, routing "
+                      f"{sc.routing}, network {sc.network.model}, "
+                      f"background {'yes' if sc.background else 'no'}, "
+                      f"seeds {sim_seeds}", flush=True)
+                insts.append((kind, sc, sim_seeds, {}))
+        variants = {label: (method, opts) for label, method, opts in VARIANTS}
+        cells = []
+        for group in PRIORITY:
+            group = [x for x in group if x in variants and (not labels or x in labels)]
+            reps = [(inst, seed) for inst in insts for seed in inst[2]]
+            cells += [(label, inst, seed) for inst, seed in reps for label in group]
+        for label, (kind, sc, _, plans), seed in cells:
+            method, opts = variants[label]
+            if label not in plans:
+                plans[label] = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed,
+                                         background=sc.background, window_s=sc.horizon_s / 100, **opts)
+            plan = plans[label]
+            sig = _signature(plan)
+            cong = plan.info.get("congestion") or {}
+            key = (sc.name, seed, label)
+            if key in done and done[key]["signature"] == sig:
+                continue
+            row = sims.get((sc.name, seed, sig))
+            if row is None:
+                check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
+                                 fidelity=sc.fidelity, seed=seed, network=sc.network)
+                sim = simulate_plan(sc.fabric, sc.jobs, plan, check)
+                est = estimate_check(sc.fabric, sc.jobs, plan, sim, background=sc.background)
+                row = {"scenario": sc.name, "seed": seed, "signature": sig, "sim_wall_s": sim.wall_s,
+                       **est}
+            row = {**row, "kind": kind, "label": label, "plan_s": plan.solve_s,
+                   "predicted_max_load": cong.get("max_load"),
+                   "predicted_violations": cong.get("violations"),
+                   "restore": plan.info.get("congestion_restore"),
+                   "held": plan.info.get("starts_held", 0)}
+            done[key] = sims[(sc.name, seed, sig)] = row
+            _cache_add(cache, row)
+            gb = {k: row[k] / 1e9 for k in ("congested_bytes", "marked_bytes", "paused_bytes",
+                                             "dropped_bytes")}
+            print(f"  {sc.name[:24]:24s} {label:17s} seed {seed}: simulated mean JCT "
+                  f"{row['simulated_mean_jct_s']:.3f} s, predicted "
+                  f"{row['predicted_mean_jct_s']:.3f} s "
+                  f"({100 * row['jct_error']:+.1f}%); link load error median "
+                  f"{row['load_error_median']:.3f}, p90 {row['load_error_p90']:.3f} "
+                  f"({row['active_cells']} cells); congested {gb['congested_bytes']:.3f} GB (marked "
+                  f"{gb['marked_bytes']:.3f}, paused {gb['paused_bytes']:.3f}, dropped "
+                  f"{gb['dropped_bytes']:.3f}); predicted max link load {row['predicted_max_load']}; "
+                  f"planned in {plan.solve_s:.1f} s, simulated in {row['sim_wall_s']:.0f} s",
+                  flush=True)
+    table: dict = {}
+    for row in done.values():
+        if "label" in row and row.get("kind") in kinds:
+            per = table.setdefault(row["kind"], {}).setdefault(row["label"], {})
+            per[(row["scenario"], row["seed"])] = row
+    _report(table)
+
+
+def _paired(a: dict, b: dict, key: str = "simulated_mean_jct_s") -> tuple[np.ndarray, np.ndarray]:
+    common = sorted(set(a) & set(b))
+    return np.array([a[s][key] for s in common]), np.array([b[s][key] for s in common])
+
+
+def _report(by_kind: dict) -> None:
+    """Per scenario kind: paired differences to the best baseline (95% CI over the replicates:
+    seeds on the default, trace windows on the trace), the gain split, congestion vs packed."""
+    for kind, rows in by_kind.items():
+        print(f"\n== {kind}: replicates per variant " + ", ".join(f"{k} {len(v)}" for k, v in rows.items()))
+        base = [b for b in BASELINES if b in rows]
+        reps = sorted(set.intersection(*(set(rows[b]) for b in base))) if base else []
+        best = {r: min(rows[b][r]["simulated_mean_jct_s"] for b in base) for r in reps}
+        for label, per in rows.items():
+            common = [r for r in reps if r in per]
+            if not common:
+                continue
+            x = np.array([per[r]["simulated_mean_jct_s"] for r in common])
+            y = np.array([best[r] for r in common])
+            d = x - y
+            mean, half = ci95(d)
+            err = np.array([per[r]["jct_error"] for r in common])
+            le = np.array([per[r]["load_error_median"] for r in common])
+            cg = np.array([per[r]["congested_bytes"] for r in common])
+            print(f"  {label:17s}: mean JCT {x.mean():.3f} s; minus best baseline {mean:+.3f} +- "
+                  f"{half:.3f} s "
+                  f"({100 * (x / y - 1).mean():+.2f}%), better on {int((d < 0).sum())}/{d.size}; predicted "
+                  f"vs simulated JCT {100 * err.mean():+.1f}% (max |.| {100 * np.abs(err).max():.1f}%); "
+                  f"link load error median {le.mean():.3f}; congested {cg.mean() / 1e9:.3f} GB")
+        chain = ["topology", "topology+backfill", "heuristic+ecmp", "heuristic"]
+        if all(c in rows for c in chain):
+            parts = []
+            for a, b, what in zip(chain, chain[1:], ("schedule", "placement", "routing"), strict=False):
+                xa, xb = _paired(rows[a], rows[b])
+                m, h = ci95(xa - xb)
+                parts.append(f"{what} {m:+.3f} +- {h:.3f} s ({100 * ((xa - xb) / xa).mean():.2f}%)")
+            print("  gain over topology (FIFO, scenario routing) split: " + "; ".join(parts))
+        if "heuristic+mcf" in rows and "heuristic" in rows:
+            xa, xb = _paired(rows["heuristic+mcf"], rows["heuristic"])
+            m, h = ci95(xa - xb)
+            print(f"  joint vs sequential (placement then MCF): {m:+.3f} +- {h:.3f} s")
+        if "packed" in rows:
+            for label in ("heuristic+ecmp", "heuristic+mcf", "heuristic"):
+                if label not in rows:
+                    continue
+                cp, ch = _paired(rows["packed"], rows[label], "congested_bytes")
+                jp, jh = _paired(rows["packed"], rows[label])
+                m, h = ci95(jh - jp)
+                ratio = cp.sum() / ch.sum() if ch.sum() > 0 else math.inf
+                print(f"  congested (paused+marked+dropped) bytes, packed+ECMP / {label}: {ratio:.1f}x "
+                      f"({cp.mean() / 1e9:.3f} vs {ch.mean() / 1e9:.3f} GB); mean JCT {label} - packed "
+                      f"{m:+.3f} +- {h:.3f} s")
 
 
 def main() -> None:
@@ -194,14 +345,20 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=120.0, help="MILP time limit, seconds")
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--simulate", action="store_true", help="only the simulated comparison")
-    ap.add_argument("--heldout", type=int, default=3, help="held-out seeds of the simulated comparison")
-    ap.add_argument("--trace-slices", type=int, default=2,
-                    help="disjoint 300-job windows of the Philly trace to run the trace scenario on")
-    ap.add_argument("--check", action="store_true",
-                    help="also the heuristic with the simulator check (SimCheck, the scenario's seed)")
+    ap.add_argument("--seeds", type=int, default=5, help="simulation seeds of the default scenario")
+    ap.add_argument("--trace-slices", type=int, default=5,
+                    help="disjoint 300-job windows of the Philly trace (the trace's replicates)")
+    ap.add_argument("--first-slice", type=int, default=0, help="first trace window of the run")
+    ap.add_argument("--network", default="roce", help="network model of the simulations (roce, tcp, ideal)")
+    ap.add_argument("--scenarios", default="default,trace", help="default, trace or both")
+    ap.add_argument("--variants", default=None, help="comma-separated labels (default: all)")
+    ap.add_argument("--cache", default=None, help="JSON-lines file of finished simulations (resume, report)")
+    ap.add_argument("--report", action="store_true", help="only report what the cache holds")
     args = ap.parse_args()
     if args.simulate:
-        run_simulated(heldout=args.heldout, check=args.check, trace_slices=args.trace_slices)
+        run_simulated(tuple(args.scenarios.split(",")), seeds=args.seeds, trace_slices=args.trace_slices,
+                      network=args.network, labels=tuple(args.variants.split(",")) if args.variants else None,
+                      cache=args.cache, report_only=args.report, first_slice=args.first_slice)
         return
     run_small(args.instances, args.time_limit)
     if not args.skip_large:

@@ -98,6 +98,11 @@ MEANING = {
     "placement.method": "`first-fit`, `packed`, `spread`, or a planner method (`random`, `topology`, "
                         "`hetero`, `milp`, `heuristic`; `flowherd plan`).",
     "controller": "The online controller.",
+    "planner": "The offline planner's settings (flowherd.planning.plan.make_plan).",
+    "planner.max_utilization": "Target utilization of every link: the planner's routes keep each link's "
+                               "predicted load (the job's traffic, the concurrent jobs' and the background) "
+                               "at or under it where feasible; the plan names the links over it "
+                               "(flowherd.planning.congestion).",
     "network": "The network model: ideal (fluid max-min), roce (lossless: PFC, DCQCN-like), tcp (lossy: "
                "ECN, DCTCP-like, drops and timeouts), a switch preset, or a mapping "
                "(flowherd.sim.network.config).",

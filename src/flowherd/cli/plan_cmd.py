@@ -44,7 +44,8 @@ def plan(
         check_out_file(out, "--out")  # before planning: a long solve must not end unwritable
     sc = load_scenario(scenario, seed=seed)
     p = make_plan(sc.fabric, sc.jobs, method=method, time_limit_s=time_limit, seed=sc.seed,
-                  routes=routes, backfill=None if schedule is None else schedule == "backfill")
+                  routes=routes, backfill=None if schedule is None else schedule == "backfill",
+                  max_utilization=sc.max_utilization, background=sc.background)
     if out is not None:
         p.to_json(out)
     if as_json:

@@ -29,6 +29,8 @@ The contract (fields beyond these are documented on each model below)::
     simulation: {fidelity: collective, horizon: 4h}
     network: ideal        # or roce / tcp / a switch preset / {model: roce, switch: spectrum3, ...}
                           # (flowherd.sim.network.config)
+    planner: {max_utilization: 0.9}   # the routes keep every link's predicted load under it
+                                      # where feasible (flowherd.planning.congestion)
 
 Every error is one `ConfigError` naming the field path (``workload.jobs[0].gpus``), the value and
 what was expected.
@@ -159,6 +161,12 @@ class PlacementModel(_Model):
     method: str = "first-fit"
 
 
+class PlannerModel(_Model):
+    """The offline planner's settings (`flowherd.planning.plan.make_plan`)."""
+
+    max_utilization: float = Field(0.9, gt=0, le=1)
+
+
 class ControllerModel(_Model):
     """The online controller (`flowherd.control.CONTROLLERS`, or the path of a model trained by
     `flowherd train`, a .zip file) and its parameters."""
@@ -183,6 +191,7 @@ class ScenarioModel(_Model):
     controller: ControllerModel = ControllerModel()
     simulation: SimulationModel = SimulationModel()
     network: dict[str, Any] | str | None = None
+    planner: PlannerModel = PlannerModel()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,6 +212,7 @@ class Scenario:
     on_controller_error: str
     source: Mapping[str, Any]  # the mapping it was read from, for the record
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    max_utilization: float = 0.9  # planner.max_utilization
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -370,7 +380,7 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
                     placement=m.placement.method, fidelity=m.simulation.fidelity, horizon_s=horizon_s,
                     routing=m.simulation.routing, controller=m.controller.name,
                     controller_params=dict(m.controller.params), on_controller_error=m.controller.on_error,
-                    source=dict(data), network=network)
+                    source=dict(data), network=network, max_utilization=m.planner.max_utilization)
 
 
 def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:

@@ -15,7 +15,10 @@ jobs after it), keep the result if the model says it is better, stop after a tim
 run of rounds without improvement. Every move is evaluated with the full model
 (O(jobs x servers) numpy work), never with the LP: the model is the LP's objective on a
 leaf-level routing (spraying), so the LP adds nothing per move and would cost milliseconds to
-seconds. The MILP (`flowherd.planning.milp`) certifies the
+seconds. With `planner.max_utilization` (``congestion``, `LeafCongestion`) the leaves' mean
+uplink loads come first (placements keeping them under the target win), and the routing LP
+itself scores the few best distinct placements of the batch at the end (the joint choice,
+`JOINT_TOLERANCE`). The MILP (`flowherd.planning.milp`) certifies the
 heuristic on small instances; on large ones the LP relaxation (`milp.lp_bound`) bounds it.
 
 Ties the model cannot see. Many placements have the same model cost (every placement of a job
@@ -46,7 +49,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowherd.planning.batch import BatchResult, running_leaf_load
+from flowherd.planning.batch import BatchResult, LeafCongestion, running_leaf_load, running_leaf_mean_load
 from flowherd.planning.predict import FabricView, JobProfile, _server_of
 
 __all__ = ["OVERRUN_SLACK", "heuristic_batch"]
@@ -62,7 +65,8 @@ class _State:
     """Per-server GPU counts of every job of the batch and the model's cost of them."""
 
     def __init__(self, view: FabricView, batch: Sequence[JobProfile], free: np.ndarray, extra: np.ndarray,
-                 slack: np.ndarray | None = None, exposure: np.ndarray | None = None):
+                 slack: np.ndarray | None = None, exposure: np.ndarray | None = None,
+                 guard: LeafCongestion | None = None, extra_mean: np.ndarray | None = None):
         self.view = view
         self.batch = batch
         nj, ns = len(batch), view.num_servers
@@ -99,10 +103,21 @@ class _State:
         cap = np.maximum(view.server_capacity, 1).astype(np.float64)
         self.exposure = (np.zeros((nj, ns)) if exposure is None
                          else np.asarray(exposure, dtype=np.float64) / cap[None, :])
+        # planner.max_utilization at leaf level (`LeafCongestion`): mean uplink loads
+        self.guard = guard
+        self.leaf_bytes = np.array([p.leaf_uplink_bytes if p.fixed_duration_s is None else 0.0
+                                    for p in batch])
+        self.extra_mean = (np.zeros(self.nl) if extra_mean is None
+                           else np.asarray(extra_mean, dtype=np.float64))
 
     # ---- the model on the state ------------------------------------------------------------
     def cost_of(self, x: np.ndarray, placed: np.ndarray) -> float:
         """Summed run time of the placed jobs, seconds."""
+        it, _ = self._model(x)
+        return float((self.it * it)[placed].sum())
+
+    def _model(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Iteration time of every job and the leaves whose uplinks it loads."""
         nj = len(self.batch)
         use = np.zeros((nj, self.nl), bool)
         if self.nl > 1:
@@ -117,10 +132,25 @@ class _State:
         worst = np.where(spread_use, rho[None, :], 0.0).max(axis=1, initial=0.0)
         stretch = np.maximum(1.0, worst)
         it = np.where(spread == 0, self.t1, self.a + self.b * np.where(spread == 2, stretch, 1.0))
-        return float((self.it * it)[placed].sum())
+        return it, spread_use
 
     def cost(self) -> float:
         return self.cost_of(self.x, self.placed)
+
+    def excess(self) -> float:
+        """Summed excess of the leaves' mean uplink utilization over the target (0 without a
+        guard): the constraint the heuristic meets before it minimizes its cost."""
+        if self.guard is None:
+            return 0.0
+        it, use = self._model(self.x)
+        use = use & self.placed[:, None]
+        # a stretched job sends its bytes over a longer iteration: the mean load the LP sees
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(it > 0, self.leaf_bytes / it, 0.0)
+        load = self.extra_mean + mean @ use
+        with np.errstate(invalid="ignore", divide="ignore"):
+            util = np.where(self.finite, load / self.cap, 0.0)
+        return float(np.clip(util - self.guard.target, 0.0, None).sum())
 
     def risk(self) -> float:
         """Placed jobs on GPUs at risk of an overrun (`OVERRUN_SLACK`); a tie-break of equal costs."""
@@ -220,14 +250,14 @@ class _State:
         return use & multi[:, None]
 
     def insert(self, j: int, rng: np.random.Generator | None = None) -> bool:
-        best, best_key = None, (math.inf, math.inf, math.inf)
+        best, best_key = None, (math.inf, math.inf, math.inf, math.inf)
         cands = self.candidates(j)
         if rng is not None and len(cands) > 1:
             cands = [cands[i] for i in rng.permutation(len(cands))]
         for c in cands:
             self.x[j] = c
             self.placed[j] = True
-            key = (self.cost(), self.risk(), self.background())
+            key = (self.excess(), self.cost(), self.risk(), self.background())
             if best is None or _better(key, best_key):
                 best, best_key = c, key
         if best is None:
@@ -244,7 +274,8 @@ def heuristic_batch(view: FabricView, batch: Sequence[JobProfile], free: np.ndar
                     running: Sequence[tuple[JobProfile, np.ndarray]], *, rng: np.random.Generator,
                     time_limit_s: float | None = None, max_rounds: int | None = None,
                     target_cost: float | None = None, server_slack: np.ndarray | None = None,
-                    background_bytes: np.ndarray | None = None, shuffle: bool = False) -> BatchResult:
+                    background_bytes: np.ndarray | None = None, shuffle: bool = False,
+                    congestion: LeafCongestion | None = None) -> BatchResult:
     """Place ``batch`` into the ``free`` GPUs: greedy, then LNS (module docstring).
 
     Args:
@@ -267,6 +298,10 @@ def heuristic_batch(view: FabricView, batch: Sequence[JobProfile], free: np.ndar
         shuffle: Break exact ties of the greedy construction at random (``rng``) instead of by
             the candidates' order (diversifies the candidates `flowherd.planning.plan.SimCheck`
             simulates).
+        congestion: `planner.max_utilization` at leaf level (`LeafCongestion`): placements
+            keeping every leaf's mean uplink load at or under the target come first; with its
+            ``route_score``, the routing LP chooses among the best placements found (those
+            within `JOINT_TOLERANCE` of the least cost that differ in the jobs spread over leaves).
 
     Returns:
         Placements (None from the first job that did not fit: FIFO), status "heuristic".
@@ -276,11 +311,15 @@ def heuristic_batch(view: FabricView, batch: Sequence[JobProfile], free: np.ndar
     limit = min(10.0, 0.5 + 0.05 * nj) if time_limit_s is None else float(time_limit_s)
     rounds = 1000 + 50 * nj if max_rounds is None else int(max_rounds)
     extra = running_leaf_load(view, running)
+    extra_mean = None
+    if congestion is not None:
+        extra_mean = np.asarray(congestion.background_bytes_per_s, dtype=np.float64).copy()
+        extra_mean += running_leaf_mean_load(view, running)
     order = sorted(range(nj), key=lambda j: (-int(batch[j].world_size), -batch[j].iterations
                                              * batch[j].network_s, j))
     st = None
     for room_only in (False, True):  # two greedy starts; the second packs tightest
-        cand = _State(view, batch, free, extra, server_slack, background_bytes)
+        cand = _State(view, batch, free, extra, server_slack, background_bytes, congestion, extra_mean)
         cand.room_only = room_only
         for j in order:
             cand.insert(j, rng if shuffle else None)
@@ -288,6 +327,7 @@ def heuristic_batch(view: FabricView, batch: Sequence[JobProfile], free: np.ndar
             st = cand
     st.room_only = False
     best_x, best_placed, best = st.x.copy(), st.placed.copy(), _score(st)
+    pool = {best_x.tobytes(): (best, best_x, best_placed)}  # the best placements seen (joint choice)
     patience, stale = 150 + 20 * nj, 0
     if nj > 1:
         for _ in range(rounds):
@@ -318,42 +358,93 @@ def heuristic_batch(view: FabricView, batch: Sequence[JobProfile], free: np.ndar
             for j in todo:
                 st.insert(int(j), rng)
             score = _score(st)
+            if congestion is not None and congestion.route_score is not None:
+                pool.setdefault(st.x.tobytes(), (score, st.x.copy(), st.placed.copy()))
             if _better(score, best):
                 best, best_x, best_placed = score, st.x.copy(), st.placed.copy()
                 stale = 0
             else:
                 st.x, st.free, st.placed = saved_x, saved_free, saved_placed
-    st.x, st.placed = best_x, best_placed
-    server = _server_of(view)
-    taken = ~free.copy()
-    out: list[np.ndarray | None] = []
-    for j in range(nj):
-        if not st.placed[j]:
-            out.append(None)
-            break
-        g = []
-        for s in np.flatnonzero(st.x[j]).tolist():
-            cand = np.flatnonzero(~taken & (server == s))[:st.x[j, s]]
-            taken[cand] = True
-            g.append(cand)
-        out.append(np.sort(np.concatenate(g)))
+    out = _gpus_of(view, free, best_x, best_placed)
+    if congestion is not None and congestion.route_score is not None and len(pool) > 1:
+        out = _joint_choice(view, free, st, pool, best, out, congestion)
     return BatchResult(placements=tuple(out), status="heuristic")
 
 
+# The routing LP chooses among placements whose model cost is within this share of the best
+# (and that meet the leaf guard as well as the best): the model's leaf-level estimate and the LP
+# agree on a two-tier leaf-spine, so wider choices would only trade model cost for noise.
+JOINT_TOLERANCE = 0.005
+_JOINT_CANDIDATES = 4
+
+
+def _gpus_of(view: FabricView, free: np.ndarray, x: np.ndarray,
+             placed: np.ndarray) -> list[np.ndarray | None]:
+    """GPU ids of each job from per-server counts (the lowest free ids of each server)."""
+    server = _server_of(view)
+    taken = ~free.copy()
+    out: list[np.ndarray | None] = []
+    for j in range(x.shape[0]):
+        if not placed[j]:
+            out.append(None)
+            break
+        g = []
+        for s in np.flatnonzero(x[j]).tolist():
+            cand = np.flatnonzero(~taken & (server == s))[:x[j, s]]
+            taken[cand] = True
+            g.append(cand)
+        out.append(np.sort(np.concatenate(g)))
+    return out
+
+
+def _joint_choice(view: FabricView, free: np.ndarray, st: _State, pool: dict, best: tuple[float, ...],
+                  out: list[np.ndarray | None], guard: LeafCongestion) -> list[np.ndarray | None]:
+    """The placement of least routing-LP objective among the best ones seen (module docstring
+    of `heuristic_batch`, ``congestion``); the best by the model when they route alike."""
+    tol = JOINT_TOLERANCE * max(1.0, abs(best[2]))
+    near = sorted((v for v in pool.values() if v[0][0] == best[0] and v[0][1] <= best[1] + 1e-9
+                   and v[0][2] <= best[2] + tol), key=lambda v: v[0])
+    seen: set[bytes] = set()
+    cands = []
+    for score, x, placed in near:
+        st.x, st.placed = x, placed
+        sig = np.packbits(st._spread_use()).tobytes()  # which jobs load which leaves' uplinks
+        if sig in seen:
+            continue
+        seen.add(sig)
+        cands.append((score, x, placed))
+        if len(cands) >= _JOINT_CANDIDATES:
+            break
+    if len(cands) < 2:
+        return out
+    scored = []
+    for score, x, placed in cands:
+        gpus = _gpus_of(view, free, x, placed)
+        scored.append((float(guard.route_score(gpus)), score, gpus))
+    scored.sort(key=lambda v: (round(v[0], 9), v[1]))
+    return scored[0][2]
+
+
 def _score(st: _State) -> tuple[float, ...]:
-    """Lexicographic: placed prefix length first (FIFO), cost, overrun risk, known background."""
+    """Lexicographic: placed prefix length first (FIFO), excess over the leaf guard, cost,
+    overrun risk, known background."""
     unplaced = np.flatnonzero(~st.placed)
     prefix = int(unplaced[0]) if unplaced.size else len(st.batch)
-    return float(-prefix), st.cost(), st.risk(), st.background()
+    return float(-prefix), st.excess(), st.cost(), st.risk(), st.background()
 
 
 def _better(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    """``a`` beats ``b`` lexicographically: (cost, risk, background) or (prefix, cost, risk,
-    background); costs closer than rounding (relative 1e-12) tie."""
-    if len(a) == 4:
+    """``a`` beats ``b`` lexicographically: (excess, cost, risk, background) or (prefix, excess,
+    cost, risk, background); excesses and costs closer than rounding tie."""
+    if len(a) == 5:
         if a[0] != b[0]:
             return a[0] < b[0]
         a, b = a[1:], b[1:]
+    if a[0] < b[0] - 1e-9:
+        return True
+    if a[0] > b[0] + 1e-9:
+        return False
+    a, b = a[1:], b[1:]
     tol = 1e-12 * max(1.0, abs(b[0]))
     if a[0] < b[0] - tol:
         return True

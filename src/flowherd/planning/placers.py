@@ -19,6 +19,7 @@ Baselines place jobs one after another in submission order; ``hetero``, ``milp``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -66,10 +67,11 @@ class Planner:
     def place_batch(self, view: FabricView, batch: Sequence[JobProfile], free: np.ndarray,
                     running: Sequence[tuple[JobProfile, np.ndarray]], *, rng: np.random.Generator,
                     time_limit_s: float | None = None, server_slack: np.ndarray | None = None,
-                    background_bytes: np.ndarray | None = None, shuffle: bool = False) -> BatchResult:
+                    background_bytes: np.ndarray | None = None, shuffle: bool = False,
+                    congestion: Any = None) -> BatchResult:
         """Place ``batch`` into the ``free`` GPUs (``running`` jobs hold the others).
 
-        ``server_slack``, ``background_bytes`` and ``shuffle``
+        ``server_slack``, ``background_bytes``, ``shuffle`` and ``congestion``
         (`flowherd.planning.heuristic.heuristic_batch`) are used by the heuristic only; the
         baselines and the MILP ignore them.
         """
@@ -157,7 +159,7 @@ class MilpPlanner(Planner):
     typed = True
 
     def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None, server_slack=None,
-                    background_bytes=None, shuffle=False):
+                    background_bytes=None, shuffle=False, congestion=None):
         from flowherd.planning.milp import solve_batch  # HiGHS loads only when asked for
 
         return solve_batch(view, batch, free, running, time_limit_s=time_limit_s)
@@ -168,7 +170,7 @@ class HeuristicPlanner(Planner):
     typed = True
 
     def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None, server_slack=None,
-                    background_bytes=None, shuffle=False):
+                    background_bytes=None, shuffle=False, congestion=None):
         from flowherd.planning.milp import lp_bound  # HiGHS loads only when asked for
 
         try:
@@ -178,7 +180,7 @@ class HeuristicPlanner(Planner):
         # the search stops early once it meets the LP bound (then the placement is optimal)
         res = heuristic_batch(view, batch, free.copy(), running, rng=rng, time_limit_s=time_limit_s,
                               target_cost=bound, server_slack=server_slack,
-                              background_bytes=background_bytes, shuffle=shuffle)
+                              background_bytes=background_bytes, shuffle=shuffle, congestion=congestion)
         return BatchResult(placements=res.placements, lower_bound=bound, status=res.status)
 
 

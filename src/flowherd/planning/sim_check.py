@@ -34,6 +34,8 @@ class SimCheck:
         seed: Seed of the simulation (hashing, background flows, inference requests).
         candidates: Most candidate plans simulated (the best by the model first).
         max_wall_s: Wall-clock budget of the simulations, seconds: no candidate starts after it.
+        network: The congestion model of the simulation (`flowherd.sim.network.NetworkConfig`),
+            or None: the one set by `flowherd.sim.network.use_network`, else ideal.
     """
 
     horizon_s: float
@@ -43,6 +45,7 @@ class SimCheck:
     seed: int = 0
     candidates: int = 4
     max_wall_s: float = 300.0
+    network: Any = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.horizon_s, int | float) and math.isfinite(self.horizon_s)
@@ -66,11 +69,20 @@ def simulated_mean_jct_s(fabric: Fabric, jobs: Sequence[Any], placements: Mappin
 
     reqs = [JobRequest(name=j.name, tenant=getattr(j, "tenant", "default"), spec=j, submit_s=j.submit_s)
             for j in jobs]
-    res = simulate_cluster(fabric, reqs, placer="first-fit", fidelity=check.fidelity,
-                           horizon_s=check.horizon_s, router=check.routing, background=check.background,
-                           seed=check.seed, placements=placements, planned_start=planned_start)
+    with _network(check):
+        res = simulate_cluster(fabric, reqs, placer="first-fit", fidelity=check.fidelity,
+                               horizon_s=check.horizon_s, router=check.routing, background=check.background,
+                               seed=check.seed, placements=placements, planned_start=planned_start)
     jct = res.censored_jct_s()
     return float(jct.mean()) if jct.size else 0.0
+
+
+def _network(check: SimCheck) -> Any:
+    import contextlib
+
+    from flowherd.sim.network import use_network
+
+    return contextlib.nullcontext() if check.network is None else use_network(check.network)
 
 
 def known_background(fabric: Fabric, check: SimCheck) -> KnownBackground | None:

@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from flowherd.errors import ConfigError, InfeasibleError
+from flowherd.planning.batch import LeafCongestion, leaf_excess
 from flowherd.planning.heuristic import OVERRUN_SLACK
 from flowherd.planning.predict import JobProfile, _server_of, evaluate
 
-__all__ = ["KnownBackground", "Timeline", "run_timeline"]
+__all__ = ["Congestion", "KnownBackground", "Timeline", "run_timeline"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -30,6 +31,7 @@ class Timeline:
     bounds: list[float]
     statuses: list[str]
     risk: float  # jobs placed on GPUs at risk of an overrun (`heuristic.OVERRUN_SLACK`)
+    held: int = 0  # starts the congestion guard shifted (a job held back while a leaf was full)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -56,10 +58,13 @@ class _Planning:
 
     def __init__(self, planner: Any, method: str, view: Any, profiles: Sequence[JobProfile],
                  num_gpus: int, rng: np.random.Generator, deadline: float | None, slack_aware: bool,
-                 shuffle: bool, background: KnownBackground | None):
+                 shuffle: bool, background: KnownBackground | None,
+                 congestion: Congestion | None = None):
         self.planner, self.method, self.view, self.profiles = planner, method, view, profiles
         self.rng, self.deadline, self.slack_aware, self.shuffle = rng, deadline, slack_aware, shuffle
         self.background = background
+        self.congestion = congestion
+        self.held = 0
         self.server = _server_of(view)
         nj = len(profiles)
         self.nj = nj
@@ -95,6 +100,8 @@ class _Planning:
             kw["server_slack"] = srv_slack
         if self.shuffle:
             kw["shuffle"] = True
+        if self.congestion is not None:
+            kw["congestion"] = self.congestion.for_batch(self, batch)
         if self.background is not None:
             kw["background_bytes"] = np.stack([
                 self.background.bytes_at(t, t + (profiles[i].fixed_duration_s
@@ -170,6 +177,8 @@ class _Planning:
             # its run time started now, predicted with the jobs running
             d = float(evaluate(self.view, [profiles[k] for k in [*running, i]],
                                [*(self.gpus[k] for k in running), g]).duration_s[-1])
+            if self.hold_back([i], [g]):
+                continue
             if t + d * (1.0 + OVERRUN_SLACK) <= shadow:
                 self.commit([i], [g])
                 started = True
@@ -178,6 +187,24 @@ class _Planning:
                 extra -= p.world_size
                 started = True
         return started
+
+    def hold_back(self, took: list[int], placed: Sequence[np.ndarray]) -> bool:
+        """Whether the congestion guard shifts the start of ``took`` (placed on ``placed``): they
+        would raise a leaf's mean uplink load over the target while running jobs will free room."""
+        if self.congestion is None or not self.running:
+            return False
+        guard = self.congestion.leaf
+        now = [(self.profiles[k], self.gpus[k]) for k in self.running]
+        before = leaf_excess(self.view, now, guard)
+        new = [(self.profiles[i], g) for i, g in zip(took, placed, strict=True)]
+        after = leaf_excess(self.view, now + new, guard)
+        # hold only when the running jobs share the overload (their ends will relieve it); a job
+        # over the target on its own (or with the background alone) would wait for nothing
+        alone = leaf_excess(self.view, new, guard)
+        if after > before + 1e-9 and alone < after - 1e-9:
+            self.held += 1
+            return True
+        return False
 
     def release_ended(self) -> None:
         """Free the GPUs of the running jobs predicted to have ended by now."""
@@ -221,7 +248,7 @@ class _Planning:
 def run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobProfile], num_gpus: int,
                  rng: np.random.Generator, deadline: float | None, slack_aware: bool,
                  shuffle: bool = False, background: KnownBackground | None = None,
-                 backfill: bool = False) -> Timeline:
+                 backfill: bool = False, congestion: Congestion | None = None) -> Timeline:
     """The planning timeline of `flowherd.planning.plan` with one method (``backfill``: EASY).
 
     Args:
@@ -236,9 +263,12 @@ def run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPro
         shuffle: Break exact ties at random (diversified candidates).
         background: Known background flows handed to the method; None: none.
         backfill: EASY backfilling instead of FIFO.
+        congestion: `planner.max_utilization` for the upper level (`Congestion`): the method
+            keeps leaves under the target, and a start that would overload a leaf is shifted
+            until running jobs end; None: no guard.
     """
     run = _Planning(planner, method, view, profiles, num_gpus, rng, deadline, slack_aware, shuffle,
-                    background)
+                    background, congestion)
     while run.waiting:
         run.t = max(run.t, profiles[run.waiting[0]].submit_s)
         run.release_ended()
@@ -246,11 +276,61 @@ def run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPro
         if batch:
             placed = run.place(batch)
             n = next((k for k, g in enumerate(placed) if g is None), len(batch))
-            if n:  # FIFO: nothing behind an unplaced job starts
+            n = next((k for k in range(n) if run.hold_back(batch[:k + 1], placed[:k + 1])), n)
+            if n:  # FIFO: nothing behind an unplaced (or held) job starts
                 run.commit(batch[:n], placed[:n])
                 continue
         if backfill and run.backfill_now():
             continue
         run.t = run.next_time(backfill)
     return Timeline(gpus=run.gpus, start=run.start, end=run.end, bounds=run.bounds,
-                    statuses=run.statuses, risk=run.risk)
+                    statuses=run.statuses, risk=run.risk, held=run.held)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Congestion:
+    """`planner.max_utilization` for the timeline: the leaf guard and, for the joint placement,
+    the fabric and background the routing LP scores candidate placements with.
+
+    Attributes:
+        leaf: The leaf-level guard (`flowherd.planning.batch.LeafCongestion`; its target may be
+            tighter than ``target``, or off, in the restore rounds).
+        fabric: The fabric (None: no routing LP in the placement, the sequential ablation).
+        background: `flowherd.sim.cluster.BackgroundSpec` or None.
+        target: The links' target utilization the routing LP scores with (`planner.max_utilization`).
+    """
+
+    leaf: LeafCongestion
+    fabric: Any = None
+    background: Any = None
+    target: float = 0.9
+
+    def for_batch(self, run: _Planning, batch: list[int]) -> LeafCongestion:
+        """The guard handed to the method for ``batch`` now, with the routing LP's score of a
+        candidate placement when joint: the LP routes the running jobs and the batch together
+        (one window, each at its uncontended iteration rate) and scores ``100 x`` the summed
+        excess over the target plus the largest link load (`flowherd.planning.congestion`)."""
+        if self.fabric is None:
+            return self.leaf
+        import dataclasses
+
+        from flowherd.planning.congestion import PlannedJob, route_windows
+
+        profiles = run.profiles
+        running = [(profiles[k], run.gpus[k]) for k in run.running]
+        target = self.target
+
+        def score(gpus: Sequence[np.ndarray | None]) -> float:
+            jobs = [PlannedJob(job=p.job, gpus=tuple(int(x) for x in g), start_s=0.0,
+                               iteration_s=max(p.multi_server_s, 1e-9))
+                    for p, g in [*running, *((profiles[i], g) for i, g in zip(batch, gpus, strict=False)
+                                             if g is not None)] if p.job is not None]
+            if not jobs:
+                return 0.0
+            end = min(j.end_s for j in jobs)
+            _, ll = route_windows(self.fabric, jobs, target=target, background=self.background,
+                                  edges_s=np.array([0.0, end]))
+            load = ll.load[:, 0]
+            return float(100.0 * np.clip(load - target, 0.0, None).sum() + load.max(initial=0.0))
+
+        return dataclasses.replace(self.leaf, route_score=score)

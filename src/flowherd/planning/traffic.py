@@ -133,6 +133,8 @@ class JobTraffic:
         comm_busy_s: Per group, the length of the union of its tasks' intervals, seconds.
         active_fraction: Per group, ``comm_busy_s / iteration_s`` in [0, 1]: the share of the
             iteration during which the group's traffic is on the wire.
+        wire_phases: Per group, the bytes the simulator sends for ``phases`` (payload over the
+            protocol's wire fraction: LL sends twice the payload, `Schedule.wire_fraction`).
     """
 
     name: str
@@ -142,14 +144,17 @@ class JobTraffic:
     iteration_s: float
     comm_busy_s: Mapping[str, float] = field(default_factory=dict)
     active_fraction: Mapping[str, float] = field(default_factory=dict)
+    wire_phases: Mapping[str, TrafficMatrix] = field(default_factory=dict)
 
     def total(self) -> TrafficMatrix:
         """All phases' bytes of one iteration, aggregated per pair."""
         return TrafficMatrix.concat(list(self.phases.values())).aggregated()
 
-    def network(self, fabric: Fabric) -> TrafficMatrix:
-        """The pairs of `total` whose GPUs are on different servers (scale-out traffic)."""
-        t = self.total()
+    def network(self, fabric: Fabric, *, wire: bool = False) -> TrafficMatrix:
+        """The pairs of `total` whose GPUs are on different servers (scale-out traffic); with
+        ``wire``, the bytes on the wire (`wire_phases`)."""
+        t = (TrafficMatrix.concat(list(self.wire_phases.values())).aggregated()
+             if wire and self.wire_phases else self.total())
         cross = fabric.gpu_server[t.src] != fabric.gpu_server[t.dst]
         return TrafficMatrix(src=t.src[cross], dst=t.dst[cross], size_bytes=t.size_bytes[cross])
 
@@ -258,9 +263,9 @@ def job_traffic(job: Any, gpus: Sequence[int] | np.ndarray, fabric: Fabric, *,
     graph = job.iteration_graph(granularity)
     rt = _router_of(fabric, router)
     cap = np.asarray(fabric.link_capacity_bytes_per_s)
-    calls: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]] = {}
+    calls: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]] = {}
 
-    def call(c: Collective) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    def call(c: Collective) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
         on = tuple(int(x) for x in rank_gpu[list(c.gpus)])
         key = (c.op, on, float(c.size_bytes), c.root,
                None if c.matrix_bytes is None else np.asarray(c.matrix_bytes).tobytes())
@@ -270,7 +275,7 @@ def job_traffic(job: Any, gpus: Sequence[int] | np.ndarray, fabric: Fabric, *,
                               matrix_bytes=c.matrix_bytes)
             if coll.n < 2 or coll.size_bytes <= 0:
                 z = np.zeros(0, np.int64)
-                hit = (z, z, np.zeros(0), np.zeros(cap.size), 0.0)
+                hit = (z, z, np.zeros(0), np.zeros(cap.size), 0.0, np.zeros(0))
             else:
                 algo, proto = choose(fabric, coll)
                 sched = build_schedule(coll, algo, fabric=fabric, protocol=proto,
@@ -279,11 +284,12 @@ def job_traffic(job: Any, gpus: Sequence[int] | np.ndarray, fabric: Fabric, *,
                 wire = b / sched.wire_fraction
                 lb = link_profile(fabric, TrafficMatrix(src=s.astype(np.int64), dst=d.astype(np.int64),
                                                         size_bytes=wire), rt)
-                hit = (s.astype(np.int64), d.astype(np.int64), b, lb, sched.critical_path()[0])
+                hit = (s.astype(np.int64), d.astype(np.int64), b, lb, sched.critical_path()[0], wire)
             calls[key] = hit
         return hit
 
     parts: dict[str, list[TrafficMatrix]] = {}
+    wires: dict[str, list[TrafficMatrix]] = {}
     finish = np.zeros(len(graph.tasks))
     spans: dict[str, list[tuple[float, float]]] = {}
     for t in graph.tasks:
@@ -294,10 +300,12 @@ def job_traffic(job: Any, gpus: Sequence[int] | np.ndarray, fabric: Fabric, *,
         loads = np.zeros(cap.size)
         lat = 0.0
         for c in t.collectives:
-            s, d, b, lb, crit = call(c)
+            s, d, b, lb, crit, wire = call(c)
             if s.size:
                 parts.setdefault(t.group, []).append(
                     TrafficMatrix(src=s, dst=d, size_bytes=b * t.count))
+                wires.setdefault(t.group, []).append(
+                    TrafficMatrix(src=s, dst=d, size_bytes=wire * t.count))
             loads += lb
             lat = max(lat, crit)
         dur = t.count * (float(np.max(loads / cap)) + lat) if loads.any() else 0.0
@@ -312,4 +320,5 @@ def job_traffic(job: Any, gpus: Sequence[int] | np.ndarray, fabric: Fabric, *,
         compute_only_s=float(graph.critical_path_s()), iteration_s=iteration_s,
         comm_busy_s=busy,
         active_fraction={grp: (v / iteration_s if iteration_s > 0 else 0.0) for grp, v in busy.items()},
+        wire_phases={grp: TrafficMatrix.concat(p).aggregated() for grp, p in wires.items()},
     )

@@ -250,7 +250,8 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                      placements: Mapping[str, Sequence[int]] | None = None,
                      utilization_bin_s: float | None = None, controller=None,
                      on_controller_error: str = "skip",
-                     planned_start: Mapping[str, float] | None = None) -> ClusterResult:
+                     planned_start: Mapping[str, float] | None = None,
+                     link_series: bool = False) -> ClusterResult:
     """Run ``jobs`` on ``fabric`` up to ``horizon_s`` (module docstring for the model).
 
     Args:
@@ -277,6 +278,8 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         planned_start: A plan's start time of every job, seconds, by job name (every job must
             then be pinned by ``placements``): the jobs keep the plan's order on every GPU
             instead of the FIFO queue (module docstring). None: FIFO.
+        link_series: Also record every link's bytes (and, under a congestion model, its ECN
+            marks, pauses and drops) per utilization bin (``ClusterResult.link_bin_bytes``).
 
     Returns:
         The raw records.
@@ -359,6 +362,9 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
     edges = np.minimum(np.arange(nbins + 1) * bin_s, horizon_s)
     edges[-1] = horizon_s
     cum = np.zeros((len(tiers), nbins + 1))
+    net = eng.network if link_series else None
+    series = [np.zeros((fabric.num_directed_links, nbins + 1)) for _ in range(1 if net is None else 4)
+              ] if link_series else []
     bg_ids = np.zeros(len(bg.start_s) if bg else 0, np.int64)
     bg_next = 0
     for b in range(nbins):
@@ -375,11 +381,19 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                                            at_s=bg.start_s[sl], routes=rows, name="bg")
             bg_next = stop
         eng.run(until_s=t_end)
-        cum[:, b + 1] = np.bincount(link_tier, weights=sim.link_bytes_now(t_end), minlength=len(tiers))
+        now_bytes = sim.link_bytes_now(t_end)
+        cum[:, b + 1] = np.bincount(link_tier, weights=now_bytes, minlength=len(tiers))
+        if series:
+            series[0][:, b + 1] = now_bytes
+            if net is not None:  # the model's running totals (NetworkModel.stats, without its series)
+                series[1][:, b + 1] = net.marked + net.load * net.mark * (t_end - net.q_t)
+                series[2][:, b + 1] = net.pause
+                series[3][:, b + 1] = net.drops
         if progress is not None:
             progress(t_end)
         if sim.hook is not None and sim.hook.stopped_at_s is not None:
             edges, cum = edges[:b + 2], cum[:, :b + 2]
+            series = [x[:, :b + 2] for x in series]
             break
     width = np.diff(edges)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -412,5 +426,12 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         stopped_at_s=sim.hook.stopped_at_s if sim.hook else None,
         num_decisions=sim.hook.num_decisions if sim.hook else 0,
         network=None if eng.network is None else network_record(eng.network.stats(eng.now_s), fabric),
-        decision_wall_s=sim.hook.decide_wall_s if sim.hook else 0.0)
+        decision_wall_s=sim.hook.decide_wall_s if sim.hook else 0.0,
+        **_bins(series))
+
+
+def _bins(series: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Per-bin increments of the cumulative per-link series (``link_series=True``)."""
+    names = ("link_bin_bytes", "link_bin_marked_bytes", "link_bin_pause_s", "link_bin_drop_bytes")
+    return {n: np.diff(x, axis=1) for n, x in zip(names, series, strict=False)}
 

@@ -163,6 +163,12 @@ class ClusterResult:
         decision_wall_s: Wall-clock time spent in the controller, seconds.
         network: The congestion model's per-link record (`flowherd.sim.network.network_record`),
             None on ``ideal``.
+        link_bin_bytes: ``float64[L, B]`` bytes each directed link carried in each utilization
+            bin (``link_series=True`` only, else None).
+        link_bin_marked_bytes, link_bin_pause_s, link_bin_drop_bytes: ``float64[L, B]`` ECN-marked
+            bytes, PFC pause time (seconds) and dropped bytes of each link in each bin, from the
+            congestion model (`flowherd.sim.network`; ``link_series=True`` and a model other
+            than ``ideal``, else None).
     """
 
     jobs: tuple[JobRecord, ...]
@@ -192,6 +198,10 @@ class ClusterResult:
     num_decisions: int = 0
     decision_wall_s: float = 0.0
     network: dict | None = None
+    link_bin_bytes: np.ndarray | None = None
+    link_bin_marked_bytes: np.ndarray | None = None
+    link_bin_pause_s: np.ndarray | None = None
+    link_bin_drop_bytes: np.ndarray | None = None
 
     def censored_jct_s(self) -> np.ndarray:
         """``float64[n]``: completion time of each job submitted before the horizon, one still

@@ -1,0 +1,140 @@
+"""The plan's estimate against the simulation: per link and window, predicted vs measured load
+and the congestion the network model saw; predicted vs simulated mean JCT.
+
+`simulate_plan` runs a plan in `flowherd.sim.cluster.simulate_cluster` (pinned GPUs, the plan's
+order on every GPU, its routes through `ExplicitRouter` with the scenario's routing for every
+other flow) under `SimCheck`'s network model, with the per-link, per-bin record on
+(``link_series``). `estimate_check` compares, on the simulator's utilization bins, the plan's
+predicted load of every network link (`flowherd.planning.congestion.predict_link_loads`: the
+plan's routes, or spraying, ECMP's expectation, when it has none) with the bytes the link
+carried over its capacity and the bin width, and sums what the network model reports in the
+same cells: ECN-marked bytes, dropped bytes and paused bytes (pause time times the link's
+capacity: what it could have sent meanwhile). The error is summarized over the cells where
+either load is at least `ACTIVE_LOAD` (the rest are idle links both agree on), in points of
+utilization (``|predicted - simulated|``), median and 90th percentile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flowherd.fabric.core import Fabric
+from flowherd.planning.congestion import DEFAULT_MAX_UTILIZATION, PlannedJob, predict_link_loads
+from flowherd.planning.sim_check import SimCheck
+
+__all__ = ["ACTIVE_LOAD", "PlanSimulation", "estimate_check", "simulate_plan"]
+
+ACTIVE_LOAD = 0.01
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class PlanSimulation:
+    """A plan run in the simulator: the raw records and the mean JCT (censored at the horizon)."""
+
+    cluster: Any
+    mean_jct_s: float
+    wall_s: float
+
+
+def _router(fabric: Fabric, plan: Any, check: SimCheck) -> Any:
+    if not plan.routes:
+        return check.routing
+    from flowherd.planning.congestion import routes_to_splits
+    from flowherd.routing.policies import ExplicitRouter
+
+    return ExplicitRouter(fabric, routes_to_splits(plan.routes), fallback=check.routing, seed=check.seed)
+
+
+def simulate_plan(fabric: Fabric, jobs: Sequence[Any], plan: Any, check: SimCheck, *,
+                  controller: Any = None) -> PlanSimulation:
+    """Run ``plan`` in the cluster simulator with ``check``'s settings (module docstring)."""
+    import time
+
+    from flowherd.sim.cluster import JobRequest, simulate_cluster
+    from flowherd.sim.network import use_network
+
+    t0 = time.perf_counter()
+    reqs = [JobRequest(name=j.name, tenant=getattr(j, "tenant", "default"), spec=j, submit_s=j.submit_s)
+            for j in jobs]
+    ctx = contextlib.nullcontext() if check.network is None else use_network(check.network)
+    with ctx:
+        res = simulate_cluster(fabric, reqs, placer="first-fit", fidelity=check.fidelity,
+                               horizon_s=check.horizon_s, router=_router(fabric, plan, check),
+                               background=check.background, seed=check.seed, placements=plan.placements(),
+                               planned_start=plan.planned_starts(), link_series=True, controller=controller)
+    jct = res.censored_jct_s()
+    return PlanSimulation(cluster=res, mean_jct_s=float(jct.mean()) if jct.size else 0.0,
+                          wall_s=time.perf_counter() - t0)
+
+
+def _planned(jobs: Sequence[Any], plan: Any) -> list[PlannedJob]:
+    by = {j.name: j for j in plan.jobs}
+    return [PlannedJob(job=j, gpus=by[j.name].gpus, start_s=by[j.name].start_s,
+                       iteration_s=by[j.name].predicted_iteration_s) for j in jobs if j.name in by]
+
+
+def estimate_check(fabric: Fabric, jobs: Sequence[Any], plan: Any, sim: PlanSimulation, *,
+                   background: Any = None, target: float | None = None) -> dict[str, Any]:
+    """Predicted vs simulated per-link, per-window load and the congestion seen (module docstring).
+
+    Returns:
+        A JSON-able dict: ``load_error_median`` and ``load_error_p90`` (points of utilization
+        over the active cells), ``active_cells``, predicted and simulated network bytes,
+        ``marked_bytes``, ``dropped_bytes``, ``paused_bytes`` and their sum
+        ``congested_bytes``, the same for the cells predicted over the target, the predicted
+        and simulated mean JCT and their relative difference.
+    """
+    res = sim.cluster
+    edges = np.asarray(res.util_bin_edges_s, dtype=np.float64)
+    if target is None:
+        target = float((plan.info.get("congestion") or {}).get("target", DEFAULT_MAX_UTILIZATION))
+    if plan.routes:
+        from flowherd.planning.congestion import routes_to_splits
+        from flowherd.routing.policies import ExplicitRouter
+
+        router: Any = ExplicitRouter(fabric, routes_to_splits(plan.routes), fallback="spray")
+    else:
+        router = "spray"  # ECMP's expectation
+    pred = predict_link_loads(fabric, _planned(jobs, plan), router=router, background=background,
+                              target=target, edges_s=edges)
+    links = pred.links
+    cap = np.asarray(fabric.link_capacity_bytes_per_s, dtype=np.float64)[links]
+    width = np.diff(edges)
+    nb = width.size
+    simu = res.link_bin_bytes[links, :nb] / (cap[:, None] * np.maximum(width[None, :], 1e-12))
+    p = pred.load[:, :nb]
+    active = (p >= ACTIVE_LOAD) | (simu >= ACTIVE_LOAD)
+    err = np.abs(p - simu)[active]
+
+    def cells(a: np.ndarray | None, scale: np.ndarray | None = None) -> np.ndarray:
+        if a is None:
+            return np.zeros_like(p)
+        x = a[links, :nb]
+        return x * scale[:, None] if scale is not None else x
+
+    marked = cells(res.link_bin_marked_bytes)
+    dropped = cells(res.link_bin_drop_bytes)
+    paused = cells(res.link_bin_pause_s, cap)
+    congested = marked + dropped + paused
+    over = p > target + 1e-9
+    pred_jct = float(plan.predicted_mean_jct_s)
+    return {
+        "load_error_median": float(np.median(err)) if err.size else 0.0,
+        "load_error_p90": float(np.quantile(err, 0.9)) if err.size else 0.0,
+        "active_cells": int(active.sum()),
+        "predicted_bytes": float((p * cap[:, None] * width[None, :]).sum()),
+        "simulated_bytes": float(res.link_bin_bytes[links, :nb].sum()),
+        "marked_bytes": float(marked.sum()), "dropped_bytes": float(dropped.sum()),
+        "paused_bytes": float(paused.sum()), "congested_bytes": float(congested.sum()),
+        "congested_bytes_where_predicted_over": float(congested[over].sum()),
+        "cells_predicted_over": int(over.sum()),
+        "simulated_max_load": float(simu.max()) if simu.size else 0.0,
+        "predicted_mean_jct_s": pred_jct, "simulated_mean_jct_s": sim.mean_jct_s,
+        "jct_error": (pred_jct / sim.mean_jct_s - 1.0) if sim.mean_jct_s > 0 else math.nan,
+    }
