@@ -1,5 +1,6 @@
-"""`flowherd demo`: plan, simulate without control and with the controllers, pick the best of each
-group, store the runs with their roles, and report no control / best baseline / flowherd."""
+"""`flowherd demo`: plan, simulate without control and with the controllers over several seeds, pick
+the best of each group, store the runs with their roles, and report no control / best baseline /
+flowherd with the paired differences over the seeds."""
 
 import copy
 import json
@@ -13,8 +14,11 @@ pytest.importorskip("duckdb", reason="the sweep extra (duckdb) is not installed"
 from flowherd.cli import main
 from flowherd.cli.demo_cmd import DEMO_CANDIDATES_SWEEP, DEMO_SWEEP, run_demo
 from flowherd.errors import ConfigError
+from flowherd.experiments.stats import paired
 from flowherd.experiments.store import ResultStore
-from flowherd.report.data import CONTROLLER_LABELS, controller_label, load_report_data
+from flowherd.report.data import CONTROLLER_LABELS, controller_label, load_report_data, paired_comparisons
+
+SEEDS = (3, 4)
 
 # test_simulate_cli's 32 GPUs, three jobs of two tenants contending on a 2:1 oversubscribed
 # leaf-spine; they end well before a 3 s horizon (which keeps the background traffic small)
@@ -34,8 +38,8 @@ def _runs(store_path):
 def small_demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
     # "not-yet-registered" stands for a flowherd policy that has not landed: it is skipped
-    outcome = run_demo(out, scenario=_small(), baselines=("cassini", "crux", "varys"),
-                       policies=("not-yet-registered", "threshold"), workers=2)
+    outcome = run_demo(out, scenario=_small(), baselines=("cassini", "varys"),
+                       policies=("not-yet-registered", "threshold"), seeds=SEEDS, workers=2)
     return out, outcome
 
 
@@ -43,38 +47,43 @@ def test_demo_stores_every_controller_run_under_its_name(small_demo):
     out, outcome = small_demo
     runs = _runs(out)
     assert outcome.store_path == out / "results.duckdb"
-    # 2 placements without control + 3 baselines + 1 registered policy, each stored once
-    assert len(runs) == 6 and len({r["run_id"] for r in runs}) == 6
-    assert sorted(r["controller"] or "none" for r in runs) == ["cassini", "crux", "none", "none", "threshold",
-                                                                "varys"]
+    # per seed: 2 placements without control + 2 baselines + 1 registered policy, each stored once
+    assert len(runs) == 10 and len({r["run_id"] for r in runs}) == 10
+    for seed in SEEDS:
+        assert sorted(r["controller"] or "none" for r in runs if r["seed"] == seed) == [
+            "cassini", "none", "none", "threshold", "varys"]
     assert all(r["status"] == "ok" for r in runs)
-    assert set(outcome.candidates) == {"cassini", "crux", "varys", "threshold"}
-    assert (out / "plan-heuristic.json").is_file()
+    assert set(outcome.candidates) == {"cassini", "varys", "threshold"}
+    assert all(set(c) == set(SEEDS) for c in outcome.candidates.values()) and outcome.seeds == SEEDS
+    assert all((out / f"plan-heuristic-seed{s}.json").is_file() for s in SEEDS)
 
 
 def test_demo_compares_no_control_the_best_baseline_and_the_flowherd_policy(small_demo):
     out, outcome = small_demo
     runs = _runs(out)
     compared = [r for r in runs if r["sweep"] == DEMO_SWEEP]
-    roles = sorted((r["params"]["role"], r["placement"], r["controller"] or "none") for r in compared)
-    assert roles == sorted([("no control", "packed", "none"), ("no control", "heuristic", "none"),
-                            ("best baseline", "heuristic", outcome.best_baseline),
-                            ("flowherd", "heuristic", "threshold")])
-    # the best baseline is the one of most finished jobs, then lowest mean JCT, among the candidates
-    baselines = [r for r in runs if r["controller"] in ("cassini", "crux", "varys")]
-    best = min(baselines, key=lambda r: (-r["jobs_finished"], r["mean_jct_s"]))
-    assert best["mean_jct_s"] == min(r["mean_jct_s"] for r in baselines)
-    assert outcome.best_baseline == best["controller"]
-    # candidates with the chosen one's result are ties, named as such (list order chose among them)
-    same = [r["controller"] for r in baselines if r["controller"] != best["controller"]
-            and (r["jobs_finished"], r["mean_jct_s"]) == (best["jobs_finished"], best["mean_jct_s"])]
+    roles = sorted((r["params"]["role"], r["placement"], r["controller"] or "none", r["seed"])
+                   for r in compared)
+    assert roles == sorted([(role, place, ctrl, seed) for seed in SEEDS for role, place, ctrl in [
+        ("no control", "packed", "none"), ("no control", "heuristic", "none"),
+        ("best baseline", "heuristic", outcome.best_baseline), ("flowherd", "heuristic", "threshold")]])
+    # the best baseline: most finished jobs over the seeds, then lowest mean over the seeds of mean JCT
+    baselines = [r for r in runs if r["controller"] in ("cassini", "varys")]
+    score = {c: (-sum(r["jobs_finished"] for r in baselines if r["controller"] == c),
+                 sum(r["mean_jct_s"] for r in baselines if r["controller"] == c))
+             for c in ("cassini", "varys")}
+    assert outcome.best_baseline == min(score, key=score.get)
+    # candidates the seeds cannot tell from the chosen one (paired CI holds 0) are ties, named so
+    jct = {c: {r["seed"]: r["mean_jct_s"] for r in baselines if r["controller"] == c} for c in score}
+    same = [c for c in score if c != outcome.best_baseline and score[c][0] == score[outcome.best_baseline][0]
+            and paired(jct[c], jct[outcome.best_baseline]).tie]
     assert sorted(outcome.ties["baseline"]) == sorted(same)
     if same:
         label = controller_label(outcome.best_baseline, "best baseline", outcome.ties["baseline"])
         assert label.startswith("best baseline (tie: " + CONTROLLER_LABELS[outcome.best_baseline] + " = ")
     # the candidates that were not chosen stay in the store, under their own sweep
     others = {r["controller"] for r in runs if r["sweep"] == DEMO_CANDIDATES_SWEEP}
-    assert others == {"cassini", "crux", "varys"} - {outcome.best_baseline}
+    assert others == {"cassini", "varys"} - {outcome.best_baseline}
 
 
 def test_the_report_names_placement_and_controller_of_each_method(small_demo):
@@ -87,12 +96,23 @@ def test_the_report_names_placement_and_controller_of_each_method(small_demo):
     page = outcome.report_html.read_text()
     assert all(m in page for m in expected)
     assert (out / "report" / "jct_cdf.png").is_file()
+    # the headline: paired differences over both seeds, the same in the report as in the outcome
+    comps = {(c.method, c.reference): c.paired for c in paired_comparisons(data)}
+    assert (expected[3], expected[2]) in comps and (expected[3], expected[1]) in comps
+    assert (expected[1], expected[0]) in comps and all(p.n == len(SEEDS) for p in comps.values())
+    assert "Headline: paired differences of mean JCT" in page
+    flowherd = outcome.headline["flowherd (threshold) vs no control"]
+    assert flowherd == comps[(expected[3], expected[1])]
+    # checked by hand from the stored runs: the mean of the per-seed differences
+    mine = {r["seed"]: r["mean_jct_s"] for r in data.runs if r["method"] == expected[3]}
+    ref = {r["seed"]: r["mean_jct_s"] for r in data.runs if r["method"] == expected[1]}
+    assert flowherd.mean == pytest.approx(sum(mine[s] - ref[s] for s in SEEDS) / len(SEEDS), rel=1e-12)
 
 
 def test_a_second_demo_replaces_the_first_and_never_mixes_other_results(small_demo, tmp_path):
     again = tmp_path / "again"
     shutil.copytree(small_demo[0], again)
-    run_demo(again, scenario=_small(), baselines=("varys",), policies=("threshold",))
+    run_demo(again, scenario=_small(), baselines=("varys",), policies=("threshold",), seeds=1)
     controllers = sorted(r["controller"] or "none" for r in _runs(again))
     assert controllers == ["none", "none", "threshold", "varys"]
     # a directory holding other results is refused before anything is simulated
@@ -100,17 +120,21 @@ def test_a_second_demo_replaces_the_first_and_never_mixes_other_results(small_de
     (tmp_path / "s.yaml").write_text(json.dumps(_small()))
     assert main(["simulate", str(tmp_path / "s.yaml"), "--out", str(other)]) == 0
     with pytest.raises(ConfigError, match=r"other sweeps \['simulate'\].*--out"):
-        run_demo(other, scenario=_small(), baselines=("crux",), policies=("threshold",))
+        run_demo(other, scenario=_small(), baselines=("crux",), policies=("threshold",), seeds=1)
 
 
-def test_unknown_baseline_is_one_clear_error(tmp_path):
+def test_unknown_baseline_or_bad_seeds_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"\['crucks'\] are not controllers.*\(baselines\)"):
         run_demo(tmp_path, scenario=_small(), baselines=("crucks",))
+    with pytest.raises(ConfigError, match=r"seeds must be >= 1, got 0 \(--seeds\)"):
+        run_demo(tmp_path, scenario=_small(), seeds=0)
+    with pytest.raises(ConfigError, match=r"distinct integers >= 0, got \[1, 1\]"):
+        run_demo(tmp_path, scenario=_small(), seeds=(1, 1))
 
 
 @pytest.mark.slow
 def test_demo_runs_the_whole_pipeline_on_the_embedded_default(capsys, tmp_path):
-    from flowherd.cli.demo_cmd import DEMO_BASELINES, QUICK_POLICIES
+    from flowherd.cli.demo_cmd import DEMO_BASELINES, DEMO_SEEDS, QUICK_POLICIES
     from flowherd.control import CONTROLLERS
 
     assert main(["demo", "--out", str(tmp_path)]) == 0
@@ -118,11 +142,12 @@ def test_demo_runs_the_whole_pipeline_on_the_embedded_default(capsys, tmp_path):
     assert "report:" in out and str(tmp_path / "report" / "report.html") in out
     policies = [p for p in QUICK_POLICIES if p in CONTROLLERS]
     runs = _runs(tmp_path)
-    assert len(runs) == 2 + len(DEMO_BASELINES) + len(policies)
-    assert all(r["status"] == "ok" and r["num_gpus"] == 256 for r in runs)
+    assert len(runs) == DEMO_SEEDS * (2 + len(DEMO_BASELINES) + len(policies))
+    assert all(r["status"] == "ok" for r in runs)
     compared = [r for r in runs if r["sweep"] == DEMO_SWEEP]
-    assert sorted(r["params"]["role"] for r in compared) == ["best baseline", "flowherd", "no control",
-                                                              "no control"]
+    assert sorted(r["params"]["role"] for r in compared) == sorted(
+        DEMO_SEEDS * ["best baseline", "flowherd", "no control", "no control"])
+    assert "paired differences of mean JCT over" in out
     methods = load_report_data(tmp_path, sweeps=[DEMO_SWEEP]).methods
     assert methods[:2] == ["packed + no control", "flowherd planner + no control"]
     assert "best baseline (" in methods[2] and methods[3].startswith("flowherd planner + flowherd")
@@ -130,13 +155,15 @@ def test_demo_runs_the_whole_pipeline_on_the_embedded_default(capsys, tmp_path):
 
 
 def test_demo_results_do_not_depend_on_the_number_of_workers(small_demo, tmp_path):
-    out, outcome = small_demo  # two worker processes
-    serial = run_demo(tmp_path / "serial", scenario=_small(), baselines=("cassini", "crux", "varys"),
-                      policies=("not-yet-registered", "threshold"), workers=1)
-    assert serial.candidates == outcome.candidates
-    assert (serial.best_baseline, serial.best_policy) == (outcome.best_baseline, outcome.best_policy)
-    key = lambda r: (r["sweep"], r["placement"], r["controller"] or "none")  # noqa: E731
+    out, outcome = small_demo  # two worker processes, both seeds
+    # one seed, one process: its runs are the two-process demo's runs of that seed, number for number
+    seed = SEEDS[-1]
+    serial = run_demo(tmp_path / "serial", scenario=_small(), baselines=("cassini", "varys"),
+                      policies=("not-yet-registered", "threshold"), seeds=(seed,), workers=1)
+    assert {c: v[seed] for c, v in serial.candidates.items()} == {
+        c: v[seed] for c, v in outcome.candidates.items()}
+    key = lambda r: (r["placement"], r["controller"] or "none")  # noqa: E731
     assert sorted((key(r), r["mean_jct_s"]) for r in _runs(tmp_path / "serial")) == sorted(
-        (key(r), r["mean_jct_s"]) for r in _runs(out))
+        (key(r), r["mean_jct_s"]) for r in _runs(out) if r["seed"] == seed)
     with pytest.raises(ConfigError, match="--workers"):
         run_demo(tmp_path / "bad", scenario=_small(), workers=0)

@@ -1,10 +1,12 @@
-"""`flowherd demo`: the whole pipeline on the embedded default, in a few minutes.
+"""`flowherd demo`: the whole pipeline on the embedded default, over several seeds, in a few minutes.
 
 The simulator's packed placer against the planner's heuristic, both without control; then, on
-the heuristic's plan, literature baselines and flowherd's policies, of which the best of each
-group is reported beside no control. The quick demo (the default) tries the flowherd policy and
-the baselines of `QUICK_BASELINES`; ``--full`` tries every literature baseline and every flowherd
-policy (several times longer: CASSINI and Crux cost 7-10 runs without control each).
+the heuristic's plan, literature baselines and flowherd's policies under one grant of levers, of
+which the best of each group is reported beside no control; every method on the same seeds, and
+the conclusions as paired differences with their 95% confidence intervals (ties named). The
+quick demo (the default) tries the flowherd policy and the baselines of `QUICK_BASELINES`;
+``--full`` tries every literature baseline and every flowherd policy (several times longer:
+CASSINI and Crux cost 7-10 runs without control each).
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ QUICK_BASELINES = ("adaptive", "varys")
 FULL_POLICIES = ("flowherd", "threshold")  # best first on ties
 QUICK_POLICIES = ("flowherd",)
 DEMO_BASELINES = QUICK_BASELINES
+#: Seeds of the demo (the scenario's own and the next ones): every method runs on each, and the
+#: headline is the paired difference over them with its 95% confidence interval.
+DEMO_SEEDS = 5
+#: The grant of levers every controller of the demo runs under (`controller.levers`); None: the
+#: scenario's own.
+DEMO_GRANT: str | None = None
 DEMO_SWEEP = "demo"
 DEMO_CANDIDATES_SWEEP = "demo-candidates"
 
@@ -44,11 +52,16 @@ class DemoOutcome:
         store_path: The DuckDB file.
         report_html: The report page.
         best_baseline, best_policy: Names of the chosen controllers (None if every candidate failed).
-        ties: Per group ("baseline", "policy"), the other candidates whose result equals the
-            chosen one's (jobs finished and mean JCT): the choice among them is only list order.
-        candidates: Per candidate controller (on the heuristic plan), its run summary, or None if
-            it failed.
-        methods: The report's method labels with their mean JCT, seconds (None: no job finished).
+        ties: Per group ("baseline", "policy"), the other candidates the seeds cannot tell from the
+            chosen one (same jobs finished, paired difference of mean JCT a tie): the choice among
+            them is only list order.
+        candidates: Per candidate controller (on the heuristic plan), seed -> its run summary, or
+            None if it failed on some seed.
+        methods: The report's method labels with their mean JCT over the seeds, seconds (None: no
+            job finished).
+        seeds: The seeds every method ran on.
+        headline: What the demo concludes: comparison -> paired difference of mean JCT over the
+            seeds (`flowherd.experiments.stats.Paired`, seconds).
         wall_s: Wall-clock time of the demo, seconds.
     """
 
@@ -57,30 +70,11 @@ class DemoOutcome:
     best_baseline: str | None
     best_policy: str | None
     ties: dict[str, tuple[str, ...]]
-    candidates: dict[str, dict[str, Any] | None]
+    candidates: dict[str, dict[int, dict[str, Any]] | None]
     methods: dict[str, float | None]
+    seeds: tuple[int, ...]
+    headline: dict[str, Any]
     wall_s: float
-
-
-def _rank(summary: dict[str, Any]) -> tuple[float, float]:
-    # most jobs finished first (a controller that stalls jobs must not win on the few that end),
-    # then the lowest mean JCT
-    jct = summary.get("mean_jct_s")
-    return -float(summary.get("jobs_finished") or 0), math.inf if jct is None else float(jct)
-
-
-def _same_rank(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    (fa, ja), (fb, jb) = _rank(a), _rank(b)
-    # equal runs give equal floats; the tolerance only absorbs summation order
-    return fa == fb and (ja == jb or math.isclose(ja, jb, rel_tol=1e-9))
-
-
-def _ties(chosen: str, candidates: dict[str, dict[str, Any] | None],
-          names: tuple[str, ...]) -> tuple[str, ...]:
-    best = candidates[chosen]
-    assert best is not None
-    return tuple(n for n in names if n != chosen and candidates.get(n) is not None
-                 and _same_rank(candidates[n], best))  # type: ignore[arg-type]
 
 
 def _fresh_demo_store(out: Path) -> Path:
@@ -112,20 +106,32 @@ def _demo_run(source: dict[str, Any], plan: Any, progress: Any = None) -> tuple[
     return run, time.process_time() - cpu0
 
 
+def _seed_label(label: str, seed: int) -> str:
+    return f"{label} [seed {seed}]"
+
+
 def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
              baselines: tuple[str, ...] = DEMO_BASELINES,
-             policies: tuple[str, ...] = QUICK_POLICIES, workers: int | None = None) -> DemoOutcome:
-    """The pipeline on one scenario: plan, simulate without and with control, store, report.
+             policies: tuple[str, ...] = QUICK_POLICIES, seeds: int | tuple[int, ...] = DEMO_SEEDS,
+             workers: int | None = None) -> DemoOutcome:
+    """The pipeline on one scenario over several seeds: plan, simulate without and with control,
+    store, report, and the paired differences with their confidence intervals.
+
+    For each seed (the scenario's seed, then the next ones; each seed draws other arrivals,
+    background and trace samples, and is planned anew):
 
     1. Without control: the scenario under each of `DEMO_PLACEMENTS` (the last is the planner's
-       heuristic, planned once here).
+       heuristic, planned once per seed here).
     2. On the heuristic's plan: each of `baselines` and each of `policies` that is registered in
-       `flowherd.control.CONTROLLERS`. The best of each group (most jobs finished, then lowest
-       mean JCT) is its representative; candidates equal to it are named as ties (the choice
-       among equals is list order, not merit).
-    3. Storage in ``OUT/results.duckdb``: the compared runs (no control per placement, best
-       baseline, best flowherd policy) under sweep ``demo`` with their ``role``; the other
-       candidates under ``demo-candidates``. The report (``OUT/report``) draws sweep ``demo``.
+       `flowherd.control.CONTROLLERS`, every controller under the same grant of levers
+       (`DEMO_GRANT`).
+
+    The best of each group over the seeds (most jobs finished, then lowest mean of the mean JCT)
+    is its representative; candidates whose paired difference from it is a tie (its 95% interval
+    holds 0) are named as ties. Storage in ``OUT/results.duckdb``: the compared runs (no control per
+    placement, best baseline, best flowherd policy, every seed) under sweep ``demo`` with their
+    ``role``; the other candidates under ``demo-candidates``. The report (``OUT/report``) draws
+    sweep ``demo`` and heads with the paired differences.
 
     Progress: a bar on a terminal; elsewhere one line per finished run and one a minute between.
 
@@ -134,11 +140,13 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
         scenario: An embedded scenario name, a YAML path, or a scenario mapping.
         baselines: Literature controllers to try.
         policies: flowherd policies to try (unregistered names are skipped).
+        seeds: How many seeds (from the scenario's own), or the seeds themselves.
         workers: Simulations run at once, each in its own process (the runs are independent and
             seeded, so the results do not depend on it); None: one per CPU, at most 4.
 
     Raises:
-        ConfigError: A bad scenario, or `out` holding results of something else than a demo.
+        ConfigError: A bad scenario, seeds or workers, or `out` holding results of something else
+            than a demo.
     """
     from flowherd.cli.progress import Heartbeat, is_terminal
     from flowherd.control import CONTROLLERS
@@ -152,6 +160,7 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r} (--workers)")
     base = dict(scenario) if isinstance(scenario, dict) else read_scenario_mapping(scenario)
+    seed_list = _seeds(seeds, base)
     unknown = [c for c in baselines if c not in CONTROLLERS]
     if unknown:
         raise ConfigError(f"demo baselines {unknown} are not controllers; expected some of "
@@ -162,36 +171,79 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     con = _console()
     beat = None if is_terminal(con) else Heartbeat("demo")
     planner = DEMO_PLACEMENTS[-1]
-    plain = {m: {**base, "placement": {"method": m}} for m in DEMO_PLACEMENTS}
-    first = scenario_from_mapping(plain[planner])
-    total = len(DEMO_PLACEMENTS) + len(baselines) + len(available)
+    plain = {(m, s): {**base, "seed": s, "placement": {"method": m}}
+             for m in DEMO_PLACEMENTS for s in seed_list}
+    first = scenario_from_mapping(plain[planner, seed_list[0]])
+    per_seed = len(DEMO_PLACEMENTS) + len(baselines) + len(available)
     con.print(f"[bold]demo[/]: scenario {first.name!r}, {len(first.jobs)} jobs on {first.fabric.num_gpus} "
-              f"GPUs, {first.horizon_s / 60:g} min horizon; {total} simulations: {len(DEMO_PLACEMENTS)} "
-              f"placements without control, then on the {planner} plan {len(baselines)} literature "
-              f"baselines ({', '.join(baselines)}) and {len(available)} flowherd "
-              f"polic{'y' if len(available) == 1 else 'ies'} ({', '.join(available) or 'none registered'}); "
-              f"{workers} at a time", highlight=False)
+              f"GPUs, {first.horizon_s / 60:g} min horizon, {len(seed_list)} seeds "
+              f"({', '.join(map(str, seed_list))}); {per_seed * len(seed_list)} simulations: per seed "
+              f"{len(DEMO_PLACEMENTS)} placements without control, then on the {planner} plan "
+              f"{len(baselines)} literature baselines ({', '.join(baselines)}) and {len(available)} flowherd "
+              f"polic{'y' if len(available) == 1 else 'ies'} ({', '.join(available) or 'none registered'}) "
+              f"under the grant {_grant_name()!r}; {workers} at a time", highlight=False)
     if skipped:
         con.print(f"  (flowherd policies not registered yet, skipped: {', '.join(skipped)})")
     t0 = time.perf_counter()
-    plan = make_plan(first.fabric, first.jobs, method=planner, seed=first.seed)
     out.mkdir(parents=True, exist_ok=True)
-    plan_path = out / f"plan-{planner}.json"
-    plan.to_json(plan_path)
-    con.print(f"[bold]demo[/]: planned {len(plan.jobs)} jobs with the {planner} placer in "
-              f"{time.perf_counter() - t0:.1f} s -> {plan_path}", highlight=False)
+    plans: dict[int, Any] = {}
+    for s in seed_list:
+        sc = first if s == seed_list[0] else scenario_from_mapping(plain[planner, s])
+        plans[s] = make_plan(sc.fabric, sc.jobs, method=planner, seed=sc.seed)
+        plans[s].to_json(out / f"plan-{planner}-seed{s}.json")
+    con.print(f"[bold]demo[/]: planned the jobs of {len(seed_list)} seeds with the {planner} placer in "
+              f"{time.perf_counter() - t0:.1f} s -> {out / f'plan-{planner}-seed*.json'}", highlight=False)
 
-    # (label, scenario source, with the plan, group, controller): no control per placement, then the
-    # controllers on the heuristic's plan
-    todo = [(f"{m} + no control", plain[m], m == planner, "none", m) for m in DEMO_PLACEMENTS]
-    todo += [(f"{planner} + {name}", {**plain[planner], "controller": {"name": name}}, True, group, name)
-             for group, name in [("baseline", c) for c in baselines] + [("policy", c) for c in available]]
-    runs = _run_all(todo, plan, store, con, beat, workers, first.horizon_s)
-    return _conclude(out, store, con, todo, runs, planner, baselines, available, wall0)
+    # (label, scenario source, plan or None, group, controller, seed): no control per placement,
+    # then the controllers on the heuristic's plan
+    todo: list[_Todo] = []
+    for s in seed_list:
+        todo += [_Todo(_seed_label(f"{m} + no control", s), plain[m, s], plans[s] if m == planner else None,
+                       "none", m, s) for m in DEMO_PLACEMENTS]
+        todo += [_Todo(_seed_label(f"{planner} + {name}", s),
+                       {**plain[planner, s], "controller": _controller(name)}, plans[s], group, name, s)
+                 for group, name in [("baseline", c) for c in baselines] + [("policy", c) for c in available]]
+    runs = _run_all(todo, store, con, beat, workers, first.horizon_s)
+    return _conclude(out, store, con, todo, runs, planner, baselines, available, seed_list, wall0)
 
 
-def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, store: Path, con: Any,
-             beat: Any, workers: int, horizon_s: float) -> dict[str, Any]:
+def _seeds(seeds: int | tuple[int, ...], base: dict[str, Any]) -> tuple[int, ...]:
+    from flowherd.errors import ConfigError
+
+    if isinstance(seeds, bool):
+        raise ConfigError(f"seeds must be a count >= 1 or a list of seeds, got {seeds!r} (--seeds)")
+    if isinstance(seeds, int):
+        if seeds < 1:
+            raise ConfigError(f"seeds must be >= 1, got {seeds} (--seeds)")
+        first = int(base.get("seed", 0) or 0)
+        return tuple(range(first, first + seeds))
+    out = tuple(seeds)
+    if not out or len(set(out)) != len(out) or not all(isinstance(s, int) and s >= 0 for s in out):
+        raise ConfigError(f"seeds must be distinct integers >= 0, got {list(out)!r} (--seeds)")
+    return out
+
+
+def _grant_name() -> str:
+    return DEMO_GRANT or "the scenario's"
+
+
+def _controller(name: str) -> dict[str, Any]:
+    """The controller section of a demo run: the controller under the demo's grant."""
+    return {"name": name, **({"levers": DEMO_GRANT} if DEMO_GRANT else {})}
+
+
+@dataclass(frozen=True, slots=True)
+class _Todo:
+    label: str
+    source: dict[str, Any]
+    plan: Any
+    group: str  # "none", "baseline" or "policy"
+    name: str  # the placement (group "none") or the controller
+    seed: int
+
+
+def _run_all(todo: list[_Todo], store: Path, con: Any, beat: Any, workers: int,
+             horizon_s: float) -> dict[str, Any]:
     """Simulate every item of `todo`, storing each as it ends; label -> result (or the exception)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -201,7 +253,7 @@ def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, 
     total = len(todo)
     runs: dict[str, Any] = {}
     cpu: dict[str, float] = {}
-    meta = {label: (source, group) for label, source, _, group, _ in todo}
+    meta = {t.label: t for t in todo}
     with Progress(TextColumn("[bold]demo[/] {task.description}"), BarColumn(),
                   TextColumn("{task.fields[what]}"), TimeElapsedColumn(), console=con,
                   disable=beat is not None) as bar:
@@ -214,30 +266,30 @@ def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, 
             nonlocal done
             done += 1
             bar.update(overall, completed=done, what=f"{done}/{total} simulations")
-            source, group = meta[label]
-            if group == "none":
-                store_run_result(store, source, run, sweep=DEMO_SWEEP, params={ROLE_PARAM: "no control"})
+            item = meta[label]
+            if item.group == "none":
+                store_run_result(store, item.source, run, sweep=DEMO_SWEEP, params={ROLE_PARAM: "no control"})
             elif not isinstance(run, BaseException):
-                store_run_result(store, source, run, sweep=DEMO_CANDIDATES_SWEEP)
+                store_run_result(store, item.source, run, sweep=DEMO_CANDIDATES_SWEEP)
             if beat is not None:
                 beat.last_s = beat.clock()  # this line is the news; the next heartbeat a minute on
             if isinstance(run, BaseException):
                 from rich.markup import escape
 
                 # the error's text is data: escaped, never read as markup
-                con.print(f"  \\[{done}/{total}] {escape(label):<34} [red]failed[/]: "
+                con.print(f"  \\[{done}/{total}] {escape(label):<44} [red]failed[/]: "
                           f"{escape(f'{type(run).__name__}: {run}')}", highlight=False)
                 return
             s = run.summary
-            con.print(f"  [{done}/{total}] {label:<34} mean JCT {_fmt(s['mean_jct_s']):>8}, "
+            con.print(f"  [{done}/{total}] {label:<44} mean JCT {_fmt(s['mean_jct_s']):>8}, "
                       f"{s['jobs_finished']}/{s['jobs_total']} jobs finished  ({run.wall_s:.0f} s wall, "
                       f"{cpu[label]:.0f} s CPU)", highlight=False)
 
         if workers <= 1:
-            for label, source, with_plan, group, _ in todo:
-                bar.reset(current, total=horizon_s, description=label, what="  0% of the horizon")
+            for item in todo:
+                bar.reset(current, total=horizon_s, description=item.label, what="  0% of the horizon")
 
-                def tick(t: float, label: str = label) -> None:
+                def tick(t: float, label: str = item.label) -> None:
                     frac = min(t, horizon_s) / horizon_s
                     bar.update(current, completed=min(t, horizon_s),
                                what=f"{100 * frac:3.0f}% of the horizon")
@@ -246,12 +298,12 @@ def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, 
                                   "of the horizon")
 
                 try:
-                    runs[label], cpu[label] = _demo_run(source, plan if with_plan else None, tick)
+                    runs[item.label], cpu[item.label] = _demo_run(item.source, item.plan, tick)
                 except Exception as err:
-                    if group == "none":  # no control must run; a failing controller must not end the demo
+                    if item.group == "none":  # no control must run; a failing controller must not end it
                         raise
-                    runs[label] = err
-                finished(label, runs[label])
+                    runs[item.label] = err
+                finished(item.label, runs[item.label])
         else:
             import multiprocessing
             from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -259,8 +311,7 @@ def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, 
             # spawn: no fork of a process that holds the progress bar's thread
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                futures = {pool.submit(_demo_run, source, plan if with_plan else None): label
-                           for label, source, with_plan, _, _ in todo}
+                futures = {pool.submit(_demo_run, item.source, item.plan): item.label for item in todo}
                 pending = set(futures)
                 while pending:
                     # a timeout so that a heartbeat goes out while long runs are under way
@@ -268,7 +319,7 @@ def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, 
                     for fut in ended:
                         label = futures[fut]
                         err = fut.exception()
-                        if err is not None and meta[label][1] == "none":
+                        if err is not None and meta[label].group == "none":
                             raise err
                         if err is None:
                             runs[label], cpu[label] = fut.result()
@@ -283,43 +334,83 @@ def _run_all(todo: list[tuple[str, dict[str, Any], bool, str, str]], plan: Any, 
     return runs
 
 
-def _conclude(out: Path, store: Path, con: Any, todo: list[tuple[str, dict[str, Any], bool, str, str]],
-              runs: dict[str, Any], planner: str, baselines: tuple[str, ...], policies: tuple[str, ...],
+def _jcts(per_seed: dict[int, dict[str, Any]]) -> dict[int, float]:
+    return {s: float(r["mean_jct_s"]) for s, r in per_seed.items() if r["mean_jct_s"] is not None}
+
+
+def _group_rank(per_seed: dict[int, dict[str, Any]]) -> tuple[float, float]:
+    # most jobs finished over the seeds first (a controller that stalls jobs must not win on the
+    # few that end), then the lowest mean over the seeds of the mean JCT
+    jcts = list(_jcts(per_seed).values())
+    finished = sum(float(r.get("jobs_finished") or 0) for r in per_seed.values())
+    return -finished, (math.fsum(jcts) / len(jcts) if len(jcts) == len(per_seed) else math.inf)
+
+
+def _group_ties(chosen: str, candidates: dict[str, dict[int, dict[str, Any]] | None],
+                names: tuple[str, ...]) -> tuple[str, ...]:
+    """The other candidates the seeds cannot tell from the chosen one (same jobs finished on every
+    seed, and a paired difference of mean JCT whose 95% interval holds 0)."""
+    from flowherd.experiments.stats import paired
+
+    best = candidates[chosen]
+    assert best is not None
+    out = []
+    for n in names:
+        other = candidates.get(n)
+        if n == chosen or other is None or set(other) != set(best):
+            continue
+        if any(other[s]["jobs_finished"] != best[s]["jobs_finished"] for s in best):
+            continue
+        a, b = _jcts(other), _jcts(best)
+        if len(a) == len(b) == len(best) and paired(a, b).tie:
+            out.append(n)
+    return tuple(out)
+
+
+def _conclude(out: Path, store: Path, con: Any, todo: list[_Todo], runs: dict[str, Any], planner: str,
+              baselines: tuple[str, ...], policies: tuple[str, ...], seed_list: tuple[int, ...],
               wall0: float) -> DemoOutcome:
     """Choose the best of each group, store the compared runs, write and summarize the report."""
+    from flowherd.experiments.stats import paired
     from flowherd.experiments.sweep import store_run_result
     from flowherd.report import write_report
-    from flowherd.report.data import ROLE_PARAM, TIED_PARAM, controller_label, load_report_data
+    from flowherd.report.data import ROLE_PARAM, TIED_PARAM, load_report_data
 
-    best: dict[str, tuple[str, Any, dict[str, Any]] | None] = {"baseline": None, "policy": None}
-    candidates: dict[str, dict[str, Any] | None] = {}
-    uncontrolled: dict[str, dict[str, Any]] = {}
+    per: dict[str, dict[int, Any]] = {}
+    uncontrolled: dict[str, dict[int, dict[str, Any]]] = {}
     # in the listed order, whatever order they finished in: among equals the first listed is kept
-    for label, source, _, group, name in todo:
-        run = runs[label]
-        if group == "none":
-            uncontrolled[name] = run.summary
-            continue
-        if isinstance(run, BaseException):
-            candidates[name] = None
-            continue
-        candidates[name] = run.summary
-        cur = best[group]
-        if cur is None or _rank(run.summary) < _rank(cur[1].summary):
-            best[group] = (name, run, source)
-    names = {"baseline": baselines, "policy": policies}
-    ties = {g: (_ties(b[0], candidates, names[g]) if b else ()) for g, b in best.items()}
+    for item in todo:
+        run = runs[item.label]
+        key = item.name if item.group != "none" else f"none:{item.name}"
+        per.setdefault(key, {})[item.seed] = (item, run)
+        if item.group == "none":
+            uncontrolled.setdefault(item.name, {})[item.seed] = run.summary
+    candidates: dict[str, dict[int, dict[str, Any]] | None] = {}
+    groups = {"baseline": baselines, "policy": policies}
+    best: dict[str, str | None] = {"baseline": None, "policy": None}
+    for group, names in groups.items():
+        for name in names:
+            got = per[name]
+            if any(isinstance(r, BaseException) for _, r in got.values()):
+                candidates[name] = None  # failed on a seed: not comparable over the seeds
+                continue
+            candidates[name] = {s: r.summary for s, (_, r) in got.items()}
+            cur = best[group]
+            if cur is None or _group_rank(candidates[name]) < _group_rank(candidates[cur]):  # type: ignore[arg-type]
+                best[group] = name
+    ties = {g: (_group_ties(b, candidates, groups[g]) if b else ()) for g, b in best.items()}
 
     # the winners move from the candidates to the compared runs (same run id: the row is replaced)
     roles = {"baseline": "best baseline", "policy": "flowherd"}
     for group, chosen in best.items():
-        if chosen is not None:
-            params: dict[str, Any] = {ROLE_PARAM: roles[group]}
-            if ties[group]:
-                params[TIED_PARAM] = list(ties[group])
-            store_run_result(store, chosen[2], chosen[1], sweep=DEMO_SWEEP, params=params)
-    _print_candidates(con, candidates, baselines, policies,
-                      {g: (b[0] if b else None) for g, b in best.items()}, ties)
+        if chosen is None:
+            continue
+        params: dict[str, Any] = {ROLE_PARAM: roles[group]}
+        if ties[group]:
+            params[TIED_PARAM] = list(ties[group])
+        for item, run in per[chosen].values():
+            store_run_result(store, item.source, run, sweep=DEMO_SWEEP, params=params)
+    _print_candidates(con, candidates, baselines, policies, best, ties)
 
     con.print("[bold]demo[/]: writing the report ...")
     data = load_report_data(store, sweeps=[DEMO_SWEEP])
@@ -329,51 +420,61 @@ def _conclude(out: Path, store: Path, con: Any, todo: list[tuple[str, dict[str, 
         xs = [r["mean_jct_s"] for r in data.runs if r["method"] == m and r["mean_jct_s"] is not None]
         methods[m] = sum(xs) / len(xs) if xs else None
     _print_methods(con, data)
-    none_jct = uncontrolled[planner]["mean_jct_s"]
-    packed_jct = uncontrolled[DEMO_PLACEMENTS[0]]["mean_jct_s"]
-    if none_jct is not None and packed_jct:
-        gain = 1 - none_jct / packed_jct
-        con.print(f"  the {planner} plan without control: mean JCT {100 * abs(gain):.1f}% "
-                  f"{'shorter' if gain >= 0 else 'longer'} than {DEMO_PLACEMENTS[0]} placement",
-                  highlight=False)
+
+    none_jct = _jcts(uncontrolled[planner])
+    lines: dict[str, Any] = {}
+    packed = _jcts(uncontrolled[DEMO_PLACEMENTS[0]])
+    if none_jct and packed:
+        lines[f"{planner} plan vs {DEMO_PLACEMENTS[0]} placement, no control"] = paired(none_jct, packed)
     for group in ("baseline", "policy"):
         chosen = best[group]
-        if chosen is None or none_jct is None or chosen[1].summary["mean_jct_s"] is None:
-            continue
-        gain = 1 - chosen[1].summary["mean_jct_s"] / none_jct
-        con.print(f"  {controller_label(chosen[0], roles[group], ties[group])} on the {planner} plan: "
-                  "mean JCT "
-                  f"{100 * abs(gain):.1f}% {'shorter' if gain >= 0 else 'longer'} than without control",
-                  highlight=False)
+        if chosen is not None and none_jct and _jcts(candidates[chosen]):  # type: ignore[arg-type]
+            lines[f"{roles[group]} ({chosen}) vs no control"] = paired(
+                _jcts(candidates[chosen]), none_jct)  # type: ignore[arg-type]
+    if best["baseline"] and best["policy"]:
+        a, b = _jcts(candidates[best["policy"]]), _jcts(candidates[best["baseline"]])  # type: ignore[arg-type]
+        if a and b:
+            lines[f"flowherd ({best['policy']}) vs best baseline ({best['baseline']})"] = paired(a, b)
+    con.print(f"[bold]demo[/]: paired differences of mean JCT over {len(seed_list)} seeds, controllers "
+              f"under the grant {_grant_name()!r}:", highlight=False)
+    for what, p in lines.items():
+        con.print(f"  {what}: {p.phrase()}", highlight=False)
     wall_s = time.perf_counter() - wall0
     con.print(f"[bold]demo[/] done in {wall_s / 60:.1f} min; results in {store}; report: {files.html}",
               highlight=False)
-    return DemoOutcome(store_path=store, report_html=files.html,
-                       best_baseline=best["baseline"][0] if best["baseline"] else None,
-                       best_policy=best["policy"][0] if best["policy"] else None, ties=ties,
-                       candidates=candidates, methods=methods, wall_s=wall_s)
+    return DemoOutcome(store_path=store, report_html=files.html, best_baseline=best["baseline"],
+                       best_policy=best["policy"], ties=ties, candidates=candidates, methods=methods,
+                       seeds=seed_list, headline=lines, wall_s=wall_s)
 
 
-def _print_candidates(con: Any, candidates: dict[str, dict[str, Any] | None], baselines: tuple[str, ...],
-                      policies: tuple[str, ...], chosen: dict[str, str | None],
+def _print_candidates(con: Any, candidates: dict[str, dict[int, dict[str, Any]] | None],
+                      baselines: tuple[str, ...], policies: tuple[str, ...], chosen: dict[str, str | None],
                       ties: dict[str, tuple[str, ...]]) -> None:
     from rich.table import Table
 
-    table = Table(title="controllers on the heuristic plan (best: most jobs finished, then lowest mean JCT; "
-                        "equal results are ties)")
+    table = Table(title="controllers on the heuristic plan, means over the seeds (best: most jobs finished, "
+                        "then lowest mean JCT; candidates the seeds cannot tell apart are ties)")
     for col in ("controller", "group", "jobs finished", "mean JCT", "p99 JCT", "mean slowdown", ""):
         table.add_column(col, justify="left" if col in ("controller", "group", "") else "right")
+
+    def mean(rs: list[dict[str, Any]], key: str) -> float | None:
+        xs = [float(r[key]) for r in rs if r.get(key) is not None]
+        return math.fsum(xs) / len(xs) if len(xs) == len(rs) and xs else None
+
     for group, names in (("baseline", baselines), ("policy", policies)):
         for name in names:
-            s = candidates.get(name)
+            per_seed = candidates.get(name)
             tied = (chosen[group] == name and ties[group]) or name in ties[group]
             mark = "tied best" if tied else ("best" if chosen[group] == name else "")
             kind = "literature" if group == "baseline" else "flowherd"
-            if s is None:
+            if per_seed is None:
                 table.add_row(name, kind, "failed", "-", "-", "-", "")
                 continue
-            table.add_row(name, kind, f"{s['jobs_finished']}/{s['jobs_total']}", _fmt(s["mean_jct_s"]),
-                          _fmt(s["p99_jct_s"]), _fmt(s["mean_slowdown"], "x"), mark)
+            rs = list(per_seed.values())
+            jobs = f"{sum(r['jobs_finished'] for r in rs)}/{sum(r['jobs_total'] for r in rs)}"
+            table.add_row(name, kind, jobs,
+                          _fmt(mean(rs, "mean_jct_s")), _fmt(mean(rs, "p99_jct_s")),
+                          _fmt(mean(rs, "mean_slowdown"), "x"), mark)
     con.print(table)
 
 
@@ -398,6 +499,8 @@ def demo(
     as_json: bool = typer.Option(False, "--json", help="only simulate the default; print one JSON object"),
     workers: int = typer.Option(None, "--workers", help="simulations at once, one process each "
                                 "(default: one per CPU, at most 4)"),
+    seeds: int = typer.Option(DEMO_SEEDS, "--seeds", help="seeds every method runs on (the scenario's "
+                              "own and the next ones)"),
 ) -> None:
     """The whole pipeline on the embedded default: plan, simulate without and with control, store, report.
 
@@ -411,6 +514,6 @@ def demo(
         run_and_report("default", as_json=True, out=None, seed=None)
         return
     if full:
-        run_demo(out, baselines=FULL_BASELINES, policies=FULL_POLICIES, workers=workers)
+        run_demo(out, baselines=FULL_BASELINES, policies=FULL_POLICIES, seeds=seeds, workers=workers)
     else:
-        run_demo(out, workers=workers)
+        run_demo(out, seeds=seeds, workers=workers)

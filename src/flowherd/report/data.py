@@ -228,6 +228,69 @@ def load_report_data(results: str | Path, *, run_id: str | None = None,
                           detail=detail)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Comparison:
+    """One paired comparison of the report's headline: `method` against `reference`.
+
+    Attributes:
+        method, reference: Method labels.
+        paired: The per-seed difference of mean JCT, method - reference, seconds
+            (`flowherd.experiments.stats.Paired`).
+        grant: The grant of levers the compared controllers ran under (`controller.levers` of the
+            method's runs), or None where the runs did not name one.
+    """
+
+    method: str
+    reference: str
+    paired: Any
+    grant: str | None
+
+
+def _grant_of(run: dict[str, Any]) -> str | None:
+    ctrl = json.loads(run["scenario_json"]).get("controller") or {}
+    levers = ctrl.get("levers") if isinstance(ctrl, dict) else None
+    if levers is None or isinstance(levers, str):
+        return levers
+    return json.dumps(levers, sort_keys=True)
+
+
+def paired_comparisons(data: ReportData) -> list[Comparison]:
+    """The comparisons a stored demo makes, each paired over the seeds both methods ran.
+
+    Runs stored with a role (`ROLE_PARAM`): every controlled method against no control on the same
+    placement; the flowherd policy against the best baseline; the planner's placement without
+    control against each other placement without control. Pairs with no seed in common are left
+    out; so is everything when no run has a role.
+    """
+    from flowherd.experiments.stats import paired
+
+    ok = [r for r in data.runs if r["status"] == "ok" and r["mean_jct_s"] is not None]
+    by: dict[str, dict[int, float]] = defaultdict(dict)
+    info: dict[str, tuple[str | None, str, str | None]] = {}
+    for r in ok:
+        role = r["params"].get(ROLE_PARAM)
+        if role is None:
+            continue
+        by[r["method"]][int(r["seed"])] = float(r["mean_jct_s"])
+        info[r["method"]] = (role, r["placement"], _grant_of(r))
+    pairs: list[tuple[str, str]] = []
+    none_of = {place: m for m, (role, place, _) in info.items() if role == "no control"}
+    for m, (role, place, _) in info.items():
+        if role != "no control" and place in none_of:
+            pairs.append((m, none_of[place]))
+    best = [m for m, (role, _, _) in info.items() if role == "best baseline"]
+    mine = [m for m, (role, _, _) in info.items() if role == "flowherd"]
+    pairs += [(a, b) for a in mine for b in best]
+    if "heuristic" in none_of:
+        pairs += [(none_of["heuristic"], m) for place, m in none_of.items() if place != "heuristic"]
+    out = []
+    for a, b in pairs:
+        if set(by[a]) & set(by[b]):
+            grant = info[a][2] if info[a][0] != "no control" else None
+            out.append(Comparison(method=a, reference=b, paired=paired(by[a], by[b]), grant=grant))
+    return out
+
+
 # ---- series ---------------------------------------------------------------------------------------------
 def jct_cdf(data: ReportData) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
     """Per method: sorted JCTs of the finished jobs (all runs), seconds, the fraction of all the
