@@ -36,7 +36,7 @@ import numpy as np
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router, Routes
-from flowherd.sim.allocation import LinkState, reallocate, settle
+from flowherd.sim.allocation import LinkState, arrival_levels, reallocate, settle, threshold
 from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing
 from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, adj_remove, ranges
 from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
@@ -53,6 +53,7 @@ _CHECKED_ROUTES_MAX = 4096  # Routes objects remembered as checked (cleared when
 _ROUTE_CACHE_MAX_LINKS = 1 << 22  # incidences held (about 64 MiB); cleared when over
 _RELEASE, _DONE = 0, 1
 _NO_I = np.zeros(0, np.int64)
+_NO_F = np.zeros(0)
 
 
 class Engine:
@@ -489,6 +490,7 @@ class Engine:
         links = self._links
         ls = self._ls
         changed: list[np.ndarray] = []
+        prio_done = level_done = _NO_F
         act = self._active
         if act.size:
             te = f.txend[act]
@@ -498,6 +500,9 @@ class Engine:
             if done_mask.any():
                 done = act[done_mask]
                 self._active = act[~done_mask]
+                # their levels before they end: flows below keep their rates (`reallocate`)
+                prio_done = f.prio[done]
+                level_done = f.rate[done] / f.weight[done]
                 settle(done, now, True, f.rate, f.rem, f.t0, f.lo, f.hi, links.link, links.frac,
                        ls.bytes, ls.nact, ls.load, ls.busy_since, ls.busy_s)
                 adj_remove(done, f.lo, f.hi, links.link, links.pos, self._b_start, self._b_len,
@@ -526,21 +531,29 @@ class Engine:
             self._active = np.concatenate([self._active, s])
             self._adj_add(s)
             changed.append(s)
+            prio_new = f.prio[s]
+            level_new = arrival_levels(s, f.lo, f.hi, links.link, links.frac, f.weight, f.prio,
+                                       ls.cap, self._b_start, self._b_len, self._b_flow, self._b_inc)
+        else:
+            prio_new = level_new = _NO_F
         if changed and self._active.size:
-            self._rates(np.concatenate(changed) if len(changed) > 1 else changed[0], now)
+            self._rates(np.concatenate(changed) if len(changed) > 1 else changed[0], now,
+                        threshold(prio_done, level_done, prio_new, level_new))
             if self.num_rate_updates >= self._load_refresh_at:
                 self._refresh_load()
         if not self.record_flows and self._dead > max(self._compact_min,
                                                       2 * (self._f.count - self._dead)):
             self._compact()
 
-    def _rates(self, seeds: np.ndarray, now: float) -> None:
-        """Recompute the rates the flows ``seeds`` (just started or ended) can change
-        (`flowherd.sim.allocation.reallocate`: the engine's one rate computation)."""
+    def _rates(self, seeds: np.ndarray, now: float, thr: tuple[int, float]) -> None:
+        """Recompute the rates the flows ``seeds`` (just started or ended) can change, those
+        below the threshold ``thr`` kept (`flowherd.sim.allocation.reallocate`: the engine's one
+        rate computation)."""
         # NETWORK HOOK 4/4: start, burst, convergence costs, on the new rates before they apply
         on_rates = None if self.network is None else (lambda comp: self.network.on_rates(self, comp, now))
         passes, moved = reallocate(seeds, now, self._f, self._links.link, self._links.frac, self._ls,
-                                   self._b_start, self._b_len, self._b_flow, on_rates=on_rates)
+                                   self._b_start, self._b_len, self._b_flow, on_rates=on_rates,
+                                   threshold=thr, b_inc=self._b_inc)
         self.num_rate_updates += passes
         self.num_flows_reallocated += moved
 
