@@ -9,7 +9,7 @@ from flowherd.fabric.generators import leaf_spine
 from flowherd.routing.base import Routes
 from flowherd.routing.policies import make_router
 from flowherd.sim import Engine, max_min_rates
-from flowherd.sim.allocation import NO_THRESHOLD, arrival_levels, threshold
+from flowherd.sim.allocation import NO_CLASS, NO_THRESHOLD, arrival_levels, threshold
 
 
 def _buckets(ptr, link, num_links):
@@ -51,10 +51,12 @@ def test_arrival_bound_is_at_most_the_max_min_level(seed):
 
 
 def test_threshold_is_the_lowest_class_then_the_lowest_level():
-    p, t = threshold(np.array([1, 0]), np.array([5.0, 7.0]), np.array([0]), np.array([3.0]))
+    p, t = threshold(1, 5.0, 0, 3.0)
     assert p == 0 and 3.0 * (1 - 1e-8) < t < 3.0
-    assert threshold(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
-                     np.zeros(0)) == NO_THRESHOLD
+    p, t = threshold(0, 2.0, 0, 3.0)
+    assert p == 0 and 2.0 * (1 - 1e-8) < t < 2.0
+    assert threshold(NO_CLASS, np.inf, 1, 4.0)[0] == 1
+    assert threshold(NO_CLASS, np.inf, NO_CLASS, np.inf) == NO_THRESHOLD
 
 
 class FullCheckEngine(Engine):

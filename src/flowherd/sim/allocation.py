@@ -20,7 +20,8 @@ from numba import njit
 
 from flowherd.sim.fairshare import max_min_subset
 
-__all__ = ["NO_THRESHOLD", "LinkState", "activate", "arrival_levels", "reallocate", "settle", "threshold"]
+__all__ = ["NO_CLASS", "NO_THRESHOLD", "LinkState", "activate", "arrival_levels", "arrival_threshold",
+           "reallocate", "settle", "threshold"]
 
 # a link loaded to within this fraction of its capacity counts as saturated (a bottleneck)
 _SAT_RTOL = 1e-9
@@ -289,6 +290,24 @@ def arrival_levels(new, lo, hi, link_buf, frac_buf, weight, prio, cap, b_start, 
     return out
 
 
+@njit(cache=True)
+def arrival_threshold(new, lo, hi, link_buf, frac_buf, weight, prio, cap, b_start, b_len, b_flow,
+                      b_inc):
+    """The lowest (class, `arrival_levels` bound) among the flows ``new``."""
+    lvl = arrival_levels(new, lo, hi, link_buf, frac_buf, weight, prio, cap, b_start, b_len,
+                         b_flow, b_inc)
+    p_min = NO_CLASS
+    t_min = np.inf
+    for i in range(new.size):
+        p = prio[new[i]]
+        if p < p_min or (p == p_min and lvl[i] < t_min):
+            p_min = p
+            t_min = lvl[i]
+    return p_min, t_min
+
+
+# a class no flow has: "no seed of this kind" in `threshold`
+NO_CLASS = 1 << 62
 # no restriction: every flow's rate can change
 NO_THRESHOLD = (-(1 << 62), -np.inf)
 # levels of flows left out are compared with the threshold lowered by this fraction: a flow
@@ -296,17 +315,15 @@ NO_THRESHOLD = (-(1 << 62), -np.inf)
 _THR_RTOL = 1e-9
 
 
-def threshold(prio_done: np.ndarray, level_done: np.ndarray, prio_new: np.ndarray,
-              level_new: np.ndarray) -> tuple[int, float]:
-    """The lowest (class, level) of an event's flows: those that ended (their level before) and
-    those that started (`arrival_levels`); `reallocate`'s ``threshold``."""
-    p = np.concatenate([prio_done, prio_new])
-    if not p.size:
+def threshold(p_done: int, t_done: float, p_new: int, t_new: float) -> tuple[int, float]:
+    """`reallocate`'s ``threshold`` for an event: the lower (class, level) of the flows that
+    ended (their lowest level before; `flowherd.sim.step_kernels.end_flows`) and of those that
+    started (`arrival_threshold`); ``NO_CLASS`` stands for none of a kind."""
+    if p_new < p_done or (p_new == p_done and t_new < t_done):
+        p_done, t_done = p_new, t_new
+    if p_done == NO_CLASS:
         return NO_THRESHOLD
-    t = np.concatenate([level_done, level_new])
-    p_min = int(p.min())
-    t_min = float(t[p == p_min].min())
-    return p_min, t_min * (1.0 - _THR_RTOL)
+    return int(p_done), float(t_done) * (1.0 - _THR_RTOL)
 
 
 def reallocate(seeds: np.ndarray, now: float, f, link: np.ndarray, frac: np.ndarray, ls: LinkState,

@@ -36,11 +36,12 @@ import numpy as np
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router, Routes
-from flowherd.sim.allocation import LinkState, arrival_levels, reallocate, settle, threshold
+from flowherd.sim.allocation import NO_CLASS, LinkState, arrival_threshold, reallocate, threshold
 from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing
-from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, adj_remove, ranges
+from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, ranges
 from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
 from flowherd.sim.results import SimResult
+from flowherd.sim.step_kernels import count_off, end_flows, soonest, split_done
 
 __all__ = ["Engine"]
 
@@ -53,7 +54,6 @@ _CHECKED_ROUTES_MAX = 4096  # Routes objects remembered as checked (cleared when
 _ROUTE_CACHE_MAX_LINKS = 1 << 22  # incidences held (about 64 MiB); cleared when over
 _RELEASE, _DONE = 0, 1
 _NO_I = np.zeros(0, np.int64)
-_NO_F = np.zeros(0)
 
 
 class Engine:
@@ -126,8 +126,8 @@ class Engine:
         self._c_dependents: list[list[int] | None] = []  # None: no dependents (yet)
         self._c_start: list[float] = []
         self._c_finish: list[float] = []
-        self._c_left: list[int] = []
-        self._c_last: list[float] = []
+        # flows left and latest flow finish, as arrays: counted off in compiled code
+        self._c = Grow({"left": (np.int64, 0), "last": (np.float64, math.nan)})
         self._c_on_done: list[Callable[[int, float], None] | None] = []
         self._heap: list[tuple[float, int, int, int]] = []
         self._seq = 0
@@ -253,8 +253,7 @@ class Engine:
         self._c_dependents.append(None)
         self._c_start.append(math.nan)
         self._c_finish.append(math.nan)
-        self._c_left.append(0)
-        self._c_last.append(math.nan)
+        self._c.extend(1)
         self._c_on_done.append(on_done)
         self._pending.add(cid)
         waiting = 0
@@ -324,8 +323,7 @@ class Engine:
         self._c_dependents.extend([None] * n)
         self._c_start.extend([math.nan] * n)
         self._c_finish.extend([math.nan] * n)
-        self._c_left.extend([0] * n)
-        self._c_last.extend([math.nan] * n)
+        self._c.extend(n)
         self._c_on_done.extend([None] * n)
         self._c_waiting.extend([0] * n)
         self._pending.update(ids.tolist())
@@ -479,9 +477,7 @@ class Engine:
         self._push(start, _RELEASE, cid)
 
     def _next_flow_end(self) -> float:
-        if not self._active.size:
-            return math.inf
-        return float(self._f.txend[self._active].min())
+        return soonest(self._active, self._f.txend) if self._active.size else math.inf
 
     def _step(self, now: float) -> None:
         """Process every event at ``now`` as one batch, then update rates once."""
@@ -490,25 +486,19 @@ class Engine:
         links = self._links
         ls = self._ls
         changed: list[np.ndarray] = []
-        prio_done = level_done = _NO_F
+        p_done, t_done = NO_CLASS, math.inf
         act = self._active
         if act.size:
-            te = f.txend[act]
-            done_mask = te <= now + _TIME_RTOL * abs(now)
-            if self.completion_rtol:  # the approximate mode
-                done_mask |= te - now <= self.completion_rtol * (now - f.start[act])
-            if done_mask.any():
-                done = act[done_mask]
-                self._active = act[~done_mask]
-                # their levels before they end: flows below keep their rates (`reallocate`)
-                prio_done = f.prio[done]
-                level_done = f.rate[done] / f.weight[done]
-                settle(done, now, True, f.rate, f.rem, f.t0, f.lo, f.hi, links.link, links.frac,
-                       ls.bytes, ls.nact, ls.load, ls.busy_since, ls.busy_s)
-                adj_remove(done, f.lo, f.hi, links.link, links.pos, self._b_start, self._b_len,
-                           self._b_flow, self._b_inc)
-                f.txend[done] = now
-                f.finish[done] = now + f.lat[done]
+            done, keep = split_done(act, f.txend, f.start, now, _TIME_RTOL * abs(now),
+                                    self.completion_rtol)
+            if done.size:
+                self._active = keep
+                # their lowest (class, level) before they end: flows below keep their rates
+                # (`reallocate`)
+                p_done, t_done = end_flows(
+                    done, now, f.rate, f.weight, f.prio, f.rem, f.t0, f.lo, f.hi, links.link,
+                    links.frac, ls.bytes, ls.nact, ls.load, ls.busy_since, ls.busy_s, links.pos,
+                    self._b_start, self._b_len, self._b_flow, self._b_inc, f.txend, f.finish, f.lat)
                 if self.network is not None:  # NETWORK HOOK 3/4: link state after departures
                     self.network.on_done(self, done, now)
                 changed.append(done)
@@ -531,14 +521,14 @@ class Engine:
             self._active = np.concatenate([self._active, s])
             self._adj_add(s)
             changed.append(s)
-            prio_new = f.prio[s]
-            level_new = arrival_levels(s, f.lo, f.hi, links.link, links.frac, f.weight, f.prio,
-                                       ls.cap, self._b_start, self._b_len, self._b_flow, self._b_inc)
+            p_new, t_new = arrival_threshold(s, f.lo, f.hi, links.link, links.frac, f.weight,
+                                             f.prio, ls.cap, self._b_start, self._b_len,
+                                             self._b_flow, self._b_inc)
         else:
-            prio_new = level_new = _NO_F
+            p_new, t_new = NO_CLASS, math.inf
         if changed and self._active.size:
             self._rates(np.concatenate(changed) if len(changed) > 1 else changed[0], now,
-                        threshold(prio_done, level_done, prio_new, level_new))
+                        threshold(p_done, t_done, p_new, t_new))
             if self.num_rate_updates >= self._load_refresh_at:
                 self._refresh_load()
         if not self.record_flows and self._dead > max(self._compact_min,
@@ -628,25 +618,9 @@ class Engine:
                                        self._b_len, self._b_cap, self._b_flow, self._b_inc)
 
     def _flows_done(self, done: np.ndarray) -> None:
-        f = self._f
-        cof = f.coflow[done]
-        if done.size == 1:  # the common case: no sort, no unique
-            c = int(cof[0])
-            self._c_left[c] -= 1
-            self._c_last[c] = max(self._c_last[c], float(f.finish[done[0]]))
-            if self._c_left[c] == 0:
-                self._push(self._c_last[c], _DONE, c)
-            return
-        order = np.argsort(cof, kind="stable")
-        cof = cof[order]
-        fin = f.finish[done][order]
-        uniq, first, counts = np.unique(cof, return_index=True, return_counts=True)
-        last = np.maximum.reduceat(fin, first)
-        for c, k, t in zip(uniq.tolist(), counts.tolist(), last.tolist(), strict=True):
-            self._c_left[c] -= k
-            self._c_last[c] = max(self._c_last[c], t)
-            if self._c_left[c] == 0:
-                self._push(self._c_last[c], _DONE, c)
+        c = self._c
+        for cid in count_off(done, self._f.coflow, self._f.finish, c.left, c.last).tolist():
+            self._push(float(c.last[cid]), _DONE, cid)
 
     def _start_coflow(self, cid: int, now: float) -> np.ndarray:
         f = self._f
@@ -654,8 +628,8 @@ class Engine:
         self._c_start[cid] = now
         self._pending.discard(cid)
         if lo == hi:  # a pure delay
-            self._c_left[cid] = 0
-            self._c_last[cid] = now
+            self._c.left[cid] = 0
+            self._c.last[cid] = now
             self._push(now, _DONE, cid)
             return _NO_I
         ids = np.arange(lo, hi, dtype=np.int64)
@@ -676,8 +650,8 @@ class Engine:
         f.t0[real] = now
         f.rate[real] = 0.0
         f.txend[real] = np.inf
-        self._c_left[cid] = real.size
-        self._c_last[cid] = last
+        self._c.left[cid] = real.size
+        self._c.last[cid] = last
         if real.size == 0:
             self._push(last, _DONE, cid)
         return real
