@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from flowherd.sim.fairshare import max_min_subset
+from flowherd.sim.fairshare import fill_subset
 
 __all__ = ["NO_CLASS", "NO_THRESHOLD", "LinkState", "activate", "arrival_levels", "arrival_threshold",
            "reallocate", "settle", "threshold"]
@@ -255,6 +255,32 @@ class LinkState:
 
 
 @njit(cache=True)
+def _update(seeds, lo, hi, link, frac, rate, rate_new, weight, prio, load, cap, cap_eff, cnt, pos,
+            link_mark, flow_mark, s_pos, b_start, b_len, b_flow, b_inc, p_thr, t_thr):
+    """`reallocate`'s passes in one compiled call: the component, its max-min rates (in
+    ``rate_new``) on what the rest leaves, widened while that saturates a link shared with a
+    movable flow left out. Returns (component, passes, flows re-allocated over the passes)."""
+    forced = np.zeros(0, np.int64)
+    passes = 0
+    moved = 0
+    while True:
+        comp = _closure(seeds, forced, lo, hi, link, load, cap, b_start, b_len, b_flow, link_mark,
+                        flow_mark, prio, rate, weight, p_thr, t_thr)
+        if not comp.size:
+            return comp, passes, moved
+        _residual(comp, lo, hi, link, frac, rate, b_len, cap, cap_eff, cnt, b_start, b_flow, b_inc,
+                  link_mark, flow_mark)
+        fill_subset(comp, lo, hi, link, frac, weight, prio, cap_eff, rate_new, s_pos)
+        more = _newly_saturated(comp, lo, hi, link, frac, rate_new, b_len, cap, cap_eff, cnt, pos,
+                                b_start, b_flow, prio, rate, weight, p_thr, t_thr)
+        passes += 1
+        moved += comp.size
+        if not more.size:
+            return comp, passes, moved
+        forced = np.unique(np.concatenate((forced, more)))
+
+
+@njit(cache=True)
 def arrival_levels(new, lo, hi, link_buf, frac_buf, weight, prio, cap, b_start, b_len, b_flow,
                    b_inc):
     """A lower bound of each flow of ``new``'s level (rate / weight) in the max-min allocation
@@ -369,25 +395,11 @@ def reallocate(seeds: np.ndarray, now: float, f, link: np.ndarray, frac: np.ndar
     out whose rate can change.
     """
     p_thr, t_thr = threshold
-    forced = np.zeros(0, np.int64)
-    passes = moved = 0
-    while True:
-        comp = _closure(seeds, forced, f.lo, f.hi, link, ls.load, ls.cap, b_start, b_len, b_flow,
-                        ls.mark, f.mark, f.prio, f.rate, f.weight, p_thr, t_thr)
-        if not comp.size:
-            return passes, moved
-        _residual(comp, f.lo, f.hi, link, frac, f.rate, b_len, ls.cap, ls.cap_eff, ls.cnt, b_start,
-                  b_flow, b_inc, ls.mark, f.mark)
-        max_min_subset(comp, f.lo, f.hi, link, frac, f.weight, f.prio, ls.cap_eff, f.rate_new,
-                       ls.scratch)
-        more = _newly_saturated(comp, f.lo, f.hi, link, frac, f.rate_new, b_len, ls.cap, ls.cap_eff,
-                                ls.cnt, ls.pos, b_start, b_flow, f.prio, f.rate, f.weight, p_thr,
-                                t_thr)
-        passes += 1
-        moved += comp.size
-        if not more.size:
-            break
-        forced = np.union1d(forced, more)
+    comp, passes, moved = _update(seeds, f.lo, f.hi, link, frac, f.rate, f.rate_new, f.weight, f.prio,
+                                  ls.load, ls.cap, ls.cap_eff, ls.cnt, ls.pos, ls.mark, f.mark,
+                                  ls.scratch.pos, b_start, b_len, b_flow, b_inc, p_thr, t_thr)
+    if not comp.size:
+        return passes, moved
     if on_rates is not None:
         on_rates(comp)
     settle(comp, now, False, f.rate, f.rem, f.t0, f.lo, f.hi, link, frac, ls.bytes, ls.nact, ls.load,

@@ -28,7 +28,7 @@ from numba import njit
 
 from flowherd.errors import ConfigError
 
-__all__ = ["Scratch", "max_min_rates", "max_min_rates_reference", "max_min_subset"]
+__all__ = ["Scratch", "fill_subset", "max_min_rates", "max_min_rates_reference", "max_min_subset"]
 
 
 # capacity left on a link below this fraction of its capacity is rounding noise: taken as none,
@@ -101,15 +101,13 @@ def _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn):
 
 
 @njit(cache=True)
-def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates,
-          s_rem, s_den, s_cnt, s_pos):
+def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_pos):
     """Max-min rates of ``flows`` (ids sorted by priority), written into ``rates[flow]``.
 
     ``s_pos`` is scratch of one entry per link, zero on entry and on return, so that a call
     costs O(nnz log L) of the flows it is given, not O(L). The links touched are numbered
     locally in increasing id order (so that ties break as by link id) and all work after that
     is on compact local arrays: the per-link arrays of a large fabric do not fit in the cache.
-    ``s_rem``, ``s_den`` and ``s_cnt`` are unused (kept for the signature).
     """
     n = flows.size
     nnz = 0
@@ -235,15 +233,19 @@ def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates,
 
 
 class Scratch:
-    """Per-link work arrays reused across calls of `max_min_subset` (all zero between calls)."""
+    """Per-link work array reused across calls of `max_min_subset` (zero between calls)."""
 
-    __slots__ = ("cnt", "den", "pos", "rem")
+    __slots__ = ("pos",)
 
     def __init__(self, num_links: int):
-        self.rem = np.zeros(num_links, np.float64)
-        self.den = np.zeros(num_links, np.float64)
-        self.cnt = np.zeros(num_links, np.int64)
         self.pos = np.zeros(num_links, np.int64)
+
+
+@njit(cache=True)
+def fill_subset(flows, lo, hi, link, frac, weight, priority, capacity, rates, s_pos):
+    """`max_min_subset` in compiled code (for callers that are compiled too)."""
+    order = np.argsort(priority[flows], kind="mergesort")  # stable
+    _fill(flows[order], lo, hi, link, frac, weight, priority, capacity, rates, s_pos)
 
 
 def max_min_subset(flows: np.ndarray, lo: np.ndarray, hi: np.ndarray, link: np.ndarray,
@@ -255,9 +257,8 @@ def max_min_subset(flows: np.ndarray, lo: np.ndarray, hi: np.ndarray, link: np.n
     those links (a closed component), since the links' full capacity is shared among them.
     ``rates[f]`` is written for every given flow. No input checks: the caller validated.
     """
-    order = np.argsort(priority[flows], kind="stable")
-    _fill(flows[order], lo, hi, link, frac, weight, priority, capacity_bytes_per_s, rates,
-          scratch.rem, scratch.den, scratch.cnt, scratch.pos)
+    fill_subset(flows, lo, hi, link, frac, weight, priority, capacity_bytes_per_s, rates,
+                scratch.pos)
 
 
 def _check(ptr, link, frac, capacity, weight, priority):
