@@ -39,6 +39,7 @@ from flowherd.routing.base import Router, Routes
 from flowherd.sim.allocation import NO_CLASS, LinkState, arrival_threshold, reallocate, threshold
 from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing, check_weight
 from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, ranges
+from flowherd.sim.input_memo import InputMemo
 from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
 from flowherd.sim.results import SimResult
 from flowherd.sim.step_kernels import count_off, end_flows, soonest, split_done
@@ -48,10 +49,6 @@ __all__ = ["Engine"]
 log = logging.getLogger(__name__)
 
 _TIME_RTOL = 1e-12
-_CHECKED_ROUTES_MAX = 4096  # Routes objects remembered as checked (cleared when full)
-# routes the router computed, by (src, dst, key) content: a step-fidelity collective routes the
-# same pairs at every step (a 1,024-GPU ring AllReduce spent half its time re-routing them)
-_ROUTE_CACHE_MAX_LINKS = 1 << 22  # incidences held (about 64 MiB); cleared when over
 _RELEASE, _DONE = 0, 1
 _NO_I = np.zeros(0, np.int64)
 
@@ -108,14 +105,8 @@ class Engine:
         self._f = Grow(FLOW_COLUMNS)
         self._links = Grow({"link": (np.int64, 0), "frac": (np.float64, 0.0), "pos": (np.int64, 0)})
         self._active = np.zeros(0, np.int64)
-        # Routes objects already checked, by identity (held, so an id is never reused): job
-        # executors hand the same cached Routes every iteration, and checking them each time
-        # was ~14% of a cluster run (profile of the default scenario).
-        self._checked_routes: dict[int, tuple[Routes, tuple[np.ndarray, ...]]] = {}
-        self._route_cache: dict[tuple[bytes, bytes, bytes], tuple[np.ndarray, ...]] = {}
-        self._checked_flows: dict[tuple, tuple[np.ndarray, ...]] = {}
-        self._route_cache_links = 0
-        self._route_cache_router: Router | None = router
+        # flow arrays, Routes and routed pairs already checked (`flowherd.sim.input_memo`)
+        self._memo = InputMemo(fabric.num_gpus, num_links)
         # per coflow (python lists: touched once or twice per coflow, never per flow)
         self._c_name: list[str] = []
         self._c_flow_lo: list[int] = []
@@ -206,24 +197,8 @@ class Engine:
             size_a = np.zeros(0)
             if not (type(weight) is float and weight == 1.0):
                 check_weight(weight, 0, what)
-        elif (type(src) is np.ndarray and type(dst) is np.ndarray and type(size_bytes) is np.ndarray
-                and (type(weight) is np.ndarray or type(weight) is float)):
-            # job executors hand the same flow arrays every iteration: checked once, remembered
-            # by content (a check was most of an add: ~0.5 ms of numpy calls per coflow)
-            k = (src.tobytes(), dst.tobytes(), size_bytes.tobytes(), src.dtype.char,
-                 dst.dtype.char, size_bytes.dtype.char,
-                 weight.tobytes() if type(weight) is np.ndarray else weight)
-            hit = self._checked_flows.get(k)
-            if hit is None:
-                hit = check_flows(src, dst, size_bytes, self.fabric.num_gpus, what)
-                check_weight(weight, hit[0].size, what)
-                if len(self._checked_flows) >= _CHECKED_ROUTES_MAX:
-                    self._checked_flows.clear()
-                self._checked_flows[k] = hit
-            src_a, dst_a, size_a = hit
         else:
-            src_a, dst_a, size_a = check_flows(src, dst, size_bytes, self.fabric.num_gpus, what)
-            check_weight(weight, src_a.size, what)
+            src_a, dst_a, size_a = self._memo.flows(src, dst, size_bytes, weight, what)
         n = src_a.size
         check_timing(at_s, delay_s, priority, what)
         if self.network is not None:  # NETWORK HOOK 2/4: controller classes -> port queues
@@ -235,7 +210,7 @@ class Engine:
                 raise ConfigError(f"after names unknown coflow {a}, expected ids in 0..{cid - 1} "
                                   f"(after of coflow {cid})")
         if routes is not None:
-            lnk, frc, ptr, lat = self._check_routes(routes, n, cid, remember=True)
+            lnk, frc, ptr, lat = self._memo.routes(routes, n, what)
         elif n == 0:
             lnk, frc, ptr, lat = _NO_I, np.zeros(0), np.zeros(1, np.int64), np.zeros(0)
         else:
@@ -244,7 +219,7 @@ class Engine:
                                   "router (routes)")
             key_a = (np.zeros(n, np.int64) if key is None
                      else np.broadcast_to(as_1d("key", key, np.int64), (n,)).copy())
-            lnk, frc, ptr, lat = self._route(src_a, dst_a, key_a, cid)
+            lnk, frc, ptr, lat = self._memo.route(self.router, src_a, dst_a, key_a, what)
 
         # store the flows
         fs = self._f.extend(n)
@@ -452,38 +427,6 @@ class Engine:
         )
 
     # ---- internals -----------------------------------------------------------------------
-    def _route(self, src: np.ndarray, dst: np.ndarray, key: np.ndarray, cid: int):
-        """The router's routes of the pairs, checked; remembered by content (the router is
-        deterministic, `flowherd.routing.base.Router`)."""
-        if self._route_cache_router is not self.router:  # the router was swapped
-            self._route_cache.clear()
-            self._route_cache_links = 0
-            self._route_cache_router = self.router
-        k = (src.tobytes(), dst.tobytes(), key.tobytes())
-        hit = self._route_cache.get(k)
-        if hit is not None:
-            return hit
-        routes = self.router.route(src.astype(np.int32), dst.astype(np.int32), key)
-        out = check_routes(routes, src.size, self.fabric.num_directed_links, f"coflow {cid}")
-        if self._route_cache_links + out[0].size > _ROUTE_CACHE_MAX_LINKS:
-            self._route_cache.clear()
-            self._route_cache_links = 0
-        self._route_cache[k] = out
-        self._route_cache_links += out[0].size
-        return out
-
-    def _check_routes(self, routes: Routes, n: int, cid: int, *, remember: bool):
-        hit = self._checked_routes.get(id(routes))
-        if hit is not None and hit[0] is routes and hit[1][2].size == n + 1:
-            return hit[1]
-        out = check_routes(routes, n, self.fabric.num_directed_links, f"coflow {cid}")
-        if not remember:
-            return out
-        if len(self._checked_routes) >= _CHECKED_ROUTES_MAX:
-            self._checked_routes.clear()
-        self._checked_routes[id(routes)] = (routes, out)
-        return out
-
     def _push(self, t: float, kind: int, cid: int) -> None:
         heapq.heappush(self._heap, (t, self._seq, kind, cid))
         self._seq += 1
