@@ -42,7 +42,7 @@ from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, 
 from flowherd.sim.input_memo import InputMemo
 from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
 from flowherd.sim.results import SimResult
-from flowherd.sim.step_kernels import count_off, end_flows, soonest, split_done
+from flowherd.sim.step_kernels import count_off, end_flows, soonest, split_done, start_flows
 
 __all__ = ["Engine"]
 
@@ -594,24 +594,9 @@ class Engine:
             self._c.last[cid] = now
             self._push(now, _DONE, cid)
             return _NO_I
-        ids = np.arange(lo, hi, dtype=np.int64)
-        f.start[lo:hi] = now
-        # zero-byte and link-less (same-GPU) flows are over at once: no rate, only latency
-        instant = (f.size[lo:hi] == 0) | (f.hi[lo:hi] == f.lo[lo:hi])
-        if instant.any():
-            inst = ids[instant]
-            f.txend[inst] = now
-            f.finish[inst] = now + f.lat[inst]
-            last = float(f.finish[inst].max())
-            real = ids[~instant]
-            self._dead += inst.size
-        else:
-            last = now
-            real = ids
-        f.rem[real] = f.size[real]
-        f.t0[real] = now
-        f.rate[real] = 0.0
-        f.txend[real] = np.inf
+        real, last, n_inst = start_flows(lo, hi, now, f.size, f.lo, f.hi, f.lat, f.start, f.txend,
+                                         f.finish, f.rem, f.t0, f.rate)
+        self._dead += n_inst
         self._c.left[cid] = real.size
         self._c.last[cid] = last
         if real.size == 0:

@@ -11,7 +11,7 @@ from numba import njit
 from flowherd.sim.allocation import NO_CLASS, settle
 from flowherd.sim.incidence import adj_remove
 
-__all__ = ["count_off", "end_flows", "soonest", "split_done"]
+__all__ = ["count_off", "end_flows", "soonest", "split_done", "start_flows"]
 
 @njit(cache=True)
 def soonest(act, txend):
@@ -89,3 +89,28 @@ def count_off(done, coflow, finish, c_left, c_last):
             out[m] = c
             m += 1
     return np.sort(out[:m])
+
+
+@njit(cache=True)
+def start_flows(lo, hi, now, size, f_lo, f_hi, lat, start, txend, finish, rem, t0, rate):
+    """Start the flows ``lo .. hi - 1`` of a coflow at ``now``. Zero-byte and link-less
+    (same-GPU) flows are over at once (no rate, only latency). Returns the others (to put on
+    their links), the latest finish of the instant ones (``now`` if none) and their number."""
+    real = np.empty(hi - lo, np.int64)
+    m = 0
+    last = now
+    for f in range(lo, hi):
+        start[f] = now
+        if size[f] == 0.0 or f_hi[f] == f_lo[f]:
+            txend[f] = now
+            finish[f] = now + lat[f]
+            if finish[f] > last:
+                last = finish[f]
+        else:
+            rem[f] = size[f]
+            t0[f] = now
+            rate[f] = 0.0
+            txend[f] = np.inf
+            real[m] = f
+            m += 1
+    return real[:m], last, hi - lo - m
