@@ -11,10 +11,14 @@ constant, so nothing is simulated but the events themselves:
   that started or ended, and transitively those sharing a *saturated* link with them (a link
   with spare capacity does not couple its flows' rates); they are re-allocated max-min on what
   the other flows leave, and if that saturates a link they share with other flows, the
-  recomputation widens to those and repeats. The result is exactly the max-min allocation of
-  all active flows (tests compare it with a full recomputation at every event), at the cost
-  of the part of the network that changes. Per-link buckets of the active flows, kept up to
-  date as flows come and go, make finding that part cost only its size;
+  recomputation widens to those and repeats. Flows below the event's (class, level) are left
+  out altogether: progressive filling runs the same below the level of a flow that ends or
+  starts (a lower bound for one that starts), so they keep their rates
+  (`flowherd.sim.allocation.reallocate` has the argument). The result is exactly the max-min
+  allocation of all active flows (tests compare it with a full recomputation at every event,
+  to a rounding of the link capacity), at the cost of the part of the network that changes.
+  Per-link buckets of the active flows, kept up to date as flows come and go, make finding
+  that part cost only its size;
 * events that fall at the same instant (a collective step starts many flows at once; equal
   flows end together) are processed as one batch with one rate update;
 * per-link bytes are credited when a flow's rate changes or it ends, and per-link busy time
