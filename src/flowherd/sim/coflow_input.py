@@ -14,7 +14,7 @@ import numpy as np
 from flowherd.errors import ConfigError
 from flowherd.routing.base import Routes
 
-__all__ = ["as_1d", "check_flows", "check_routes", "check_timing"]
+__all__ = ["as_1d", "check_flows", "check_routes", "check_timing", "check_weight"]
 
 
 def as_1d(name: str, value: Any, dtype: Any) -> np.ndarray:
@@ -54,12 +54,18 @@ def check_flows(src, dst, size_bytes, num_gpus: int, what: str) -> tuple[np.ndar
     return src_a, dst_a, size_a
 
 
-def check_timing(at_s, delay_s, weight, priority, n: int, what: str) -> None:
-    """Start time, delay, weight (one, or one per flow) and priority class of a coflow."""
+def check_timing(at_s, delay_s, priority, what: str) -> None:
+    """Start time, delay and priority class of a coflow."""
     if at_s is not None and not (math.isfinite(at_s) and at_s >= 0):
         raise ConfigError(f"at_s must be a finite time >= 0 or None, got {at_s!r} (at_s of {what})")
     if not (math.isfinite(delay_s) and delay_s >= 0):
         raise ConfigError(f"delay_s must be finite and >= 0, got {delay_s!r} (delay_s of {what})")
+    if isinstance(priority, bool) or not isinstance(priority, int | np.integer):
+        raise ConfigError(f"priority must be an int, got {priority!r} (priority of {what})")
+
+
+def check_weight(weight, n: int, what: str) -> None:
+    """A coflow's weight: one number, or one per flow (``n``), finite and > 0."""
     if isinstance(weight, float | int) and not isinstance(weight, bool):
         ok = math.isfinite(weight) and weight > 0
     else:
@@ -70,8 +76,6 @@ def check_timing(at_s, delay_s, weight, priority, n: int, what: str) -> None:
     if np.ndim(weight) and np.shape(weight) != (n,):  # per-flow weights (sim.collective)
         raise ConfigError(f"weight must be a number or one per flow ({n}), got shape "
                           f"{np.shape(weight)} (weight of {what})")
-    if isinstance(priority, bool) or not isinstance(priority, int | np.integer):
-        raise ConfigError(f"priority must be an int, got {priority!r} (priority of {what})")
 
 
 def check_routes(routes: Routes, n: int, num_links: int, what: str) -> tuple[np.ndarray, ...]:

@@ -11,10 +11,14 @@ constant, so nothing is simulated but the events themselves:
   that started or ended, and transitively those sharing a *saturated* link with them (a link
   with spare capacity does not couple its flows' rates); they are re-allocated max-min on what
   the other flows leave, and if that saturates a link they share with other flows, the
-  recomputation widens to those and repeats. The result is exactly the max-min allocation of
-  all active flows (tests compare it with a full recomputation at every event), at the cost
-  of the part of the network that changes. Per-link buckets of the active flows, kept up to
-  date as flows come and go, make finding that part cost only its size;
+  recomputation widens to those and repeats. Flows below the event's (class, level) are left
+  out altogether: progressive filling runs the same below the level of a flow that ends or
+  starts (a lower bound for one that starts), so they keep their rates
+  (`flowherd.sim.allocation.reallocate` has the argument). The result is exactly the max-min
+  allocation of all active flows (tests compare it with a full recomputation at every event,
+  to a rounding of the link capacity), at the cost of the part of the network that changes.
+  Per-link buckets of the active flows, kept up to date as flows come and go, make finding
+  that part cost only its size;
 * events that fall at the same instant (a collective step starts many flows at once; equal
   flows end together) are processed as one batch with one rate update;
 * per-link bytes are credited when a flow's rate changes or it ends, and per-link busy time
@@ -36,21 +40,19 @@ import numpy as np
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router, Routes
-from flowherd.sim.allocation import LinkState, reallocate, settle
-from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing
-from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, adj_remove, ranges
+from flowherd.sim.allocation import NO_CLASS, LinkState, arrival_threshold, reallocate, threshold
+from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing, check_weight
+from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, ranges
+from flowherd.sim.input_memo import InputMemo
 from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
 from flowherd.sim.results import SimResult
+from flowherd.sim.step_kernels import count_off, end_flows, soonest, split_done, start_flows
 
 __all__ = ["Engine"]
 
 log = logging.getLogger(__name__)
 
 _TIME_RTOL = 1e-12
-_CHECKED_ROUTES_MAX = 4096  # Routes objects remembered as checked (cleared when full)
-# routes the router computed, by (src, dst, key) content: a step-fidelity collective routes the
-# same pairs at every step (a 1,024-GPU ring AllReduce spent half its time re-routing them)
-_ROUTE_CACHE_MAX_LINKS = 1 << 22  # incidences held (about 64 MiB); cleared when over
 _RELEASE, _DONE = 0, 1
 _NO_I = np.zeros(0, np.int64)
 
@@ -107,13 +109,8 @@ class Engine:
         self._f = Grow(FLOW_COLUMNS)
         self._links = Grow({"link": (np.int64, 0), "frac": (np.float64, 0.0), "pos": (np.int64, 0)})
         self._active = np.zeros(0, np.int64)
-        # Routes objects already checked, by identity (held, so an id is never reused): job
-        # executors hand the same cached Routes every iteration, and checking them each time
-        # was ~14% of a cluster run (profile of the default scenario).
-        self._checked_routes: dict[int, tuple[Routes, tuple[np.ndarray, ...]]] = {}
-        self._route_cache: dict[tuple[bytes, bytes, bytes], tuple[np.ndarray, ...]] = {}
-        self._route_cache_links = 0
-        self._route_cache_router: Router | None = router
+        # flow arrays, Routes and routed pairs already checked (`flowherd.sim.input_memo`)
+        self._memo = InputMemo(fabric.num_gpus, num_links)
         # per coflow (python lists: touched once or twice per coflow, never per flow)
         self._c_name: list[str] = []
         self._c_flow_lo: list[int] = []
@@ -125,8 +122,8 @@ class Engine:
         self._c_dependents: list[list[int] | None] = []  # None: no dependents (yet)
         self._c_start: list[float] = []
         self._c_finish: list[float] = []
-        self._c_left: list[int] = []
-        self._c_last: list[float] = []
+        # flows left and latest flow finish, as arrays: counted off in compiled code
+        self._c = Grow({"left": (np.int64, 0), "last": (np.float64, math.nan)})
         self._c_on_done: list[Callable[[int, float], None] | None] = []
         self._heap: list[tuple[float, int, int, int]] = []
         self._seq = 0
@@ -202,10 +199,12 @@ class Engine:
             # a pure delay (compute phases, markers: most coflows of a cluster run)
             src_a = dst_a = _NO_I
             size_a = np.zeros(0)
+            if not (type(weight) is float and weight == 1.0):
+                check_weight(weight, 0, what)
         else:
-            src_a, dst_a, size_a = check_flows(src, dst, size_bytes, self.fabric.num_gpus, what)
+            src_a, dst_a, size_a = self._memo.flows(src, dst, size_bytes, weight, what)
         n = src_a.size
-        check_timing(at_s, delay_s, weight, priority, n, what)
+        check_timing(at_s, delay_s, priority, what)
         if self.network is not None:  # NETWORK HOOK 2/4: controller classes -> port queues
             priority = self.network.port_class(priority)
         after_t = (() if type(after) is tuple and not after
@@ -215,7 +214,7 @@ class Engine:
                 raise ConfigError(f"after names unknown coflow {a}, expected ids in 0..{cid - 1} "
                                   f"(after of coflow {cid})")
         if routes is not None:
-            lnk, frc, ptr, lat = self._check_routes(routes, n, cid, remember=True)
+            lnk, frc, ptr, lat = self._memo.routes(routes, n, what)
         elif n == 0:
             lnk, frc, ptr, lat = _NO_I, np.zeros(0), np.zeros(1, np.int64), np.zeros(0)
         else:
@@ -224,7 +223,7 @@ class Engine:
                                   "router (routes)")
             key_a = (np.zeros(n, np.int64) if key is None
                      else np.broadcast_to(as_1d("key", key, np.int64), (n,)).copy())
-            lnk, frc, ptr, lat = self._route(src_a, dst_a, key_a, cid)
+            lnk, frc, ptr, lat = self._memo.route(self.router, src_a, dst_a, key_a, what)
 
         # store the flows
         fs = self._f.extend(n)
@@ -252,8 +251,7 @@ class Engine:
         self._c_dependents.append(None)
         self._c_start.append(math.nan)
         self._c_finish.append(math.nan)
-        self._c_left.append(0)
-        self._c_last.append(math.nan)
+        self._c.extend(1)
         self._c_on_done.append(on_done)
         self._pending.add(cid)
         waiting = 0
@@ -323,8 +321,7 @@ class Engine:
         self._c_dependents.extend([None] * n)
         self._c_start.extend([math.nan] * n)
         self._c_finish.extend([math.nan] * n)
-        self._c_left.extend([0] * n)
-        self._c_last.extend([math.nan] * n)
+        self._c.extend(n)
         self._c_on_done.extend([None] * n)
         self._c_waiting.extend([0] * n)
         self._pending.update(ids.tolist())
@@ -434,38 +431,6 @@ class Engine:
         )
 
     # ---- internals -----------------------------------------------------------------------
-    def _route(self, src: np.ndarray, dst: np.ndarray, key: np.ndarray, cid: int):
-        """The router's routes of the pairs, checked; remembered by content (the router is
-        deterministic, `flowherd.routing.base.Router`)."""
-        if self._route_cache_router is not self.router:  # the router was swapped
-            self._route_cache.clear()
-            self._route_cache_links = 0
-            self._route_cache_router = self.router
-        k = (src.tobytes(), dst.tobytes(), key.tobytes())
-        hit = self._route_cache.get(k)
-        if hit is not None:
-            return hit
-        routes = self.router.route(src.astype(np.int32), dst.astype(np.int32), key)
-        out = check_routes(routes, src.size, self.fabric.num_directed_links, f"coflow {cid}")
-        if self._route_cache_links + out[0].size > _ROUTE_CACHE_MAX_LINKS:
-            self._route_cache.clear()
-            self._route_cache_links = 0
-        self._route_cache[k] = out
-        self._route_cache_links += out[0].size
-        return out
-
-    def _check_routes(self, routes: Routes, n: int, cid: int, *, remember: bool):
-        hit = self._checked_routes.get(id(routes))
-        if hit is not None and hit[0] is routes and hit[1][2].size == n + 1:
-            return hit[1]
-        out = check_routes(routes, n, self.fabric.num_directed_links, f"coflow {cid}")
-        if not remember:
-            return out
-        if len(self._checked_routes) >= _CHECKED_ROUTES_MAX:
-            self._checked_routes.clear()
-        self._checked_routes[id(routes)] = (routes, out)
-        return out
-
     def _push(self, t: float, kind: int, cid: int) -> None:
         heapq.heappush(self._heap, (t, self._seq, kind, cid))
         self._seq += 1
@@ -478,9 +443,7 @@ class Engine:
         self._push(start, _RELEASE, cid)
 
     def _next_flow_end(self) -> float:
-        if not self._active.size:
-            return math.inf
-        return float(self._f.txend[self._active].min())
+        return soonest(self._active, self._f.txend) if self._active.size else math.inf
 
     def _step(self, now: float) -> None:
         """Process every event at ``now`` as one batch, then update rates once."""
@@ -489,21 +452,19 @@ class Engine:
         links = self._links
         ls = self._ls
         changed: list[np.ndarray] = []
+        p_done, t_done = NO_CLASS, math.inf
         act = self._active
         if act.size:
-            te = f.txend[act]
-            done_mask = te <= now + _TIME_RTOL * abs(now)
-            if self.completion_rtol:  # the approximate mode
-                done_mask |= te - now <= self.completion_rtol * (now - f.start[act])
-            if done_mask.any():
-                done = act[done_mask]
-                self._active = act[~done_mask]
-                settle(done, now, True, f.rate, f.rem, f.t0, f.lo, f.hi, links.link, links.frac,
-                       ls.bytes, ls.nact, ls.load, ls.busy_since, ls.busy_s)
-                adj_remove(done, f.lo, f.hi, links.link, links.pos, self._b_start, self._b_len,
-                           self._b_flow, self._b_inc)
-                f.txend[done] = now
-                f.finish[done] = now + f.lat[done]
+            done, keep = split_done(act, f.txend, f.start, now, _TIME_RTOL * abs(now),
+                                    self.completion_rtol)
+            if done.size:
+                self._active = keep
+                # their lowest (class, level) before they end: flows below keep their rates
+                # (`reallocate`)
+                p_done, t_done = end_flows(
+                    done, now, f.rate, f.weight, f.prio, f.rem, f.t0, f.lo, f.hi, links.link,
+                    links.frac, ls.bytes, ls.nact, ls.load, ls.busy_since, ls.busy_s, links.pos,
+                    self._b_start, self._b_len, self._b_flow, self._b_inc, f.txend, f.finish, f.lat)
                 if self.network is not None:  # NETWORK HOOK 3/4: link state after departures
                     self.network.on_done(self, done, now)
                 changed.append(done)
@@ -526,21 +487,29 @@ class Engine:
             self._active = np.concatenate([self._active, s])
             self._adj_add(s)
             changed.append(s)
+            p_new, t_new = arrival_threshold(s, f.lo, f.hi, links.link, links.frac, f.weight,
+                                             f.prio, ls.cap, self._b_start, self._b_len,
+                                             self._b_flow, self._b_inc)
+        else:
+            p_new, t_new = NO_CLASS, math.inf
         if changed and self._active.size:
-            self._rates(np.concatenate(changed) if len(changed) > 1 else changed[0], now)
+            self._rates(np.concatenate(changed) if len(changed) > 1 else changed[0], now,
+                        threshold(p_done, t_done, p_new, t_new))
             if self.num_rate_updates >= self._load_refresh_at:
                 self._refresh_load()
         if not self.record_flows and self._dead > max(self._compact_min,
                                                       2 * (self._f.count - self._dead)):
             self._compact()
 
-    def _rates(self, seeds: np.ndarray, now: float) -> None:
-        """Recompute the rates the flows ``seeds`` (just started or ended) can change
-        (`flowherd.sim.allocation.reallocate`: the engine's one rate computation)."""
+    def _rates(self, seeds: np.ndarray, now: float, thr: tuple[int, float]) -> None:
+        """Recompute the rates the flows ``seeds`` (just started or ended) can change, those
+        below the threshold ``thr`` kept (`flowherd.sim.allocation.reallocate`: the engine's one
+        rate computation)."""
         # NETWORK HOOK 4/4: start, burst, convergence costs, on the new rates before they apply
         on_rates = None if self.network is None else (lambda comp: self.network.on_rates(self, comp, now))
         passes, moved = reallocate(seeds, now, self._f, self._links.link, self._links.frac, self._ls,
-                                   self._b_start, self._b_len, self._b_flow, on_rates=on_rates)
+                                   self._b_start, self._b_len, self._b_flow, on_rates=on_rates,
+                                   threshold=thr, b_inc=self._b_inc)
         self.num_rate_updates += passes
         self.num_flows_reallocated += moved
 
@@ -615,25 +584,9 @@ class Engine:
                                        self._b_len, self._b_cap, self._b_flow, self._b_inc)
 
     def _flows_done(self, done: np.ndarray) -> None:
-        f = self._f
-        cof = f.coflow[done]
-        if done.size == 1:  # the common case: no sort, no unique
-            c = int(cof[0])
-            self._c_left[c] -= 1
-            self._c_last[c] = max(self._c_last[c], float(f.finish[done[0]]))
-            if self._c_left[c] == 0:
-                self._push(self._c_last[c], _DONE, c)
-            return
-        order = np.argsort(cof, kind="stable")
-        cof = cof[order]
-        fin = f.finish[done][order]
-        uniq, first, counts = np.unique(cof, return_index=True, return_counts=True)
-        last = np.maximum.reduceat(fin, first)
-        for c, k, t in zip(uniq.tolist(), counts.tolist(), last.tolist(), strict=True):
-            self._c_left[c] -= k
-            self._c_last[c] = max(self._c_last[c], t)
-            if self._c_left[c] == 0:
-                self._push(self._c_last[c], _DONE, c)
+        c = self._c
+        for cid in count_off(done, self._f.coflow, self._f.finish, c.left, c.last).tolist():
+            self._push(float(c.last[cid]), _DONE, cid)
 
     def _start_coflow(self, cid: int, now: float) -> np.ndarray:
         f = self._f
@@ -641,30 +594,15 @@ class Engine:
         self._c_start[cid] = now
         self._pending.discard(cid)
         if lo == hi:  # a pure delay
-            self._c_left[cid] = 0
-            self._c_last[cid] = now
+            self._c.left[cid] = 0
+            self._c.last[cid] = now
             self._push(now, _DONE, cid)
             return _NO_I
-        ids = np.arange(lo, hi, dtype=np.int64)
-        f.start[lo:hi] = now
-        # zero-byte and link-less (same-GPU) flows are over at once: no rate, only latency
-        instant = (f.size[lo:hi] == 0) | (f.hi[lo:hi] == f.lo[lo:hi])
-        if instant.any():
-            inst = ids[instant]
-            f.txend[inst] = now
-            f.finish[inst] = now + f.lat[inst]
-            last = float(f.finish[inst].max())
-            real = ids[~instant]
-            self._dead += inst.size
-        else:
-            last = now
-            real = ids
-        f.rem[real] = f.size[real]
-        f.t0[real] = now
-        f.rate[real] = 0.0
-        f.txend[real] = np.inf
-        self._c_left[cid] = real.size
-        self._c_last[cid] = last
+        real, last, n_inst = start_flows(lo, hi, now, f.size, f.lo, f.hi, f.lat, f.start, f.txend,
+                                         f.finish, f.rem, f.t0, f.rate)
+        self._dead += n_inst
+        self._c.left[cid] = real.size
+        self._c.last[cid] = last
         if real.size == 0:
             self._push(last, _DONE, cid)
         return real

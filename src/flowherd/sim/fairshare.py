@@ -28,7 +28,7 @@ from numba import njit
 
 from flowherd.errors import ConfigError
 
-__all__ = ["Scratch", "max_min_rates", "max_min_rates_reference", "max_min_subset"]
+__all__ = ["Scratch", "fill_subset", "max_min_rates", "max_min_rates_reference", "max_min_subset"]
 
 
 # capacity left on a link below this fraction of its capacity is rounding noise: taken as none,
@@ -76,131 +76,176 @@ def _heap_pop(hk, hl, n):
 
 
 @njit(cache=True)
-def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates,
-          s_rem, s_den, s_cnt, s_pos):
+def _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn):
+    """Push flow ``i``'s link of lowest level (ties: lowest id) unless a key as low is there."""
+    best = np.inf
+    bj = -1
+    for e in range(f_ptr[i], f_ptr[i + 1]):
+        j = f_j[e]
+        r = rem[j]
+        r = r if r > _EPS * cap[j] else 0.0
+        lvl = r / den[j]
+        if lvl < best or (lvl == best and j < bj):
+            best = lvl
+            bj = j
+    if bj < 0 or best >= hkey[bj]:
+        return hk, hl, hn
+    if hn == hk.size:
+        hk2 = np.empty(2 * hk.size, np.float64)
+        hl2 = np.empty(2 * hk.size, np.int64)
+        hk2[:hn] = hk[:hn]
+        hl2[:hn] = hl[:hn]
+        hk, hl = hk2, hl2
+    hkey[bj] = best
+    return hk, hl, _heap_push(hk, hl, hn, best, bj)
+
+
+@njit(cache=True)
+def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_pos):
     """Max-min rates of ``flows`` (ids sorted by priority), written into ``rates[flow]``.
 
-    ``s_*`` are scratch arrays of one entry per link, all zero on entry and on return, so that
-    a call costs O(nnz log L) of the flows it is given, not O(L).
+    ``s_pos`` is scratch of one entry per link, zero on entry and on return, so that a call
+    costs O(nnz log L) of the flows it is given, not O(L). The links touched are numbered
+    locally in increasing id order (so that ties break as by link id) and all work after that
+    is on compact local arrays: the per-link arrays of a large fabric do not fit in the cache.
     """
     n = flows.size
     nnz = 0
     for i in range(n):
         f = flows[i]
         nnz += hi[f] - lo[f]
-    # links touched, and each one's degree (s_pos holds position + 1)
+    # the links touched, sorted, numbered 1.. in s_pos
     touched = np.empty(nnz, np.int64)
-    deg = np.zeros(nnz + 1, np.int64)
     nt = 0
     for i in range(n):
         f = flows[i]
         for k in range(lo[f], hi[f]):
             lnk = link_buf[k]
             if s_pos[lnk] == 0:
+                s_pos[lnk] = 1
                 touched[nt] = lnk
                 nt += 1
-                s_pos[lnk] = nt
-                s_rem[lnk] = capacity[lnk]
-            deg[s_pos[lnk]] += 1
-    # transpose: for each touched link, its (flow index, frac) entries
+    touched = np.sort(touched[:nt])
+    for j in range(nt):
+        s_pos[touched[j]] = j + 1
+    # the flows' incidences with local link numbers, and the transpose (by link)
+    f_ptr = np.empty(n + 1, np.int64)
+    f_j = np.empty(nnz, np.int64)
+    f_fr = np.empty(nnz, np.float64)
+    deg = np.zeros(nt + 1, np.int64)
+    m = 0
+    for i in range(n):
+        f = flows[i]
+        f_ptr[i] = m
+        for k in range(lo[f], hi[f]):
+            j = s_pos[link_buf[k]] - 1
+            f_j[m] = j
+            f_fr[m] = frac_buf[k]
+            deg[j + 1] += 1
+            m += 1
+    f_ptr[n] = m
+    for j in range(nt):
+        s_pos[touched[j]] = 0
     tptr = np.zeros(nt + 1, np.int64)
     for j in range(nt):
         tptr[j + 1] = tptr[j] + deg[j + 1]
     fill = tptr[:-1].copy()
     t_idx = np.empty(nnz, np.int64)
-    t_frac = np.empty(nnz, np.float64)
     for i in range(n):
-        f = flows[i]
-        for k in range(lo[f], hi[f]):
-            j = s_pos[link_buf[k]] - 1
+        for e in range(f_ptr[i], f_ptr[i + 1]):
+            j = f_j[e]
             t_idx[fill[j]] = i
-            t_frac[fill[j]] = frac_buf[k]
             fill[j] += 1
+    cap = np.empty(nt, np.float64)
+    rem = np.empty(nt, np.float64)
+    for j in range(nt):
+        cap[j] = capacity[touched[j]]
+        rem[j] = cap[j]
+    den = np.zeros(nt, np.float64)
+    cnt = np.zeros(nt, np.int64)
+    w_loc = np.empty(n, np.float64)
+    for i in range(n):
+        w_loc[i] = weight[flows[i]]
     state = np.zeros(n, np.int8)  # 0 later class, 1 unfrozen in this class, 2 frozen
-    pushed = np.zeros(nt, np.int64)  # class stamp: link already pushed for this class
-    cap_heap = nt + 1  # each link is in the heap at most once at a time
-    hk = np.empty(cap_heap, np.float64)
-    hl = np.empty(cap_heap, np.int64)
+    hkey = np.full(nt, np.inf)  # the lowest key of a link's entries in the heap
+    hk = np.empty(max(16, n + 1), np.float64)
+    hl = np.empty(hk.size, np.int64)
     a = 0
-    cls = 0
     while a < n:
-        cls += 1
         b = a
         while b < n and prio[flows[b]] == prio[flows[a]]:
             b += 1
         for i in range(a, b):
-            f = flows[i]
-            if hi[f] == lo[f]:
-                rates[f] = np.inf
+            if f_ptr[i + 1] == f_ptr[i]:
+                rates[flows[i]] = np.inf
                 state[i] = 2
                 continue
             state[i] = 1
-            w = weight[f]
-            for k in range(lo[f], hi[f]):
-                lnk = link_buf[k]
-                s_den[lnk] += w * frac_buf[k]
-                s_cnt[lnk] += 1
+            w = w_loc[i]
+            for e in range(f_ptr[i], f_ptr[i + 1]):
+                j = f_j[e]
+                den[j] += w * f_fr[e]
+                cnt[j] += 1
+        # each unfrozen flow has an entry in the heap for one of its links whose key is at most
+        # the lowest level of its links (levels only rise, so it stays a lower bound): then the
+        # top of the heap is at most every link's level, and a link popped at its true level is
+        # the next bottleneck. One entry per flow, not per link: most links of a fabric never
+        # are a bottleneck, and popping them was most of the time.
         hn = 0
         for i in range(a, b):
-            f = flows[i]
-            for k in range(lo[f], hi[f]):
-                lnk = link_buf[k]
-                j = s_pos[lnk] - 1
-                if pushed[j] != cls:
-                    pushed[j] = cls
-                    r = s_rem[lnk]
-                    r = r if r > _EPS * capacity[lnk] else 0.0
-                    hn = _heap_push(hk, hl, hn, r / s_den[lnk], lnk)
+            if state[i] == 1:
+                hk, hl, hn = _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn)
         while hn > 0:
             key = hk[0]
-            lnk = hl[0]
+            j = hl[0]
             hn = _heap_pop(hk, hl, hn)
-            if s_cnt[lnk] == 0:
+            if key == hkey[j]:
+                hkey[j] = np.inf
+            if cnt[j] == 0:
                 continue
-            r = s_rem[lnk]
-            r = r if r > _EPS * capacity[lnk] else 0.0
-            share = r / s_den[lnk]
+            r = rem[j]
+            r = r if r > _EPS * cap[j] else 0.0
+            share = r / den[j]
             if share > key:
-                # levels only rise as flows freeze, so a popped key is a lower bound of the
-                # link's level: re-queue at the true level rather than pushing every change
-                hn = _heap_push(hk, hl, hn, share, lnk)
+                # a lower bound that has gone stale: give each unfrozen flow of the link an
+                # entry at its current lowest level
+                for e in range(tptr[j], tptr[j + 1]):
+                    i = t_idx[e]
+                    if state[i] == 1:
+                        hk, hl, hn = _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn)
                 continue
-            j = s_pos[lnk] - 1
             for e in range(tptr[j], tptr[j + 1]):
                 i = t_idx[e]
                 if state[i] != 1:
                     continue
                 state[i] = 2
-                f = flows[i]
-                w = weight[f]
+                w = w_loc[i]
                 r_f = w * share
-                rates[f] = r_f
-                for k in range(lo[f], hi[f]):
-                    m = link_buf[k]
-                    fr = frac_buf[k]
-                    s_rem[m] -= r_f * fr
-                    s_cnt[m] -= 1
+                rates[flows[i]] = r_f
+                for q in range(f_ptr[i], f_ptr[i + 1]):
+                    mj = f_j[q]
+                    fr = f_fr[q]
+                    rem[mj] -= r_f * fr
+                    cnt[mj] -= 1
                     # decided by count, not by the float sum reaching zero
-                    s_den[m] = 0.0 if s_cnt[m] == 0 else s_den[m] - w * fr
+                    den[mj] = 0.0 if cnt[mj] == 0 else den[mj] - w * fr
         a = b
-    for j in range(nt):
-        lnk = touched[j]
-        s_rem[lnk] = 0.0
-        s_den[lnk] = 0.0
-        s_cnt[lnk] = 0
-        s_pos[lnk] = 0
 
 
 class Scratch:
-    """Per-link work arrays reused across calls of `max_min_subset` (all zero between calls)."""
+    """Per-link work array reused across calls of `max_min_subset` (zero between calls)."""
 
-    __slots__ = ("cnt", "den", "pos", "rem")
+    __slots__ = ("pos",)
 
     def __init__(self, num_links: int):
-        self.rem = np.zeros(num_links, np.float64)
-        self.den = np.zeros(num_links, np.float64)
-        self.cnt = np.zeros(num_links, np.int64)
         self.pos = np.zeros(num_links, np.int64)
+
+
+@njit(cache=True)
+def fill_subset(flows, lo, hi, link, frac, weight, priority, capacity, rates, s_pos):
+    """`max_min_subset` in compiled code (for callers that are compiled too)."""
+    order = np.argsort(priority[flows], kind="mergesort")  # stable
+    _fill(flows[order], lo, hi, link, frac, weight, priority, capacity, rates, s_pos)
 
 
 def max_min_subset(flows: np.ndarray, lo: np.ndarray, hi: np.ndarray, link: np.ndarray,
@@ -212,9 +257,8 @@ def max_min_subset(flows: np.ndarray, lo: np.ndarray, hi: np.ndarray, link: np.n
     those links (a closed component), since the links' full capacity is shared among them.
     ``rates[f]`` is written for every given flow. No input checks: the caller validated.
     """
-    order = np.argsort(priority[flows], kind="stable")
-    _fill(flows[order], lo, hi, link, frac, weight, priority, capacity_bytes_per_s, rates,
-          scratch.rem, scratch.den, scratch.cnt, scratch.pos)
+    fill_subset(flows, lo, hi, link, frac, weight, priority, capacity_bytes_per_s, rates,
+                scratch.pos)
 
 
 def _check(ptr, link, frac, capacity, weight, priority):

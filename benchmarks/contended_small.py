@@ -1,0 +1,65 @@
+"""CPU and wall time of the small contended run (prints figures; not a test).
+
+    .venv/bin/python benchmarks/contended_small.py [--horizon 20] [--src /work/main/src]
+
+Runs `benchmarks/scenarios/contended_small.yaml` (128 H100, four Llama-3-8B jobs whose DDP
+buckets cross 16:1 leaf uplinks, 20% background, collective fidelity) in process up to
+``--horizon`` simulated seconds (default: the scenario's own, to its end) and prints the CPU and
+wall seconds and each job's completed iterations and last iteration end. CPU seconds are the
+figure to quote on a shared machine. ``--src`` runs another checkout's package (e.g. main) in a
+subprocess the same way, so that two trees are measured side by side, runs alternated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCENARIO = Path(__file__).parent / "scenarios" / "contended_small.yaml"
+
+
+def run_here(horizon_s: float | None) -> None:
+    from flowherd.experiments.runner import run_scenario
+    from flowherd.experiments.scenario import load_scenario
+
+    sc = load_scenario(SCENARIO)
+    if horizon_s is not None:
+        sc = dataclasses.replace(sc, horizon_s=horizon_s)
+    t, c = time.perf_counter(), time.process_time()
+    run = run_scenario(sc)
+    cpu, wall = time.process_time() - c, time.perf_counter() - t
+    jobs = ", ".join(f"{j.name}: {len(j.iteration_end_s)} it" +
+                     (f" to {j.iteration_end_s[-1]:.3f} s" if len(j.iteration_end_s) else "")
+                     for j in run.cluster.jobs)
+    print(f"  {cpu:7.1f} CPU s {wall:7.1f} wall s   ({jobs})", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--horizon", type=float, default=None, help="simulated seconds")
+    ap.add_argument("--src", action="append", default=[],
+                    help="another tree's src/ to run side by side (repeatable)")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.here or not args.src:
+        run_here(args.horizon)
+        return
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    for _ in range(args.repeats):
+        for src in [*args.src, here]:
+            print(src, flush=True)
+            env = dict(os.environ, PYTHONPATH=src)
+            cmd = [sys.executable, __file__, "--here"]
+            if args.horizon is not None:
+                cmd += ["--horizon", str(args.horizon)]
+            subprocess.run(cmd, env=env, check=True)
+
+
+if __name__ == "__main__":
+    main()
