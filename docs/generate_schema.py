@@ -124,6 +124,8 @@ MEANING = {
     "gpu": "GPU catalog name for every server, or one per server.",
     "nic_bandwidth": "NIC speed per direction (`400Gbps`).",
     "nvlink_bandwidth": "NVLink per GPU per direction (`450GB/s`); null: no NVLink.",
+    "nvls": "NVSwitch in-switch reduction (NCCL's NVLS): `true`, `false`, or one flag per server; "
+            "overrides a preset's own.",
     "link_latency": "Latency of every cable (`1us`).",
     "leaves": "Leaf switches (leaf-spine).",
     "spines": "Spine switches.",
