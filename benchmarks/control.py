@@ -12,11 +12,18 @@ shares (1 / mean slowdown; `flowherd.experiments.metrics`). Jobs still running a
 count with their time so far (their JCT is censored at the horizon), so a controller cannot gain
 by leaving jobs unfinished.
 
+Every controller runs under one grant of levers (--grant, `flowherd.sim.control_api.GRANTS`;
+default ``buffer``: delays and paths only); decisions outside it are refused and counted
+("refused"). --network sets the network model of every run (ideal, roce, tcp; default: the
+scenario's). The isolated bound is each job alone on the fabric (its planned iterations times its
+iteration time alone, no queue), averaged over the jobs; "gap closed" is the paired per-seed
+share of the gap between no control and that bound that a controller closes.
+
 With --model, the learning curve saved next to each model (MODEL_curve.csv, by `flowherd train`)
 is printed too. Evaluation seeds default to 0..4: train models on other seeds
 (`flowherd train ... --first-seed 8`) so that they are evaluated on arrivals they never saw.
 
-    python benchmarks/control.py                      # 3 scenarios x 5 seeds x 9 controllers
+    python benchmarks/control.py --grant buffer --network roce   # 3 scenarios x 5 seeds
     python benchmarks/control.py --json-out control.json
     python benchmarks/control.py --model heavy.zip --reuse control.json   # adds the model's runs
 """
@@ -45,11 +52,14 @@ CONTROLLERS = [
     ("crux", "crux", {}),
     ("sincronia", "sincronia", {}),
     ("varys", "varys", {}),
+    ("mltcp", "mltcp", {}),
     ("threshold", "threshold", {}),
+    ("interleave", "interleave", {}),
     ("flowherd", "flowherd", {}),
     ("flowherd/1-class", "flowherd", {"num_classes": 1}),
 ]
-LITERATURE = ("adaptive", "cassini", "crux", "sincronia", "varys")
+LITERATURE = ("adaptive", "cassini", "crux", "sincronia", "varys", "mltcp")
+OURS = ("threshold", "interleave", "flowherd")
 
 
 def run_one(task: tuple) -> dict:
@@ -57,9 +67,11 @@ def run_one(task: tuple) -> dict:
     from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
 
-    level, path, label, name, params, seed = task
+    level, path, label, name, params, seed, grant, network = task
     base = read_scenario_mapping(str(path))
-    source = {**base, "seed": int(seed), "controller": {"name": name, "params": params}}
+    source = {**base, "seed": int(seed), "controller": {"name": name, "params": params, "levers": grant}}
+    if network is not None:
+        source["network"] = network
     t0 = time.perf_counter()
     run = run_scenario(scenario_from_mapping(source), solo=True)
     wall = time.perf_counter() - t0
@@ -67,7 +79,12 @@ def run_one(task: tuple) -> dict:
     finished = sum(r.finish_s is not None for r in run.cluster.jobs)
     c = run.cluster
     bg = run.summary["background"]
-    return {"scenario": level, "controller": label, "seed": int(seed),
+    alone = [j["iterations_planned"] * j["solo_iteration_s"] for j in run.jobs
+             if j["solo_iteration_s"] is not None and j["iterations_planned"]]
+    return {"scenario": level, "controller": label, "seed": int(seed), "grant": grant,
+            "network": network or "scenario",
+            "isolated_jct_s": float(np.mean(alone)) if alone else math.nan,
+            "refused": sum(i.refused for i in c.controller_issues),
             "mean_jct_s": float(jct.mean()) if jct.size else math.nan,
             "p99_jct_s": float(np.percentile(jct, 99)) if jct.size else math.nan,
             "mean_iteration_slowdown": float(run.summary.get("mean_iteration_slowdown") or math.nan),
@@ -76,7 +93,9 @@ def run_one(task: tuple) -> dict:
             "decisions": int(c.num_decisions), "issues": len(c.controller_issues), "wall_s": wall,
             "bg_mean_fct_s": bg["mean_fct_s"] if bg["mean_fct_s"] is not None else math.nan,
             "bg_p99_fct_s": bg["p99_fct_s"] if bg["p99_fct_s"] is not None else math.nan,
-            "tenant_jain": run.summary["tenant_jain"] if run.summary["tenant_jain"] is not None else math.nan}
+            "tenant_jain": run.summary["tenant_jain"] if run.summary["tenant_jain"] is not None else math.nan,
+            "tenant_slowdown": {t["tenant"]: t["mean_slowdown"] for t in run.tenants
+                                if t["mean_slowdown"] is not None}}
 
 
 def ci95(x: np.ndarray) -> tuple[float, float]:
@@ -95,6 +114,20 @@ def _paired_change(rs: list[dict], none_of: dict[int, dict], key: str) -> str:
     if not ch:
         return "n/a"
     m, h = ci95(np.array(ch))
+    return f"{m:+.1f}%" if not math.isfinite(h) else f"{m:+.1f}+-{h:.1f}%"
+
+
+def _gap_closed(rs: list[dict], none_of: dict[int, dict]) -> str:
+    """Mean +- 95% CI over seeds of the share of the gap between no control and the isolated bound
+    that a controller closes on the same seed, percent."""
+    g = []
+    for r in rs:
+        n = none_of.get(r["seed"])
+        if n is not None and n["mean_jct_s"] > n.get("isolated_jct_s", math.inf):
+            g.append(100 * (n["mean_jct_s"] - r["mean_jct_s"]) / (n["mean_jct_s"] - n["isolated_jct_s"]))
+    if not g:
+        return "n/a"
+    m, h = ci95(np.array(g))
     return f"{m:+.1f}%" if not math.isfinite(h) else f"{m:+.1f}+-{h:.1f}%"
 
 
@@ -119,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--controllers", nargs="+", default=None, help="labels to run (default: all)")
     ap.add_argument("--model", nargs="*", default=[], help="trained RL models (.zip) to evaluate too")
+    ap.add_argument("--grant", default="buffer", choices=["buffer", "weighted", "priority"],
+                    help="the levers every controller may use (flowherd.sim.control_api.GRANTS)")
+    ap.add_argument("--network", default=None, help="network model of every run: ideal, roce, tcp "
+                    "(default: the scenario's)")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
     ap.add_argument("--json-out", type=Path, default=None, help="write every run's figures here")
     ap.add_argument("--reuse", type=Path, default=None,
@@ -134,33 +171,42 @@ def main(argv: list[str] | None = None) -> int:
         ctrls.append((f"rl:{p.stem}", str(p), {}))
     levels = {s: (SCENARIOS[s] if s in SCENARIOS else Path(s)) for s in args.scenarios}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    tasks = [(lvl, path, label, name, params, sd) for lvl, path in levels.items()
-             for label, name, params in ctrls for sd in seeds]
+    # seed by seed: a benchmark stopped early (--json-out keeps every run) has whole paired seeds
+    tasks = [(lvl, path, label, name, params, sd, args.grant, args.network) for lvl, path in levels.items()
+             for sd in seeds for label, name, params in ctrls]
     print(f"{len(tasks)} runs: {len(levels)} scenarios x {len(ctrls)} controllers x {args.seeds} seeds, "
-          f"{args.workers} workers", flush=True)
+          f"grant {args.grant!r}, network {args.network or 'of the scenario'}, {args.workers} workers",
+          flush=True)
     t0 = time.perf_counter()
     rows = []
     if args.reuse is not None:
-        done = {(r["scenario"], r["controller"], r["seed"]): r for r in json.loads(args.reuse.read_text())}
+        done = {(r["scenario"], r["controller"], r["seed"]): r for r in json.loads(args.reuse.read_text())
+                if r.get("grant", "buffer") == args.grant and r.get("network", "scenario") == (args.network or
+                                                                                              "scenario")}
         rows = [done[k] for k in ((t[0], t[2], t[5]) for t in tasks) if k in done]
         tasks = [t for t in tasks if (t[0], t[2], t[5]) not in done]
         print(f"  {len(rows)} runs reused from {args.reuse}, {len(tasks)} to run", flush=True)
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         for i, r in enumerate(pool.map(run_one, tasks), 1):
             rows.append(r)
+            if args.json_out:  # after every run: a long benchmark killed keeps what it did
+                args.json_out.write_text(json.dumps(rows, indent=1))
             if i % 10 == 0 or i == len(tasks):
                 print(f"  {i}/{len(tasks)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
-    if args.json_out:
-        args.json_out.write_text(json.dumps(rows, indent=1))
 
     for lvl in levels:
         sub = [r for r in rows if r["scenario"] == lvl]
         base = np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
                          if r["controller"] == "none"])
-        print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}: mean +- 95% CI over seeds ==")
-        print(f"{'controller':<18} {'mean JCT s':>16} {'vs none':>8} {'p99 JCT s':>16} {'iter slowdown':>16} "
-              f"{'finished':>9} {'decision us':>11} {'bg FCT vs none':>15} {'bg p99 vs none':>15} "
-              f"{'Jain':>6}")
+        print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}, grant {args.grant!r}, network "
+              f"{args.network or 'of the scenario'}: mean +- 95% CI over seeds ==")
+        iso = [r["isolated_jct_s"] for r in sub if r["controller"] == "none"]
+        if iso:
+            im, ih = ci95(iso)
+            print(f"isolated bound (each job alone on the fabric, no queue): mean JCT {im:.2f} +-{ih:.2f} s")
+        print(f"{'controller':<18} {'mean JCT s':>16} {'vs none':>8} {'gap closed':>14} {'p99 JCT s':>16} "
+              f"{'iter slowdown':>16} {'finished':>9} {'decision us':>11} {'refused':>8} "
+              f"{'bg FCT vs none':>15} {'bg p99 vs none':>15} {'worst tenant':>12} {'Jain':>6}")
         none_of = {r["seed"]: r for r in sub if r["controller"] == "none"}
         for label, *_ in ctrls:
             rs = sorted((r for r in sub if r["controller"] == label), key=lambda r: r["seed"])
@@ -173,21 +219,28 @@ def main(argv: list[str] | None = None) -> int:
             dec = np.mean([r["decision_us"] for r in rs])
             bgm, bgp = (_paired_change(rs, none_of, key) for key in ("bg_mean_fct_s", "bg_p99_fct_s"))
             jain = np.nanmean([r.get("tenant_jain", math.nan) for r in rs]) if rs else math.nan
-            print(f"{label:<18} {m:>9.2f} +-{h:>5.2f} {vs:>8} {p:>9.2f} +-{ph:>5.2f} {s:>9.3f} +-{sh:>5.3f} "
-                  f"{fin:>9} {dec:>11.0f} {bgm:>15} {bgp:>15} {jain:>6.3f}")
-        # paired comparison on the same seeds: the best flowherd policy against each baseline
-        ours = [c[0] for c in ctrls if c[0] in ("threshold", "flowherd") or c[0].startswith("rl:")]
-        if ours:
-            mean_of = {lab: np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
-                                      if r["controller"] == lab]) for lab, *_ in ctrls}
-            best = min(ours, key=lambda lab: mean_of[lab].mean())
-            print(f"best flowherd policy: {best}; paired difference of mean JCT on the same seeds "
-                  f"(baseline - {best}), 95% CI:")
+            gap = _gap_closed(rs, none_of)
+            refused = sum(r.get("refused", 0) for r in rs)
+            worst = np.nanmean([max(r["tenant_slowdown"].values(), default=math.nan) for r in rs
+                                if r.get("tenant_slowdown")] or [math.nan])
+            print(f"{label:<18} {m:>9.2f} +-{h:>5.2f} {vs:>8} {gap:>14} {p:>9.2f} +-{ph:>5.2f} "
+                  f"{s:>9.3f} +-{sh:>5.3f} {fin:>9} {dec:>11.0f} {refused:>8} {bgm:>15} {bgp:>15} "
+                  f"{worst:>12.3f} {jain:>6.3f}")
+        # paired comparison on the same seeds: each flowherd policy against each baseline
+        ours = [c[0] for c in ctrls if c[0] in OURS or c[0].startswith("rl:")]
+        mean_of = {lab: np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
+                                  if r["controller"] == lab]) for lab, *_ in ctrls}
+        for mine in ours:
+            if not mean_of[mine].size:
+                continue
+            print(f"{mine}: paired difference of mean JCT on the same seeds (baseline - {mine}), 95% CI "
+                  "(a CI that holds 0 is a tie):")
             for lab in ("none", *LITERATURE):
-                if lab in mean_of and mean_of[lab].size == mean_of[best].size:
-                    d, dh = ci95(mean_of[lab] - mean_of[best])
+                if lab in mean_of and mean_of[lab].size == mean_of[mine].size and mean_of[lab].size:
+                    d, dh = ci95(mean_of[lab] - mean_of[mine])
                     pct = 100 * d / mean_of[lab].mean()
-                    print(f"  {lab:<10} {d:+8.2f} +-{dh:.2f} s ({pct:+.1f}% of its JCT)")
+                    tie = " tie" if math.isfinite(dh) and abs(d) <= dh else ""
+                    print(f"  {lab:<10} {d:+8.2f} +-{dh:.2f} s ({pct:+.1f}% of its JCT){tie}")
     for m in args.model:
         print_curve(Path(m).resolve())
     print(f"\nwall {time.perf_counter() - t0:.0f} s")

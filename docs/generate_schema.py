@@ -106,8 +106,14 @@ MEANING = {
     "network": "The network model: ideal (fluid max-min), roce (lossless: PFC, DCQCN-like), tcp (lossy: "
                "ECN, DCTCP-like, drops and timeouts), a switch preset, or a mapping "
                "(flowherd.sim.network.config).",
-    "controller.name": "`none`, `adaptive`, `cassini`, `crux`, `sincronia`, `varys`, `threshold`, "
-                       "`flowherd`, or the path of a model trained by `flowherd train` (.zip).",
+    "controller.name": "`none`, `adaptive`, `cassini`, `crux`, `sincronia`, `varys`, `mltcp`, `threshold`, "
+                       "`interleave`, `flowherd`, or the path of a model trained by `flowherd train` (.zip).",
+    "controller.levers": "What the controller may decide (every controller, baselines included; a decision "
+                         "outside it is refused and counted): `buffer` (delays and paths, the default), "
+                         "`weighted` (+ weighted shares), `priority` (+ 8 strict classes above background "
+                         "traffic), or a mapping of `delay`, `paths`, `weights` (true/false), "
+                         "`priority_classes` (K, 0 = none), `above_background` (true/false); unnamed fields "
+                         "as in `buffer`.",
     "controller.params": "Keyword arguments of the controller.",
     "controller.on_error": "A failing decision: `skip` it, or `stop` the run.",
     "simulation": "How the run is simulated.",

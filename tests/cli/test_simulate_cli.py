@@ -145,10 +145,13 @@ def test_simulate_out_is_reportable(capsys, small_file, tmp_path):
 
 def test_controller_option_runs_a_controller(capsys, small_file):
     base = _json(capsys, ["simulate", str(small_file), "--json"])
-    ctl = _json(capsys, ["simulate", str(small_file), "--json", "--controller", "sincronia"])
+    ctl = _json(capsys, ["simulate", str(small_file), "--json", "--controller", "adaptive"])
     assert base["controller"] == "none" and base["num_decisions"] == 0
-    assert ctl["controller"] == "sincronia" and ctl["num_decisions"] > 0
+    assert ctl["controller"] == "adaptive" and ctl["num_decisions"] > 0
     assert ctl["controller_issues"] == []
+    # under the default grant (buffer) and against the same run without control (issue 14)
+    assert ctl["levers"] == "buffer" and ctl["refused_decisions"] == 0
+    assert ctl["cost_to_others"]["baseline"] == "none" and "cost_to_others" not in base
 
 
 def test_unknown_controller_is_one_line(capsys, small_file):

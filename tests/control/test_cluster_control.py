@@ -56,14 +56,15 @@ def test_no_op_controller_reproduces_the_uncontrolled_run(fidelity):
     assert free.num_decisions == 0 and not ctl.controller_issues
 
 
-@pytest.mark.parametrize("name", ["sincronia", "varys", "crux", "cassini"])
-def test_ordering_and_shifting_interleave_two_lockstep_jobs(name):
+@pytest.mark.parametrize(("name", "grant"), [("sincronia", "priority"), ("varys", "priority"),
+                                             ("crux", "priority"), ("cassini", "buffer")])
+def test_ordering_and_shifting_interleave_two_lockstep_jobs(name, grant):
     # Closed form. Each iteration is compute C then an AllReduce of S bytes that crosses the shared
     # uplink U (a 2-rank ring sends S each way). In lock step they share U: C + 2 S / U. Served one
     # after the other (priorities) or shifted apart (time shifts), and since S / U <= C here, they
     # interleave: after the first iteration each takes its solo time C + S / U.
     free = _run(None)
-    res = _run(make_controller(name))
+    res = _run(make_controller(name), levers=grant)
     c = free.job("a").compute_only_iteration_s
     s = dp_job("a").spec.model.num_params() * dp_job("a").spec.grad_bytes
     u = 2 * NIC / 4
@@ -129,5 +130,30 @@ def test_marked_traffic_goes_before_background_and_unmarked_shares_with_it():
     assert free.mean() > alone.mean() * 1.01  # background slows the unmarked job down
     unmarked = _run(make_controller("none"), background=bg, **kw).job("a").iteration_s
     np.testing.assert_allclose(unmarked, free, rtol=1e-12)
-    marked = _run(Fixed(Decision(priority=3)), background=bg, **kw).job("a").iteration_s
+    marked = _run(Fixed(Decision(priority=3)), background=bg, levers="priority", **kw).job("a").iteration_s
     np.testing.assert_allclose(marked, alone, rtol=1e-9)
+    # with classes granted but not above the background, class 0 shares with it as unmarked traffic
+    level = _run(Fixed(Decision(priority=0)), background=bg, levers={"priority_classes": 4}, **kw)
+    np.testing.assert_allclose(level.job("a").iteration_s, free, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("grant", "decision", "lever"), [
+    ("buffer", Decision(priority=0), "priority"), ("buffer", Decision(weight=2.0), "weight"),
+    ("weighted", Decision(priority=1), "priority"), ({"delay": False}, Decision(delay_s=0.1), "delay"),
+    ({"priority_classes": 2}, Decision(priority=2), "priority")])
+def test_a_decision_outside_the_grant_is_refused_counted_and_not_applied(grant, decision, lever):
+    free = _run(None)
+    res = _run(Fixed(decision), levers=grant)
+    for n in "ab":
+        np.testing.assert_allclose(res.job(n).iteration_s, free.job(n).iteration_s, rtol=1e-12)
+    assert len(res.controller_issues) == 12 and all(i.refused for i in res.controller_issues)
+    assert all("refused" in i.message and lever in i.message for i in res.controller_issues)
+    # the same decision inside a grant that has the lever is applied, not refused
+    ok = _run(Fixed(decision), levers="priority" if lever != "delay" else "buffer")
+    assert not ok.controller_issues
+
+
+def test_the_view_tells_the_controller_its_grant():
+    rec = Fixed(None)
+    _run(rec, levers="weighted")
+    assert rec.views and all(v.levers.name == "weighted" and v.levers.weights for v in rec.views)

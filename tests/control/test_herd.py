@@ -19,7 +19,7 @@ from flowherd.control.herd import (
 )
 from flowherd.errors import ConfigError
 from flowherd.sim.cluster import JobRequest
-from flowherd.sim.control_api import CoflowState, DecisionPoint, JobState, NetworkView
+from flowherd.sim.control_api import GRANTS, CoflowState, DecisionPoint, JobState, NetworkView
 from flowherd.workload import TrainingJob
 
 GBps = 1e9
@@ -30,10 +30,10 @@ def _job(name, done, total=10, period=1.0, slack=0.0):
                     iterations_done=done, slack_s=slack)
 
 
-def _view(jobs, coflows=(), util=None, num_links=4):
+def _view(jobs, coflows=(), util=None, num_links=4, levers="priority"):
     return NetworkView(now_s=0.0, link_capacity_bytes_per_s=np.full(num_links, 10 * GBps),
                        link_utilization=np.zeros(num_links) if util is None else np.asarray(util, float),
-                       coflows=tuple(coflows), jobs={j.name: j for j in jobs})
+                       coflows=tuple(coflows), jobs={j.name: j for j in jobs}, levers=GRANTS[levers])
 
 
 def test_classes_follow_remaining_time_shortest_first():
@@ -100,7 +100,7 @@ def test_the_job_with_less_left_gets_its_solo_iteration_time():
         return JobRequest(name=name, tenant="t", spec=spec, submit_s=0.0)
 
     free = _run(None, jobs=[job("a", 3), job("b", 8)])
-    res = _run(make_controller("flowherd"), jobs=[job("a", 3), job("b", 8)])
+    res = _run(make_controller("flowherd"), jobs=[job("a", 3), job("b", 8)], levers="priority")
     c = free.job("a").compute_only_iteration_s
     comm = job("a", 1).spec.model.num_params() * job("a", 1).spec.grad_bytes / (2 * NIC / 4)
     assert comm > c  # communication-bound, or the order could not matter

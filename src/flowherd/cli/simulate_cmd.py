@@ -101,7 +101,8 @@ def _simulate(scenario: Any, plan: Any = None) -> Any:
                       f"{format_time(wall)} of wall time; {left} at this pace",
                       markup=False, highlight=False, soft_wrap=True)
 
-        return run_scenario(scenario, progress=tick, plan=plan)
+        # a controlled run is compared with the same run without control: what it costs the others
+        return run_scenario(scenario, progress=tick, plan=plan, compare_none=True)
 
 
 def _console() -> Any:
@@ -136,6 +137,20 @@ def _print_run(run: Any) -> None:
               f"p99 JCT {_fmt(s['p99_jct_s'])}, makespan {_fmt(s['makespan_s'])}, "
               f"mean slowdown {_fmt(s['mean_slowdown'], 'x')}; simulated in {run.wall_s:.1f} s",
               markup=False, highlight=False, soft_wrap=True)
+    cost = s.get("cost_to_others")
+    if cost is not None:
+        def pct(x: float | None) -> str:
+            return "n/a" if x is None else f"{100 * x:+.1f}%"
+
+        tenants = ", ".join(f"{plain(t)} {pct(v)}" for t, v in cost["tenant_slowdown_change"].items())
+        jain = cost["tenant_jain"]
+        jain0 = cost["tenant_jain_without_control"]
+        con.print(f"cost to others against no control (grant {scenario.levers.name}): background FCT mean "
+                  f"{pct(cost['background_mean_fct_change'])}, p99 {pct(cost['background_p99_fct_change'])}; "
+                  f"tenant slowdown {tenants or 'n/a'}; Jain's index {_fmt(jain, 'x')} "
+                  f"(without control {_fmt(jain0, 'x')}); refused decisions "
+                  f"{sum(i.refused for i in run.cluster.controller_issues)}",
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed: int | None,
@@ -203,8 +218,10 @@ def simulate(
     seed: int = typer.Option(None, "--seed", help="override the scenario's seed"),
     plan: Path = typer.Option(None, "--plan", help="a plan JSON (flowherd plan --out) pinning the jobs"),
     controller: str = typer.Option(None, "--controller", help="an online controller: none, adaptive, "
-                                   "cassini, crux, sincronia, varys, threshold, flowherd, or the path of a "
-                                   "model trained by flowherd train (.zip); overrides the scenario's"),
+                                   "cassini, crux, sincronia, varys, mltcp, threshold, interleave, flowherd, "
+                                   "or the path of a model trained by flowherd train (.zip); overrides the "
+                                   "scenario's (a controlled run is also run without control, for the "
+                                   "cost to others)"),
     network: str = typer.Option(None, "--network", help="the network model: ideal, roce, tcp, a switch "
                                 "preset (tomahawk2, spectrum2, spectrum3, jericho3, shallow, deep) or a "
                                 "YAML file of a network: section; overrides the scenario's"),

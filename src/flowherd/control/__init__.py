@@ -26,13 +26,16 @@ from flowherd.control.baselines import (
     decide_varys,
 )
 from flowherd.control.herd import HerdController, HerdParams
+from flowherd.control.mltcp import MltcpController, MltcpParams
+from flowherd.control.periodic import InterleaveController, InterleaveParams
 from flowherd.control.threshold import ThresholdController, ThresholdParams, tune
 from flowherd.errors import ConfigError
 from flowherd.registry import Registry
 from flowherd.sim.control_api import Controller, Decision, DecisionPoint, NetworkView, validate
 
 __all__ = ["CONTROLLERS", "FLOWHERD_POLICIES", "LITERATURE_BASELINES", "Controller", "Decision",
-           "DecisionPoint", "HerdController", "HerdParams", "NetworkView", "ThresholdController",
+           "DecisionPoint", "HerdController", "HerdParams", "InterleaveController", "InterleaveParams",
+           "NetworkView", "ThresholdController",
            "ThresholdParams", "make_controller", "tune", "validate"]
 
 
@@ -48,6 +51,14 @@ def _threshold(theta: float = 0.5, max_delay_fraction: float = 0.5) -> Controlle
     return ThresholdController(ThresholdParams(theta=theta, max_delay_fraction=max_delay_fraction))
 
 
+def _mltcp(**params) -> Controller:
+    return MltcpController(MltcpParams(**params))
+
+
+def _interleave(**params) -> Controller:
+    return InterleaveController(InterleaveParams(**params))
+
+
 def _herd(**params) -> Controller:
     return HerdController(HerdParams(**params))
 
@@ -59,11 +70,13 @@ CONTROLLERS: Registry[Callable[..., Controller]] = Registry("controller", {
     "crux": _pure("crux", decide_crux),
     "sincronia": _pure("sincronia", decide_sincronia),
     "varys": _pure("varys", decide_varys),
+    "mltcp": _mltcp,
     "threshold": _threshold,
+    "interleave": _interleave,
     "flowherd": _herd,
 })
-LITERATURE_BASELINES = ("adaptive", "cassini", "crux", "sincronia", "varys")
-FLOWHERD_POLICIES = ("flowherd", "threshold")  # best first on ties
+LITERATURE_BASELINES = ("adaptive", "cassini", "crux", "sincronia", "varys", "mltcp")
+FLOWHERD_POLICIES = ("flowherd", "interleave", "threshold")  # best first on ties
 
 
 def make_controller(spec: str | Controller, **params) -> Controller:

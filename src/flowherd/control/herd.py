@@ -1,14 +1,20 @@
-"""The `flowherd` policy: shortest-remaining-job-first classes, threshold buffering, least-loaded paths.
+"""The `flowherd` policy: interleaving shifts, threshold buffering, least-loaded paths, and (where
+granted) shortest-remaining-job-first classes.
 
-A structured policy for the objective the benchmarks score, the mean job completion time. At a
-collective about to start it decides three things:
+A structured policy for the objective the benchmarks score, the mean job completion time. It
+decides only with the levers its grant has (`NetworkView.levers`; the default grant ``buffer``
+has delays and paths). At a collective about to start it decides:
 
-* **Priority** (which transfer goes first on a shared link). Jobs are ranked by their predicted
-  remaining time alone, ``(iterations left) x (solo iteration time)`` (`JobState.remaining_s`), and
-  the rank is compressed onto `NUM_CLASSES` strict-priority classes, shortest first.
-* **Buffering** (whether to hold the collective back). The `threshold` rule
-  (`flowherd.control.threshold`): wait for the competing burst on the bottleneck to drain while the
-  contention there exceeds ``theta`` and the job's slack allows, capped.
+* **Buffering** (whether to hold the collective back), two rules. The *interleaving shift*
+  (`flowherd.control.periodic`): the job's period and bursts are learnt from its observed
+  collectives, and a burst that would meet another job's on a shared bottleneck is delayed once
+  so that the two take turns in every later iteration. Where no shift applies, the `threshold`
+  rule (`flowherd.control.threshold`): wait for the competing burst on the bottleneck to drain
+  while the contention there exceeds ``theta`` and the job's slack allows, capped.
+* **Priority** (only under a grant with priority classes: which transfer goes first on a shared
+  link). Jobs are ranked by their predicted remaining time alone, ``(iterations left) x (solo
+  iteration time)`` (`JobState.remaining_s`), and the rank is compressed onto the granted
+  classes (at most `NUM_CLASSES`), shortest first.
 * **Load balancing** (which path each of its GPU pairs takes). The candidate path whose most
   utilized link is least utilized, its earlier pairs counted (CONGA/LetFlow's choice, as the
   `adaptive` baseline).
@@ -53,6 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowherd.control.baselines import _least_loaded, rank_to_class
+from flowherd.control.periodic import InterleaveController, InterleaveParams
 from flowherd.control.threshold import ThresholdParams, bottleneck_link, competing_burst, threshold_delay_s
 from flowherd.errors import ConfigError
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
@@ -83,7 +90,11 @@ class HerdParams:
         balance: Choose least-loaded paths (False: the default routes).
         prioritize: Set shortest-remaining-first classes (False: no priorities).
         num_classes: Classes the ranks are compressed onto (1: every job in one class ahead of
-            unmarked traffic, no order among jobs: an ablation of the order).
+            unmarked traffic, no order among jobs: an ablation of the order); never more than
+            the grant has.
+        interleave: Shift bursts so that jobs sharing a bottleneck take turns
+            (`flowherd.control.periodic`).
+        guard_fraction: The interleaving shift's guard (`InterleaveParams.guard_fraction`).
     """
 
     theta: float = 1.0
@@ -91,6 +102,8 @@ class HerdParams:
     balance: bool = True
     prioritize: bool = True
     num_classes: int = NUM_CLASSES
+    interleave: bool = True
+    guard_fraction: float = 0.25
 
     def __post_init__(self) -> None:
         if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) \
@@ -98,7 +111,8 @@ class HerdParams:
             raise ConfigError(f"flowherd num_classes must be an int in 1..{NUM_CLASSES}, got "
                               f"{self.num_classes!r} (controller.num_classes)")
         ThresholdParams(theta=self.theta, max_delay_fraction=self.max_delay_fraction)  # same checks
-        for f in ("balance", "prioritize"):
+        InterleaveParams(guard_fraction=self.guard_fraction)  # same checks
+        for f in ("balance", "prioritize", "interleave"):
             if not isinstance(getattr(self, f), bool):
                 raise ConfigError(f"flowherd {f} must be true or false, got {getattr(self, f)!r} "
                                   f"(controller.{f})")
@@ -186,9 +200,9 @@ def features(point: DecisionPoint, view: NetworkView) -> np.ndarray:
 
 def action_mask(point: DecisionPoint, view: NetworkView, params: HerdParams | None = None) -> np.ndarray:
     """``bool[len(ACTIONS)]``: every class without buffering; with buffering only when it would
-    delay (the job has slack and a competing burst is on its bottleneck)."""
+    delay (the grant has delays, the job has slack and a competing burst is on its bottleneck)."""
     params = params or _DEFAULT
-    can = point.job in view.jobs and _buffer_delay(point, view, params) > 0
+    can = view.levers.delay and point.job in view.jobs and _buffer_delay(point, view, params) > 0
     return np.array([(not d) or can for _c, d in ACTIONS], dtype=bool)
 
 
@@ -220,8 +234,11 @@ def decision_for(action: int, point: DecisionPoint, view: NetworkView,
     if isinstance(action, bool) or not isinstance(action, int | np.integer) or not 0 <= action < len(ACTIONS):
         raise ConfigError(f"action must be an int in 0..{len(ACTIONS) - 1}, got {action!r} (action)")
     cls, buffer = ACTIONS[int(action)]
-    delay = _buffer_delay(point, view, params) if buffer and point.job in view.jobs else 0.0
-    return Decision(delay_s=delay, priority=cls, path_choice=_paths(point, view, params, cls))
+    lv = view.levers
+    cls = min(cls, lv.priority_classes - 1) if lv.priority_classes else None
+    delay = _buffer_delay(point, view, params) if buffer and lv.delay and point.job in view.jobs else 0.0
+    paths = _paths(point, view, params, cls) if lv.paths else None
+    return Decision(delay_s=delay, priority=cls, path_choice=paths)
 
 
 def structured_action(point: DecisionPoint, view: NetworkView, params: HerdParams | None = None) -> int:
@@ -234,20 +251,34 @@ def structured_action(point: DecisionPoint, view: NetworkView, params: HerdParam
 
 @dataclass(slots=True)
 class HerdController:
-    """The `flowherd` policy as a `Controller` (module docstring); stateless between decisions."""
+    """The `flowherd` policy as a `Controller` (module docstring); its interleaving part learns
+    the jobs' patterns over a run (`reset` forgets them)."""
 
     params: HerdParams = _DEFAULT
     name: str = "flowherd"
+    shifter: InterleaveController = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.shifter = InterleaveController(InterleaveParams(guard_fraction=self.params.guard_fraction))
 
     def reset(self, seed: int) -> None:
-        """Nothing to forget."""
+        """Forget the learnt patterns."""
+        self.shifter.reset(seed)
 
     def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
+        lv = view.levers
+        shift = self.shifter.delay_s(point, view) if self.params.interleave else 0.0
+        classes = min(self.params.num_classes, lv.priority_classes)
+        prioritize = self.params.prioritize and classes > 0
         if asks_agent(point):
             if point.job not in view.jobs:
+                return Decision(delay_s=shift) if shift > 0 else None
+            cls = srpt_class(point.job, view, classes) if prioritize else None
+            delay = shift if shift > 0 else (_delay(point, view, self.params) if lv.delay else 0.0)
+            paths = _paths(point, view, self.params, cls) if lv.paths else None
+            if delay <= 0 and cls is None and paths is None:
                 return None
-            d = decision_for(structured_action(point, view, self.params), point, view, self.params)
-            return d if self.params.prioritize else dataclasses.replace(d, priority=None)
-        if point.kind == "arrival" and self.params.prioritize and point.job in view.jobs:
-            return Decision(priority=srpt_class(point.job, view, self.params.num_classes))
+            return Decision(delay_s=delay, priority=cls, path_choice=paths)
+        if point.kind == "arrival" and prioritize and point.job in view.jobs:
+            return Decision(priority=srpt_class(point.job, view, classes))
         return None

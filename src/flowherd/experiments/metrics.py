@@ -19,6 +19,10 @@ Definitions (all times in seconds):
 * ``tenant_jain``: Jain's fairness index (Jain, Chiu and Hawe, DEC-TR-301, 1984),
   (sum x)^2 / (n sum x^2), over the tenants' x = 1 / mean slowdown (the share of its alone-speed
   each tenant got): 1 when every tenant is slowed alike, 1/n when one tenant gets everything.
+* ``cost_to_others`` (a controlled run against the same scenario and seed without control, whose
+  background flows are the same ones): the change of the background flows' mean and p99 flow
+  completion time, of each tenant's mean slowdown, and Jain's index with and without control. A
+  controller that cuts JCT by starving the others shows it here.
 * ``mfu`` / ``hfu`` (training jobs): model / hardware FLOPs of one iteration over ``mean_iteration_s
   x GPUs x peak BF16 FLOP/s`` (`TrainingJob.mfu`, `TrainingJob.hfu`: hardware FLOPs include what
   recomputation repeats).
@@ -173,4 +177,36 @@ def run_metrics(result: ClusterResult, jobs: list[dict[str, Any]]) -> dict[str, 
         "tenant_jain": jain_index(shares),
         "link_utilization": util,
         "background": background,
+    }
+
+
+def _change(x: float | None, base: float | None) -> float | None:
+    if x is None or base is None or not base > 0:
+        return None
+    return float(x / base - 1.0)
+
+
+def cost_to_others(summary: dict[str, Any], tenants: list[dict[str, Any]], none_summary: dict[str, Any],
+                   none_tenants: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a controlled run (``summary``, ``tenants``: `run_metrics`, `tenant_metrics`) costs the
+    others against the same run without control (module docstring); changes are fractions
+    (0.1 = 10% longer), None where undefined.
+
+    >>> s = {"background": {"mean_fct_s": 2.0, "p99_fct_s": 7.5}, "tenant_jain": 0.9}
+    >>> n = {"background": {"mean_fct_s": 1.0, "p99_fct_s": 10.0}, "tenant_jain": 1.0}
+    >>> t, t0 = [{"tenant": "t", "mean_slowdown": 1.5}], [{"tenant": "t", "mean_slowdown": 1.0}]
+    >>> c = cost_to_others(s, t, n, t0)
+    >>> c["background_mean_fct_change"], c["background_p99_fct_change"], c["tenant_slowdown_change"]
+    (1.0, -0.25, {'t': 0.5})
+    """
+    bg, bg0 = summary["background"], none_summary["background"]
+    base = {t["tenant"]: t["mean_slowdown"] for t in none_tenants}
+    return {
+        "baseline": "none",
+        "background_mean_fct_change": _change(bg.get("mean_fct_s"), bg0.get("mean_fct_s")),
+        "background_p99_fct_change": _change(bg.get("p99_fct_s"), bg0.get("p99_fct_s")),
+        "tenant_slowdown_change": {t["tenant"]: _change(t["mean_slowdown"], base.get(t["tenant"]))
+                                   for t in tenants},
+        "tenant_jain": summary.get("tenant_jain"),
+        "tenant_jain_without_control": none_summary.get("tenant_jain"),
     }

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flowherd.experiments.metrics import job_metrics, run_metrics, tenant_metrics
+from flowherd.experiments.metrics import cost_to_others, job_metrics, run_metrics, tenant_metrics
 from flowherd.experiments.scenario import Scenario
 from flowherd.sim.cluster import ClusterResult, JobRecord, JobRequest, simulate_cluster
 from flowherd.sim.network import use_network
@@ -44,6 +44,7 @@ class RunResult:
             "placement": self.scenario.placement,
             "routing": self.scenario.routing,
             "controller": self.cluster.controller,
+            "levers": self.scenario.levers.name,
             "horizon_s": self.scenario.horizon_s,
             "num_gpus": self.scenario.fabric.num_gpus,
             **self.summary,
@@ -55,6 +56,7 @@ class RunResult:
             "controller_issues": [
                 {"kind": i.kind, "now_s": i.now_s, "job": i.job, "task": i.task, "message": i.message,
                  "action": i.action} for i in self.cluster.controller_issues],
+            "refused_decisions": sum(i.refused for i in self.cluster.controller_issues),
             "stopped_at_s": self.cluster.stopped_at_s,
             "wall_s": self.wall_s,
         }
@@ -87,7 +89,8 @@ def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob, rec: JobRecord)
 
 
 def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None = None,
-                 solo: bool = True, plan: Any = None, controller: Any = None) -> RunResult:
+                 solo: bool = True, plan: Any = None, controller: Any = None,
+                 compare_none: bool = False) -> RunResult:
     """Simulate `scenario` and compute its metrics (module docstring).
 
     Args:
@@ -101,6 +104,9 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
         controller: A controller object (`flowherd.sim.control_api.Controller`) that overrides
             the scenario's ``controller``; None: the scenario's, by registry name or, for a path
             to a trained model (.zip), through `flowherd.control.make_controller`.
+        compare_none: With a controller, also run the scenario without one (same seed, same
+            background flows) and add ``cost_to_others`` to the summary
+            (`flowherd.experiments.metrics.cost_to_others`).
     """
     wall0 = time.perf_counter()
     requests = [JobRequest(name=j.name, tenant=j.tenant, spec=j, submit_s=j.submit_s) for j in scenario.jobs]
@@ -133,7 +139,8 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
                                    router=router, background=scenario.background,
                                    seed=scenario.seed, progress=progress, placements=placements,
                                    planned_start=planned_start,
-                                   controller=controller, on_controller_error=scenario.on_controller_error)
+                                   controller=controller, on_controller_error=scenario.on_controller_error,
+                                   levers=scenario.levers)
     cache: dict[tuple[Any, ...], float | None] = {}
     jobs = []
     for spec, rec in zip(scenario.jobs, cluster.jobs, strict=True):
@@ -145,6 +152,11 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
             solo_s = cache[key]
         jobs.append(job_metrics(rec, solo_iteration_s=solo_s, horizon_s=scenario.horizon_s, spec=spec))
     summary = run_metrics(cluster, jobs)
+    tenants = tenant_metrics(jobs)
+    if compare_none and controller is not None:
+        free = run_scenario(dataclasses.replace(scenario, controller="none", controller_params={}), solo=solo,
+                            plan=plan)
+        summary["cost_to_others"] = cost_to_others(summary, tenants, free.summary, list(free.tenants))
     return RunResult(scenario=scenario, cluster=cluster, jobs=tuple(jobs),
-                     tenants=tuple(tenant_metrics(jobs)), summary=summary,
+                     tenants=tuple(tenants), summary=summary,
                      wall_s=time.perf_counter() - wall0)

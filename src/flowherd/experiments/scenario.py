@@ -54,6 +54,7 @@ from flowherd.experiments import loading
 from flowherd.fabric.core import Fabric
 from flowherd.fabric.spec import fabric_from_mapping
 from flowherd.sim.cluster import BackgroundSpec
+from flowherd.sim.control_api import GRANTS, Levers, levers_from
 from flowherd.sim.network import NetworkConfig, load_network, network_from_mapping
 from flowherd.units import parse_time
 from flowherd.workload import (
@@ -174,6 +175,7 @@ class ControllerModel(_Model):
     name: str = "none"
     params: dict[str, Any] = Field(default_factory=dict)
     on_error: Literal["skip", "stop"] = "skip"
+    levers: str | dict[str, Any] = "buffer"  # a grant name (flowherd.sim.control_api.GRANTS) or fields
 
 
 class SimulationModel(_Model):
@@ -213,6 +215,7 @@ class Scenario:
     source: Mapping[str, Any]  # the mapping it was read from, for the record
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     max_utilization: float = 0.9  # planner.max_utilization
+    levers: Levers = dataclasses.field(default_factory=lambda: GRANTS["buffer"])
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -376,11 +379,13 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
             raise ConfigError(f"{err} (controller.name)") from None
     network = (load_network(m.network) if isinstance(m.network, str)
                else network_from_mapping(m.network, field="network"))
+    levers = levers_from(m.controller.levers)
     return Scenario(name=m.name, seed=m.seed, fabric=fabric, jobs=tuple(all_jobs), background=background,
                     placement=m.placement.method, fidelity=m.simulation.fidelity, horizon_s=horizon_s,
                     routing=m.simulation.routing, controller=m.controller.name,
                     controller_params=dict(m.controller.params), on_controller_error=m.controller.on_error,
-                    source=dict(data), network=network, max_utilization=m.planner.max_utilization)
+                    source=dict(data), network=network, levers=levers,
+                    max_utilization=m.planner.max_utilization)
 
 
 def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:

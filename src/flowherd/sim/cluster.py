@@ -251,7 +251,7 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                      utilization_bin_s: float | None = None, controller=None,
                      on_controller_error: str = "skip",
                      planned_start: Mapping[str, float] | None = None,
-                     link_series: bool = False) -> ClusterResult:
+                     link_series: bool = False, levers=None) -> ClusterResult:
     """Run ``jobs`` on ``fabric`` up to ``horizon_s`` (module docstring for the model).
 
     Args:
@@ -280,6 +280,9 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
             instead of the FIFO queue (module docstring). None: FIFO.
         link_series: Also record every link's bytes (and, under a congestion model, its ECN
             marks, pauses and drops) per utilization bin (``ClusterResult.link_bin_bytes``).
+        levers: What the controller may decide (`flowherd.sim.control_api.Levers`, a grant name
+            of ``GRANTS``, or None: ``buffer``); decisions outside it are refused and reported
+            in ``controller_issues`` (``refused=True``).
 
     Returns:
         The raw records.
@@ -349,7 +352,8 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         raise ConfigError(f"on_controller_error must be one of {ON_CONTROLLER_ERROR}, got "
                           f"{on_controller_error!r} (controller.on_error)")
     if controller is not None:
-        sim.hook = ControlHook(controller, fabric, eng, on_error=on_controller_error, seed=int(seed))
+        sim.hook = ControlHook(controller, fabric, eng, on_error=on_controller_error, seed=int(seed),
+                               levers=levers)
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, i))
     for i in order:
         run = sim.runs[i]

@@ -13,6 +13,7 @@ import numpy as np
 from flowherd.errors import ConfigError
 from flowherd.sim.control_types import (
     DECISION_KINDS,
+    GRANTS,
     ON_CONTROLLER_ERROR,
     CoflowState,
     Controller,
@@ -20,13 +21,17 @@ from flowherd.sim.control_types import (
     Decision,
     DecisionPoint,
     JobState,
+    Levers,
     NetworkView,
     _i64,
+    check_levers,
+    levers_from,
     validate,
 )
 
-__all__ = ["DECISION_KINDS", "ON_CONTROLLER_ERROR", "CoflowState", "ControlHook", "Controller",
-           "ControllerIssue", "Decision", "DecisionPoint", "JobState", "NetworkView", "validate"]
+__all__ = ["DECISION_KINDS", "GRANTS", "ON_CONTROLLER_ERROR", "CoflowState", "ControlHook", "Controller",
+           "ControllerIssue", "Decision", "DecisionPoint", "JobState", "Levers", "NetworkView",
+           "check_levers", "levers_from", "validate"]
 
 _EMPTY_I = np.zeros(0, np.int64)
 _EMPTY_F = np.zeros(0, np.float64)
@@ -68,14 +73,21 @@ class ControlHook:
     delays, weights, priorities and route choices apply to the task's coflow. At ``step``
     fidelity only delays, weights and priorities apply.
 
+    The controller decides only with the levers the operator grants (``levers``, a `Levers` or
+    a grant name of `GRANTS`; default ``buffer``: delays and paths). A valid decision that uses
+    another lever is refused: recorded as a `ControllerIssue` with ``refused=True`` and handled as
+    an invalid one (``on_error``). The view tells the controller its grant (`NetworkView.levers`).
+
     Priority classes follow DiffServ: a job whose traffic a decision has given a class is
-    *marked*, and marked traffic is served before unmarked traffic (background flows and jobs
-    without a class, at the engine's default priority 0), marked classes among themselves in
-    order: class ``p`` is engine priority ``job_priority_base + p`` (below 0). Otherwise a job
-    demoted to a class below the default would be starved by elastic background flows under
-    strict priority, which none of the ordering papers (they order all the traffic) intend. A
-    controller that sets no priority ("none", "cassini", "threshold", "adaptive") leaves the
-    jobs sharing links with background traffic as in an uncontrolled run.
+    *marked*. Under a grant with ``above_background``, marked traffic is served before unmarked
+    traffic (background flows and jobs without a class, at the engine's default priority 0),
+    marked classes among themselves in order: class ``p`` is engine priority
+    ``job_priority_base + p`` (below 0). Otherwise a job demoted to a class below the default
+    would be starved by elastic background flows under strict priority, which none of the
+    ordering papers (they order all the traffic) intend. Without ``above_background``, class
+    ``p`` is engine priority ``p``: class 0 shares the background's level, later classes come
+    after it. A controller that sets no priority ("none", "cassini", "threshold", "adaptive")
+    leaves the jobs sharing links with background traffic as in an uncontrolled run.
 
     Args:
         controller: The controller (any object with ``name``, ``reset``, ``decide``).
@@ -87,10 +99,13 @@ class ControlHook:
             controller cannot choose routes for them; this bounds the cost of a decision).
         max_paths: Candidate paths per pair (the first of the fabric's shortest paths).
         history_iterations: Recent iterations a job's period estimate averages.
+        levers: The grant (`Levers`, a name of `GRANTS`, a mapping of `Levers` fields; None:
+            ``buffer``).
     """
 
     def __init__(self, controller, fabric, engine, *, on_error: str = "skip", seed: int = 0,
-                 max_pairs_for_paths: int = 64, max_paths: int = 8, history_iterations: int = 3):
+                 max_pairs_for_paths: int = 64, max_paths: int = 8, history_iterations: int = 3,
+                 levers: Levers | str | None = None):
         if on_error not in ON_CONTROLLER_ERROR:
             raise ConfigError(f"on_controller_error must be one of {ON_CONTROLLER_ERROR}, got {on_error!r} "
                               "(controller.on_error)")
@@ -98,6 +113,8 @@ class ControlHook:
             if not hasattr(controller, attr):
                 raise ConfigError(f"controller must have name, reset and decide; "
                                   f"{type(controller).__name__} has no {attr!r} (controller)")
+        self.levers = levers_from(levers)
+        self.num_refused = 0
         self.controller = controller
         self.fabric = fabric
         self.engine = engine
@@ -158,14 +175,19 @@ class ControlHook:
             return None
         view = self.view(point.now_s)
         t0 = time.perf_counter()
+        refused = False
         try:
             d = self.controller.decide(point, view)
             validate(d, point)
+            refused = True
+            check_levers(d, point, self.levers)
         except Exception as e:  # a faulty controller must not take the run down with it
             msg = f"{type(e).__name__}: {e}"
+            self.num_refused += refused
             self.issues.append(ControllerIssue(controller=str(getattr(self.controller, "name", "?")),
                                                kind=point.kind, now_s=point.now_s, job=point.job,
-                                               task=point.task, message=msg, action=self.on_error))
+                                               task=point.task, message=msg, action=self.on_error,
+                                               refused=refused))
             if self.on_error == "stop":
                 self.stopped_at_s = point.now_s
             return None
@@ -205,7 +227,14 @@ class ControlHook:
         hist = max((sum(tr.iterations_s[-self.history_iterations:]) for tr in self._jobs.values()),
                    default=0.0)
         return NetworkView(now_s=float(now_s), link_capacity_bytes_per_s=self._cap, link_utilization=util,
-                           coflows=tuple(coflows), jobs=jobs, history_window_s=float(hist))
+                           coflows=tuple(coflows), jobs=jobs, history_window_s=float(hist),
+                           levers=self.levers)
+
+    def engine_priority(self, cls: int | None) -> int:
+        """The engine priority of a job's class (None: unmarked, the background's level 0)."""
+        if cls is None:
+            return 0
+        return self.job_priority_base + cls if self.levers.above_background else cls
 
     def _remaining(self, cid: int) -> np.ndarray:
         # Deliberate shortcut: the engine has no public per-coflow progress; its flow columns are
@@ -377,7 +406,7 @@ class _Walk:
             tr.priority = tr.priority if d.priority is None else int(d.priority)
         weight = tr.weight if tr is not None else 1.0
         prio = tr.priority if tr is not None else None
-        engine_prio = 0 if prio is None else hook.job_priority_base + prio
+        engine_prio = hook.engine_priority(prio)
         delay = 0.0 if d is None else float(d.delay_s)
         routes = t.routes
         if d is not None and (d.path_choice is not None or d.path_splits is not None):

@@ -33,8 +33,9 @@ import numpy as np
 
 from flowherd.errors import ConfigError, SimulationError
 
-__all__ = ["DECISION_KINDS", "ON_CONTROLLER_ERROR", "CoflowState", "Controller", "ControllerIssue",
-           "Decision", "DecisionPoint", "JobState", "NetworkView", "validate"]
+__all__ = ["DECISION_KINDS", "GRANTS", "ON_CONTROLLER_ERROR", "CoflowState", "Controller", "ControllerIssue",
+           "Decision", "DecisionPoint", "JobState", "Levers", "NetworkView", "check_levers", "levers_from",
+           "validate"]
 
 DECISION_KINDS = ("collective", "arrival", "departure", "tick")
 ON_CONTROLLER_ERROR = ("stop", "skip")
@@ -222,6 +223,94 @@ class JobState:
         return self.compute_flops_per_iteration / self.comm_bytes_per_iteration
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Levers:
+    """What the operator lets a controller decide (the scenario's ``controller.levers``).
+
+    A multi-tenant cloud grants few levers: holding a job's own collectives back (CCL buffering)
+    and choosing among its paths touch only that job's traffic; weighted shares and strict
+    priority classes take bandwidth from the other tenants, and classes above the background
+    traffic take it from everyone. `GRANTS` names the three grants of the benchmarks.
+
+    Attributes:
+        name: The grant's name ("custom" for an explicit mapping).
+        delay: ``Decision.delay_s > 0`` allowed.
+        paths: ``Decision.path_choice`` / ``path_splits`` allowed.
+        weights: ``Decision.weight`` allowed.
+        priority_classes: ``K``: ``Decision.priority`` must be in ``0..K-1`` (0: no priorities).
+        above_background: Marked job classes are served before background traffic (else class
+            0 shares the background's level and the other classes come after it).
+    """
+
+    name: str = "custom"
+    delay: bool = True
+    paths: bool = True
+    weights: bool = False
+    priority_classes: int = 0
+    above_background: bool = False
+
+    def __post_init__(self) -> None:
+        for f in ("delay", "paths", "weights", "above_background"):
+            if not isinstance(getattr(self, f), bool):
+                raise ConfigError(f"controller.levers.{f} must be true or false, got {getattr(self, f)!r} "
+                                  f"(controller.levers.{f})")
+        k = self.priority_classes
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
+            raise ConfigError(f"controller.levers.priority_classes must be an int in 0..64, got {k!r} "
+                              "(controller.levers.priority_classes)")
+        if self.above_background and k == 0:
+            raise ConfigError("controller.levers.above_background needs priority_classes >= 1, got 0 "
+                              "(controller.levers.above_background)")
+
+
+#: The named grants: ``buffer`` (the default) lets a controller touch only its job's own timing
+#: and paths; ``weighted`` adds weighted fair shares; ``priority`` adds 8 strict classes above the
+#: background traffic (what switch queues give: Sincronia and Crux quantize onto 8).
+GRANTS: dict[str, Levers] = {
+    "buffer": Levers(name="buffer"),
+    "weighted": Levers(name="weighted", weights=True),
+    "priority": Levers(name="priority", weights=True, priority_classes=8, above_background=True),
+}
+
+
+def levers_from(spec: str | Mapping | Levers | None, field: str = "controller.levers") -> Levers:
+    """`Levers` of a grant name, a mapping of `Levers` fields (unnamed fields as ``buffer``) or
+    None (the default, ``buffer``).
+
+    >>> levers_from("weighted").weights, levers_from({"priority_classes": 4}).paths
+    (True, True)
+
+    Raises:
+        ConfigError: an unknown grant name (with the closest one) or field, or a bad value.
+    """
+    if spec is None:
+        return GRANTS["buffer"]
+    if isinstance(spec, Levers):
+        return spec
+    if isinstance(spec, str):
+        if spec not in GRANTS:
+            import difflib
+
+            close = difflib.get_close_matches(spec, list(GRANTS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown grant {spec!r} ({field}){hint}; expected one of {', '.join(GRANTS)} "
+                              "or a mapping of delay, paths, weights, priority_classes, above_background")
+        return GRANTS[spec]
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{field} must be a grant name ({', '.join(GRANTS)}) or a mapping, got "
+                          f"{type(spec).__name__} ({field})")
+    known = [f for f in Levers.__dataclass_fields__ if f != "name"]
+    for key in spec:
+        if key not in known:
+            import difflib
+
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown field {key!r} ({field}.{key}){hint}; expected one of "
+                              f"{', '.join(known)}")
+    return Levers(name="custom", **dict(spec))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class NetworkView:
     """Read-only snapshot of the network and the jobs at a decision point.
@@ -233,6 +322,7 @@ class NetworkView:
         coflows: The active coflows.
         jobs: The running jobs, by name.
         history_window_s: How far back the per-job estimates look, seconds.
+        levers: What the controller is granted (a decision outside it is refused).
     """
 
     now_s: float
@@ -241,6 +331,7 @@ class NetworkView:
     coflows: tuple[CoflowState, ...] = ()
     jobs: Mapping[str, JobState] = field(default_factory=dict)
     history_window_s: float = 0.0
+    levers: Levers = field(default_factory=lambda: GRANTS["buffer"])
 
     def __post_init__(self) -> None:
         cap = _f64(self.link_capacity_bytes_per_s)
@@ -334,6 +425,28 @@ def validate(decision: Decision | None, point: DecisionPoint) -> None:
                                f"{list(np.atleast_1d(s))}", point)
 
 
+def check_levers(decision: Decision | None, point: DecisionPoint, levers: Levers) -> None:
+    """Check that a (valid) ``decision`` uses only what ``levers`` grants.
+
+    Raises:
+        SimulationError: naming the lever asked for and the grant that does not include it.
+    """
+    if decision is None:
+        return
+    g = f"the {levers.name!r} grant"
+    if decision.delay_s > 0 and not levers.delay:
+        raise _bad(f"refused: decision.delay_s={decision.delay_s!r} but {g} has no delay lever", point)
+    if (decision.path_choice is not None or decision.path_splits is not None) and not levers.paths:
+        raise _bad(f"refused: a path choice but {g} has no paths lever", point)
+    if decision.weight is not None and not levers.weights:
+        raise _bad(f"refused: decision.weight={decision.weight!r} but {g} has no weights lever", point)
+    p = decision.priority
+    if p is not None and not p < levers.priority_classes:
+        raise _bad(f"refused: decision.priority={p!r} but {g} has {levers.priority_classes} priority "
+                   f"classes (0..{levers.priority_classes - 1})" if levers.priority_classes else
+                   f"refused: decision.priority={p!r} but {g} has no priority classes", point)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerIssue:
     """A controller that raised or returned an invalid decision, with where it happened.
@@ -347,6 +460,8 @@ class ControllerIssue:
         message: The error.
         action: What the run did: "stop" (ended cleanly with what it had) or "skip" (went on
             without that decision).
+        refused: The decision was valid but used a lever the grant does not include
+            (`check_levers`).
     """
 
     controller: str
@@ -356,6 +471,7 @@ class ControllerIssue:
     task: str
     message: str
     action: str
+    refused: bool = False
 
 
 @runtime_checkable

@@ -1,0 +1,305 @@
+"""Online learning of each job's periodic traffic, and the one-time shift that interleaves jobs.
+
+A cloud sees flows, not models: `PatternLearner` learns each job's iteration period and its
+communication bursts from the collectives it sees cross links that another job uses too (the
+decision points' links and bytes: what a switch's counters and a CCL's flow starts show), with
+no job profile (`JobState`'s profile fields are not read). `InterleaveController` uses it to
+delay a job's burst once so that jobs sharing a bottleneck take turns on it (CASSINI's geometric
+idea, Rajasekaran et al., NSDI 2024, done online by the CCL: the shift is paid once, in one
+iteration, and gained in every later one).
+
+What is learnt, per job ``j`` (times in seconds):
+
+* **Bursts.** The onsets of ``j``'s collectives that cross a *shared* link (one that another job's
+  collectives cross too). A *burst origin* is an onset that follows a gap longer than half the
+  longest gap seen between onsets over the last iterations (the compute phase between two
+  iterations' communication is the longest silence of a periodic job: the forward pass and the
+  start of the backward pass before the first gradient bucket is ready).
+* **Period** ``T_j``: the median time between its last burst origins.
+* **Solo burst length** ``W_j``: per shared link, the bytes its last complete burst put there over
+  the link's capacity, the largest over its links: how long the burst needs with the bottleneck
+  to itself.
+
+The rule (`InterleaveController`). At a burst origin of ``j`` (its first collective across a
+shared link after its compute gap), find the other jobs whose current burst, started at ``o_k``
+and predicted to end at ``o_k + W_k`` if it has the link alone, holds a link ``j`` needs now
+(it has bytes left there). If there is one, hold ``j``'s collective back until the last of
+those bursts ends, plus a guard of ``guard_fraction`` of the free time ``T_j - W_k - W_j``
+(centering ``j``'s burst in the others' silence when it is 0.5). Then its later collectives,
+chained behind this one, follow; and since both jobs repeat with their periods, the next bursts
+do not meet again (``W_k + W_j <= T``). A job shifts at most ``max_shifts`` times between two
+changes of the set of running jobs, and not again before ``cooldown_iterations`` of its own
+iterations have shown whether the last shift held.
+
+Why it helps (the property relied on): two bursts that must cross one bottleneck of capacity
+``C`` take ``W_k + W_j`` together whether they share it or take turns; in turns, the first ends
+``W_j`` sooner and the second no later (max-min sharing of a saturated link is work-conserving
+either way). With periodic jobs whose bursts fit into the period together, the turn order, once
+set, repeats at no further cost: each job then runs as if alone. It fails when a burst does not
+saturate the link alone (taking turns then leaves capacity idle), which the rule does not detect,
+and when the periods differ (the jobs drift back into each other): the shift is then repeated,
+at most ``max_shifts`` times.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flowherd.errors import ConfigError
+from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
+
+__all__ = ["InterleaveController", "InterleaveParams", "JobPattern", "PatternLearner"]
+
+
+@dataclass(slots=True)
+class JobPattern:
+    """What `PatternLearner` knows of one job (times in seconds).
+
+    Attributes:
+        onsets: Recent onsets of its collectives across shared links, each with its bytes per
+            shared link.
+        origins: Recent burst origins (recomputed from the onsets at each new origin).
+        period_s: Median time between burst origins (None before one period was seen).
+        solo_burst_s: Per link, its last complete burst's bytes there over the capacity.
+        shifts: Shifts made since the set of running jobs last changed.
+        iterations_since_shift: Burst origins since its last shift.
+    """
+
+    onsets: deque = field(default_factory=lambda: deque(maxlen=8192))
+    origins: list = field(default_factory=list)
+    period_s: float | None = None
+    solo_burst_s: dict = field(default_factory=dict)
+    shifts: int = 0
+    iterations_since_shift: int = 1 << 30
+    max_gap_s: float = 0.0  # longest gap between consecutive onsets kept
+
+    @property
+    def current_origin_s(self) -> float | None:
+        return self.origins[-1] if self.origins else None
+
+    def solo_burst_on(self, links) -> float:
+        """Its solo burst length, the largest over ``links`` (0 if it was not seen there), seconds."""
+        return max((self.solo_burst_s.get(int(lk), 0.0) for lk in links), default=0.0)
+
+    @property
+    def burst_s(self) -> float:
+        """Its solo burst length over all its shared links, seconds."""
+        return max(self.solo_burst_s.values(), default=0.0)
+
+    def gap_threshold_s(self) -> float:
+        """Half the longest gap between the onsets kept (0 with fewer than two)."""
+        return 0.5 * self.max_gap_s
+
+
+class PatternLearner:
+    """Learns every job's period and bursts online (module docstring); one per run.
+
+    Args:
+        history_iterations: Burst origins the period and the gap threshold look back on.
+    """
+
+    def __init__(self, history_iterations: int = 4):
+        self.history_iterations = history_iterations
+        self.jobs: dict[str, JobPattern] = {}
+        self.link_jobs: dict[int, set[str]] = {}
+
+    def reset(self) -> None:
+        self.jobs.clear()
+        self.link_jobs.clear()
+
+    def shared_links(self, job: str, links: np.ndarray) -> np.ndarray:
+        """The links of ``links`` that another job's collectives were seen on."""
+        lj = self.link_jobs
+        return np.array([lk for lk in links.tolist() if lk in lj and (lj[lk] - {job})], dtype=np.int64)
+
+    def is_origin(self, job: str, now_s: float) -> bool:
+        """Whether a shared-link collective of ``job`` starting at ``now_s`` opens a burst: its gap
+        since the job's last onset is above `JobPattern.gap_threshold_s` (the first onset does)."""
+        p = self.jobs.get(job)
+        if p is None or not p.onsets:
+            return True
+        return now_s - p.onsets[-1][0] > p.gap_threshold_s()
+
+    def _relearn(self, p: JobPattern, cap: np.ndarray) -> None:
+        """Origins, period and the last complete burst from the onsets kept, with today's gap
+        threshold (the first burst's onsets, seen before any compute gap, are no origins then)."""
+        t = np.fromiter((o[0] for o in p.onsets), dtype=np.float64, count=len(p.onsets))
+        thr = p.gap_threshold_s()
+        idx = [0, *(np.flatnonzero(np.diff(t) > thr) + 1).tolist()]
+        p.origins = [float(t[i]) for i in idx]
+        o = np.asarray(p.origins[-(self.history_iterations + 1):])
+        p.period_s = float(np.median(np.diff(o))) if o.size >= 2 else None
+        p.solo_burst_s = {}
+        if len(idx) >= 2:
+            acc: dict[int, float] = {}
+            for k in range(idx[-2], idx[-1]):
+                for lk, b in p.onsets[k][1].items():
+                    acc[lk] = acc.get(lk, 0.0) + b
+            p.solo_burst_s = {lk: b / float(cap[lk]) for lk, b in acc.items()}
+        if len(idx) > self.history_iterations + 2:  # forget onsets before the origins kept
+            k = idx[-(self.history_iterations + 2)]
+            for _ in range(k):
+                p.onsets.popleft()
+            p.max_gap_s = float(np.diff(t[k:]).max()) if t.size - k >= 2 else 0.0
+
+    def burst_progress(self, job: str, view: NetworkView) -> float | None:
+        """Part of its burst the job has started so far, in [0, 1]: the bytes its collectives since
+        its current origin put on its busiest shared link over what its last complete burst put
+        there (MLTCP's bytes ratio, `flowherd.control.mltcp`); None before a burst was complete."""
+        p = self.jobs.get(job)
+        if p is None or not p.solo_burst_s or not p.origins:
+            return None
+        lk = max(p.solo_burst_s, key=p.solo_burst_s.get)
+        total = p.solo_burst_s[lk] * float(view.link_capacity_bytes_per_s[lk])
+        o = p.origins[-1]
+        sent = sum(b.get(lk, 0.0) for t, b in reversed(p.onsets) if t >= o)
+        return min(sent / total, 1.0) if total > 0 else None
+
+    def observe(self, point: DecisionPoint, view: NetworkView, start_s: float) -> bool:
+        """Record a collective of ``point.job`` that starts at ``start_s`` (its decision time plus
+        any delay); returns whether it opened a burst."""
+        job = point.job
+        for lk in point.link_idx.tolist():
+            self.link_jobs.setdefault(lk, set()).add(job)
+        shared = self.shared_links(job, point.link_idx)
+        if shared.size == 0:
+            return False
+        p = self.jobs.setdefault(job, JobPattern())
+        origin = self.is_origin(job, start_s)
+        bytes_on = dict(zip(point.link_idx.tolist(), point.link_bytes.tolist(), strict=True))
+        if p.onsets:
+            p.max_gap_s = max(p.max_gap_s, start_s - p.onsets[-1][0])
+        p.onsets.append((start_s, {lk: bytes_on[lk] for lk in shared.tolist()}))
+        if origin:
+            p.iterations_since_shift += 1
+            self._relearn(p, view.link_capacity_bytes_per_s)
+        return origin
+
+    def forget(self, job: str) -> None:
+        """A job left: drop it, and restart every other job's shift budget (a new set of jobs)."""
+        self.jobs.pop(job, None)
+        for s in self.link_jobs.values():
+            s.discard(job)
+        for p in self.jobs.values():
+            p.shifts = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterleaveParams:
+    """Parameters of the interleaving rule (module docstring).
+
+    Attributes:
+        guard_fraction: Part of the free time ``T - W_k - W_j`` added to a shift (0: back to
+            back; 0.5: centered in the others' silence).
+        max_shift_fraction: Longest shift as a fraction of the job's period.
+        max_shifts: Shifts per job between two changes of the set of jobs.
+        cooldown_iterations: Iterations a job waits after a shift before it may shift again.
+    """
+
+    guard_fraction: float = 0.25
+    max_shift_fraction: float = 0.6
+    max_shifts: int = 3
+    cooldown_iterations: int = 2
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.guard_fraction, int | float) and 0 <= self.guard_fraction <= 1):
+            raise ConfigError(f"interleave guard_fraction must be in [0, 1], got {self.guard_fraction!r} "
+                              "(controller.params.guard_fraction)")
+        if not (isinstance(self.max_shift_fraction, int | float) and 0 < self.max_shift_fraction <= 1):
+            raise ConfigError(f"interleave max_shift_fraction must be in (0, 1], got "
+                              f"{self.max_shift_fraction!r} (controller.params.max_shift_fraction)")
+        for f in ("max_shifts", "cooldown_iterations"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(f"interleave {f} must be an int >= 0, got {v!r} (controller.params.{f})")
+
+
+def interleave_delay_s(point: DecisionPoint, view: NetworkView, learner: PatternLearner,
+                       params: InterleaveParams) -> float:
+    """The shift the rule gives the burst ``point`` opens (module docstring), seconds; 0: none.
+
+    Call it right after `PatternLearner.observe` recorded ``point`` as a burst origin."""
+    job = point.job
+    p = learner.jobs.get(job)
+    if p is None or p.period_s is None or not p.solo_burst_s:
+        return 0.0
+    if p.shifts >= params.max_shifts or p.iterations_since_shift < params.cooldown_iterations:
+        return 0.0
+    shared = learner.shared_links(job, point.link_idx)
+    if shared.size == 0:
+        return 0.0
+    mine = p.solo_burst_on(shared)
+    # the other jobs with bytes left now on a link this burst needs
+    busy: dict[str, set[int]] = {}
+    for c in view.coflows:
+        if c.job is None or c.job == job:
+            continue
+        on = np.intersect1d(c.link_idx[c.link_remaining_bytes > 0], shared)
+        if on.size:
+            busy.setdefault(c.job, set()).update(on.tolist())
+    end = point.now_s
+    for other, links in busy.items():
+        q = learner.jobs.get(other)
+        if q is None or q.current_origin_s is None or not q.solo_burst_s:
+            continue
+        theirs = q.solo_burst_on(links)
+        e = q.current_origin_s + theirs
+        if e <= point.now_s:
+            continue
+        free = max(p.period_s - theirs - mine, 0.0)
+        end = max(end, e + params.guard_fraction * free)
+    delay = end - point.now_s
+    if delay <= 0 or delay > params.max_shift_fraction * p.period_s:
+        return 0.0
+    return float(delay)
+
+
+@dataclass(slots=True)
+class InterleaveController:
+    """The interleaving rule as a `Controller` (module docstring): delays only, under any grant
+    that has the delay lever.
+
+    Args:
+        params: Its parameters.
+    """
+
+    params: InterleaveParams = InterleaveParams()
+    name: str = "interleave"
+    learner: PatternLearner = field(default_factory=PatternLearner)
+
+    def reset(self, seed: int) -> None:
+        """Forget every pattern."""
+        self.learner.reset()
+
+    def delay_s(self, point: DecisionPoint, view: NetworkView) -> float:
+        """The shift at a collective point (0 if none), recording the point; other points update
+        the set of jobs."""
+        if point.kind == "departure" and point.job is not None:
+            self.learner.forget(point.job)
+            return 0.0
+        if point.kind == "arrival":
+            for q in self.learner.jobs.values():
+                q.shifts = 0
+            return 0.0
+        if point.kind != "collective" or point.job is None or point.link_idx.size == 0:
+            return 0.0
+        origin = self.learner.observe(point, view, point.now_s)
+        d = 0.0
+        if origin and view.levers.delay:
+            d = interleave_delay_s(point, view, self.learner, self.params)
+        if d > 0:  # the burst starts later: so its onset and its origin
+            p = self.learner.jobs[point.job]
+            p.onsets[-1] = (point.now_s + d, p.onsets[-1][1])
+            if len(p.onsets) >= 2:
+                p.max_gap_s = max(p.max_gap_s, point.now_s + d - p.onsets[-2][0])
+            p.origins[-1] = point.now_s + d
+            p.shifts += 1
+            p.iterations_since_shift = 0
+        return d
+
+    def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
+        d = self.delay_s(point, view)
+        return Decision(delay_s=d) if d > 0 else None
