@@ -127,7 +127,7 @@ def test_the_console_script_prints_no_traceback(tmp_path):
 @pytest.mark.slow
 def test_demo_runs_the_embedded_default(capsys):
     out = _json(capsys, ["demo", "--json"])
-    assert out["scenario"] == "default" and out["num_gpus"] == 256
+    assert out["scenario"] == "default" and out["num_gpus"] == 128
     kinds = {j["kind"] for j in out["jobs"]}
     assert kinds == {"training", "inference"} and len({j["tenant"] for j in out["jobs"]}) >= 4
     assert out["background"]["flows"] > 0
