@@ -7,7 +7,8 @@ A message says what was wrong, what was expected, what came, and where:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 class FlowherdError(Exception):
@@ -16,6 +17,17 @@ class FlowherdError(Exception):
 
 class ConfigError(FlowherdError, ValueError):
     """A scenario, fabric or CLI value is malformed or out of range."""
+
+
+def check_fields(field: str, mapping: Iterable[Any], known: Sequence[str]) -> None:
+    """Raise one clear `ConfigError` for the first key of `mapping` that is not in `known`:
+    ``unknown field 'ecn_kk' (network.ecn_kk); did you mean 'ecn_k'?; expected one of: ...``."""
+    for key in mapping:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown field {key!r} ({field}.{key}){hint}; expected one of: "
+                              f"{', '.join(known)}")
 
 
 class UnknownNameError(ConfigError, KeyError):

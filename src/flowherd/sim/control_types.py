@@ -31,7 +31,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from flowherd.errors import ConfigError, SimulationError
+from flowherd.errors import ConfigError, SimulationError, check_fields
 
 __all__ = ["DECISION_KINDS", "GRANTS", "ON_CONTROLLER_ERROR", "CoflowState", "Controller", "ControllerIssue",
            "Decision", "DecisionPoint", "JobState", "Levers", "NetworkView", "check_levers", "levers_from",
@@ -299,15 +299,7 @@ def levers_from(spec: str | Mapping | Levers | None, field: str = "controller.le
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{field} must be a grant name ({', '.join(GRANTS)}) or a mapping, got "
                           f"{type(spec).__name__} ({field})")
-    known = [f for f in Levers.__dataclass_fields__ if f != "name"]
-    for key in spec:
-        if key not in known:
-            import difflib
-
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown field {key!r} ({field}.{key}){hint}; expected one of "
-                              f"{', '.join(known)}")
+    check_fields(field, spec, [f for f in Levers.__dataclass_fields__ if f != "name"])
     return Levers(name="custom", **dict(spec))
 
 

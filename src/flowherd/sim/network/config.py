@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from flowherd.errors import ConfigError
+from flowherd.errors import ConfigError, check_fields
 from flowherd.registry import Registry
 from flowherd.units import KB, MB, ms, parse_size, parse_time, us
 
@@ -213,12 +213,7 @@ def network_from_mapping(data: Mapping[str, Any] | str | None, *, field: str = "
     if not isinstance(data, Mapping):
         raise ConfigError(f"{field} must be a mapping or a model name ({', '.join(MODELS)}), got "
                           f"{type(data).__name__} ({field})")
-    for key in data:
-        if key not in _KNOWN:
-            close = difflib.get_close_matches(str(key), _KNOWN, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown field {key!r} ({field}.{key}){hint}; expected one of: "
-                              f"{', '.join(_KNOWN)}")
+    check_fields(field, data, _KNOWN)
     model = str(data.get("model", "ideal"))
     if model not in MODELS:
         close = difflib.get_close_matches(model, MODELS, n=1)
