@@ -11,7 +11,6 @@ import functools
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 
 __all__ = [
     "dcqcn_fixed_point",
@@ -116,6 +115,9 @@ def dcqcn_fixed_point(n: int, capacity_bytes_per_s: float, pkt_bytes: float, kmi
     r_lo, r_hi = resid(lo), resid(hi)
     if r_lo * r_hi > 0:  # no root inside: the nearer end
         return _queue_at(math.exp(lo if abs(r_lo) < abs(r_hi) else hi), kmin_bytes, kmax_bytes, pmax)
+    # imported here: scipy.optimize costs about 0.2 s of start-up, and the ideal network never calls this
+    from scipy.optimize import brentq
+
     return _queue_at(math.exp(brentq(resid, lo, hi, xtol=1e-10)), kmin_bytes, kmax_bytes, pmax)
 
 
