@@ -169,18 +169,8 @@ def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_
 def upstream_links(flows, lo, hi, link_buf, link_dst, node, mark):
     """The distinct links of ``flows`` that end at switch ``node`` (the links feeding a port of
     it), sorted (``mark`` zero on entry and exit)."""
-    out = []
-    for i in range(flows.size):
-        f = flows[i]
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            if link_dst[lnk] == node and not mark[lnk]:
-                mark[lnk] = True
-                out.append(lnk)
-    res = np.empty(len(out), np.int64)
-    for i in range(len(out)):
-        res[i] = out[i]
-        mark[out[i]] = False
+    links = touched_links(flows, lo, hi, link_buf, mark)
+    res = links[link_dst[links] == node]
     res.sort()
     return res
 
