@@ -167,3 +167,24 @@ def test_demo_results_do_not_depend_on_the_number_of_workers(small_demo, tmp_pat
         (key(r), r["mean_jct_s"]) for r in _runs(out) if r["seed"] == seed)
     with pytest.raises(ConfigError, match="--workers"):
         run_demo(tmp_path / "bad", scenario=_small(), workers=0)
+
+
+def test_the_cost_to_others_is_the_paired_relative_change_against_no_control():
+    from flowherd.cli.demo_cmd import _print_cost
+
+    lines = []
+
+    class Con:
+        def print(self, text, **_):
+            lines.append(text)
+
+    def run(mean, p99, jain):
+        return {"background": {"mean_fct_s": mean, "p99_fct_s": p99}, "tenant_jain": jain}
+
+    none = {1: run(1.0, 4.0, 0.9), 2: run(2.0, 6.0, 0.8)}
+    mine = {1: run(1.1, 4.0, 0.9), 2: run(2.1, 5.0, 0.8)}
+    _print_cost(Con(), {"flowherd": mine, "best baseline": None}, none)
+    # mean FCT: differences 0.1 and 0.1 (no spread: not a tie) over a mean of 1.5 -> +6.7%;
+    # p99: 0 and -1 over a mean of 5 -> -10.0%, but two seeds that disagree so much are a tie
+    assert lines == ["  cost to others, flowherd vs no control: background mean FCT +6.7%, "
+                     "background p99 FCT -10.0% (a tie), Jain's index +0.0% (a tie)"]

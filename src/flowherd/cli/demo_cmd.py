@@ -441,12 +441,43 @@ def _conclude(out: Path, store: Path, con: Any, todo: list[_Todo], runs: dict[st
               f"under the grant {_grant_name()!r}:", highlight=False)
     for what, p in lines.items():
         con.print(f"  {what}: {p.phrase()}", highlight=False)
+    _print_cost(con, {roles[g]: candidates[b] for g, b in best.items() if b}, uncontrolled[planner])
     wall_s = time.perf_counter() - wall0
     con.print(f"[bold]demo[/] done in {wall_s / 60:.1f} min; results in {store}; report: {files.html}",
               highlight=False)
     return DemoOutcome(store_path=store, report_html=files.html, best_baseline=best["baseline"],
                        best_policy=best["policy"], ties=ties, candidates=candidates, methods=methods,
                        seeds=seed_list, headline=lines, wall_s=wall_s)
+
+
+def _print_cost(con: Any, chosen: dict[str, dict[int, dict[str, Any]] | None],
+                none: dict[int, dict[str, Any]]) -> None:
+    """What each chosen controller costs the others against no control on the same plan and seeds:
+    the background flows' mean and p99 FCT, and Jain's index of the tenants' slowdowns (paired)."""
+    from flowherd.experiments.stats import paired
+
+    def per_seed(runs: dict[int, dict[str, Any]], get: Any) -> dict[int, float]:
+        out = {}
+        for seed, r in runs.items():
+            v = get(r)
+            if v is not None:
+                out[seed] = float(v)
+        return out
+
+    getters = {"background mean FCT": lambda r: (r.get("background") or {}).get("mean_fct_s"),
+               "background p99 FCT": lambda r: (r.get("background") or {}).get("p99_fct_s"),
+               "Jain's index": lambda r: r.get("tenant_jain")}
+    for role, runs in chosen.items():
+        if not runs:
+            continue
+        parts = []
+        for what, get in getters.items():
+            a, b = per_seed(runs, get), per_seed(none, get)
+            if set(a) & set(b):
+                p = paired(a, b)
+                parts.append(f"{what} {100 * p.relative:+.1f}%" + (" (a tie)" if p.tie else ""))
+        if parts:
+            con.print(f"  cost to others, {role} vs no control: {', '.join(parts)}", highlight=False)
 
 
 def _print_candidates(con: Any, candidates: dict[str, dict[int, dict[str, Any]] | None],
