@@ -9,6 +9,7 @@ from flowherd.errors import ConfigError
 from flowherd.fabric.core import NodeKind
 from flowherd.fabric.generators import leaf_spine
 from flowherd.routing.policies import make_router
+from flowherd.sim.control_types import MARKED_PRIORITY_BASE
 from flowherd.sim.engine import Engine
 from flowherd.sim.network import (
     SWITCHES,
@@ -145,14 +146,111 @@ def test_congestion_never_makes_a_flow_faster_than_ideal():
 
 
 def test_controller_classes_map_onto_the_ports_queues():
-    cfg = network_from_mapping({"model": "roce", "queues": 4, "lossless": [0, 1]})
-    assert [cfg.queue_of(p) for p in range(7)] == [0, 1, 2, 3, 3, 3, 3]
-    assert [cfg.is_lossless(p) for p in (0, 1, 2, 9)] == [True, True, False, False]
+    # a DSCP-like map: unmarked traffic in the default queue, marked classes above it (the
+    # first ones on queues of their own, the rest sharing the lowest above the default),
+    # demoted classes below it, the last queue shared; the engine's order is kept
+    cfg = network_from_mapping({"model": "roce", "queues": 4, "lossless": [0, 1], "default_queue": 2})
+    marked = [MARKED_PRIORITY_BASE + c for c in range(4)]
+    assert [cfg.queue_of(p) for p in marked] == [0, 1, 1, 1]
+    assert [cfg.queue_of(p) for p in range(4)] == [2, 3, 3, 3]
+    assert [cfg.is_lossless(p) for p in (marked[0], marked[1], 0, 1)] == [True, True, False, False]
+    levels = [*marked, *range(9)]
+    assert [cfg.queue_of(p) for p in levels] == sorted(cfg.queue_of(p) for p in levels)
     fab = _fabric()
     eng = Engine(fab, make_router("shortest", fab), network=cfg)
     c = eng.add_coflow(1, 0, 1e3, priority=7)
     assert int(eng._f.prio[eng._c_flow_lo[c]]) == 3
-    assert not network_from_mapping("tcp").is_lossless(0)
+    # the defaults: roce's default queue and the two above it lossless, tcp lossy, 8 queues
+    roce, tcp = network_from_mapping("roce"), network_from_mapping("tcp")
+    assert (roce.queues, roce.default_queue, roce.lossless) == (8, 2, (0, 1, 2))
+    assert [roce.queue_of(p) for p in (marked[0], marked[1], marked[3], 0, 1, 9)] == [0, 1, 1, 2, 3, 7]
+    assert [tcp.queue_of(p) for p in (*marked, 0, 1, 9)] == [0, 1, 2, 3, 4, 5, 7]
+    assert not tcp.is_lossless(0) and not tcp.is_lossless(marked[0])
+    # a smaller port: the default queue follows it
+    small = network_from_mapping({"model": "roce", "queues": 2})
+    assert (small.default_queue, small.lossless) == (1, (0, 1))
+
+
+def test_a_higher_class_gets_ahead_under_roce():
+    # three 10 MB flows into host 0 at once: marked class 0, marked class 1, unmarked. On the
+    # port's queues (0, 1, 2: all lossless) strict priority serves them one after the other:
+    # class 0 ends after one transfer time T of the link, class 1 after at least 2 T (plus
+    # DCQCN's recovery from the rate it was held at), the unmarked flow after at least 3 T.
+    # Sharing one queue (every class while the map clamped them onto queue 0) all end near 3 T.
+    fab = _fabric()
+    cfg = network_from_mapping("roce")
+    size = 10 * MB
+    one = size / (100 * Gbps * cfg.wire_efficiency)
+
+    def run(priorities):
+        eng = Engine(fab, make_router("shortest", fab), network=cfg)
+        ids = [eng.add_coflow(1 + i, 0, size, priority=p) for i, p in enumerate(priorities)]
+        eng.run()
+        assert eng.network.stats(eng.now_s).drop_bytes.sum() == 0.0  # all three classes lossless
+        return [eng.coflow_finish_s(c) for c in ids]
+
+    t0, t1, t2 = run([MARKED_PRIORITY_BASE, MARKED_PRIORITY_BASE + 1, 0])
+    shared = run([0, 0, 0])
+    assert t0 == pytest.approx(one, rel=0.02)
+    assert t1 >= t0 + one and t2 >= t1 + one
+    for t in shared:
+        assert t == pytest.approx(3 * one, rel=0.05)
+
+
+def test_a_controllers_order_interleaves_two_lockstep_jobs_under_roce():
+    # tests/control/test_cluster_control.py's closed form on the roce network: two jobs whose
+    # AllReduces share an uplink run in lock step (C + 2 S / U each iteration) without control;
+    # Sincronia's classes (0 and 1 under the priority grant) serve one after the other and the
+    # jobs interleave at their solo time C + S / U. With both classes on one queue (the bug)
+    # they stayed in lock step.
+    from flowherd.control import make_controller
+    from flowherd.sim.cluster import JobRequest, simulate_cluster
+    from flowherd.workload import TrainingJob
+
+    def job(name):
+        spec = TrainingJob(model="llama3-8b", gpus=2, tp=1, bucket_bytes=1e15, iterations=6, name=name)
+        return JobRequest(name=name, tenant="t", spec=spec, submit_s=0.0)
+
+    fab = leaf_spine(servers=4, gpus_per_server=1, leaves=2, spines=1, oversubscription=4)
+    kw = dict(horizon_s=100.0, placements={"a": [0, 2], "b": [1, 3]})
+    with use_network(network_from_mapping("roce")):
+        free = simulate_cluster(fab, [job("a"), job("b")], **kw)
+        ordered = simulate_cluster(fab, [job("a"), job("b")], controller=make_controller("sincronia"),
+                                   levers="priority", **kw)
+    c = free.job("a").compute_only_iteration_s
+    lock = free.job("a").iteration_s.mean()
+    s_u = lock - c  # 2 S / U on this network (wire efficiency, DCQCN's costs included)
+    assert s_u > 0.1 * c
+    for n in "ab":
+        np.testing.assert_allclose(ordered.job(n).iteration_s[1:], c + s_u / 2, rtol=0.03)
+    assert not ordered.controller_issues
+
+
+def test_pfc_pauses_only_the_paused_class_on_the_upstream_link():
+    # the PFC case above with the victim in another (lossy, lower) class: PFC stops the incast's
+    # priority on spine -> leaf 0, not the victim's (IEEE 802.1Qbb is per priority)
+    fab = _fabric(hosts=16, leaves=2, uplink_over=1.0)
+    cfg = network_from_mapping({"model": "roce", "port_buffer": "1MB", "pfc_xoff": "100KB",
+                                "pfc_xon": "80KB"})
+    incast = [(8 + i, 0, 4 * MB) for i in range(7)]
+
+    def run(victim_priority):
+        eng = Engine(fab, make_router("shortest", fab), network=cfg)
+        v = eng.add_coflow(15, 1, 20 * MB, at_s=0.0, priority=victim_priority)
+        for s, d, size in incast:
+            eng.add_coflow(s, d, size, at_s=0.0, priority=MARKED_PRIORITY_BASE)
+        eng.run()
+        return eng.coflow_finish_s(v), eng.network.stats(eng.now_s)
+
+    alone = Engine(fab, make_router("shortest", fab), network=cfg)
+    v0 = alone.add_coflow(15, 1, 20 * MB, at_s=0.0)
+    alone.run()
+    same, st_same = run(MARKED_PRIORITY_BASE)
+    other, st_other = run(0)
+    up = _link(fab, "spine0", "leaf0")
+    assert st_same.pause_s[up] > 0 and st_other.pause_s[up] > 0
+    assert same - alone.coflow_finish_s(v0) >= st_same.pause_s[up] * (1 - 1e-9)
+    assert other == pytest.approx(alone.coflow_finish_s(v0), rel=1e-9)  # not paused
 
 
 def test_network_config_errors_name_the_field():

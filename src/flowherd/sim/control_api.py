@@ -14,6 +14,7 @@ from flowherd.errors import ConfigError
 from flowherd.sim.control_types import (
     DECISION_KINDS,
     GRANTS,
+    MARKED_PRIORITY_BASE,
     ON_CONTROLLER_ERROR,
     CoflowState,
     Controller,
@@ -126,7 +127,7 @@ class ControlHook:
         self.stopped_at_s: float | None = None
         self.num_decisions = 0
         self.decide_wall_s = 0.0
-        self.job_priority_base = -(1 << 20)
+        self.job_priority_base = MARKED_PRIORITY_BASE
         self._jobs: dict[str, _JobTrack] = {}
         # coflow id -> (job, name, routes, priority, flow bytes, route entries per flow, links, link
         # of each route entry among them)

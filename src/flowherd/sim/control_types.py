@@ -33,9 +33,9 @@ import numpy as np
 
 from flowherd.errors import ConfigError, SimulationError, check_fields
 
-__all__ = ["DECISION_KINDS", "GRANTS", "ON_CONTROLLER_ERROR", "CoflowState", "Controller", "ControllerIssue",
-           "Decision", "DecisionPoint", "JobState", "Levers", "NetworkView", "check_levers", "levers_from",
-           "validate"]
+__all__ = ["DECISION_KINDS", "GRANTS", "MARKED_PRIORITY_BASE", "ON_CONTROLLER_ERROR", "CoflowState",
+           "Controller", "ControllerIssue", "Decision", "DecisionPoint", "JobState", "Levers", "NetworkView",
+           "check_levers", "levers_from", "validate"]
 
 DECISION_KINDS = ("collective", "arrival", "departure", "tick")
 ON_CONTROLLER_ERROR = ("stop", "skip")
@@ -262,6 +262,11 @@ class Levers:
             raise ConfigError("controller.levers.above_background needs priority_classes >= 1, got 0 "
                               "(controller.levers.above_background)")
 
+
+#: Engine priority of a marked class 0 served above the background (class ``p`` is this plus
+#: ``p``; unmarked traffic is at 0): `flowherd.sim.control_api.ControlAPI.engine_priority`, and
+#: what `flowherd.sim.network.NetworkConfig.queue_of` maps onto a port's queues.
+MARKED_PRIORITY_BASE = -(1 << 20)
 
 #: The named grants: ``buffer`` (the default) lets a controller touch only its job's own timing
 #: and paths; ``weighted`` adds weighted fair shares; ``priority`` adds 8 strict classes above the

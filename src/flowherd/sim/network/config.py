@@ -11,7 +11,7 @@ A mapping, a preset name, or a preset with overrides::
     network: roce                                      # the default switch of that model
     network: {model: tcp, switch: tomahawk2, ecn_k: 100KB}
     network: {model: roce, port_buffer: 2MB, pfc_xoff: 400KB, pfc_xon: 300KB,
-              queues: 8, lossless: [3]}
+              queues: 8, lossless: [0, 1, 2], default_queue: 2}
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import yaml
 
 from flowherd.errors import ConfigError, check_fields
 from flowherd.registry import Registry
+from flowherd.sim.control_types import MARKED_PRIORITY_BASE
 from flowherd.units import KB, MB, ms, parse_size, parse_time, us
 
 __all__ = ["MODELS", "SWITCHES", "NetworkConfig", "SwitchPreset", "load_network",
@@ -101,10 +102,19 @@ class NetworkConfig:
             kmin, probability rising linearly to pmax at kmax, every packet above. DCTCP uses
             one threshold K (kmin = kmax, pmax = 1; Alizadeh et al., SIGCOMM 2010 Sec. 3.1).
         pfc_xoff_bytes, pfc_xon_bytes: PFC pause / resume thresholds of a lossless queue.
-        queues: Priority queues per port (8 on every Ethernet switch of the presets).
-        lossless: Queue indices that are lossless (PFC); the others drop. Default: the first two
-            (strict-priority order), where RDMA traffic classes go (SONiC maps them to queues 3
-            and 4; numbered here by priority).
+        queues: Priority queues per port (8 on every Ethernet switch of the presets: IEEE
+            802.1Q's eight traffic classes), served in strict priority, queue 0 first (numbered
+            here by priority, not by the switch's queue ids).
+        lossless: Queue indices that are lossless (PFC is per priority, IEEE 802.1Qbb); the
+            others drop. Default on ``roce``: the default queue and the two above it (RDMA's
+            class and two for a controller's marked classes; SONiC's default buffer profiles
+            make two priorities lossless, 3 and 4, and PFC may be enabled on any of the eight).
+        default_queue: The queue of unmarked traffic (engine priority 0: background flows and
+            jobs a controller gave no class). A controller's classes above the background take
+            the queues above it, class ``c`` queue ``min(c, default_queue - 1)``; classes below
+            the background (engine priorities 1, 2, ...) the queues below it, the last shared
+            (`queue_of`). Default: 2 on ``roce`` (two lossless classes above RDMA's), 4 on
+            ``tcp`` (four above, three below).
         payload_bytes, overhead_bytes: Payload and header bytes of a full packet on the wire
             (wire efficiency ``payload / (payload + overhead)``).
         init_cwnd_packets: TCP initial window (RFC 6928: 10).
@@ -132,7 +142,8 @@ class NetworkConfig:
     pfc_xoff_bytes: float = 200 * KB
     pfc_xon_bytes: float = 150 * KB
     queues: int = 8
-    lossless: tuple[int, ...] = (0, 1)
+    lossless: tuple[int, ...] = (0, 1, 2)
+    default_queue: int = 2
     payload_bytes: float = 1448.0
     overhead_bytes: float = 90.0
     init_cwnd_packets: int = 10
@@ -160,17 +171,37 @@ class NetworkConfig:
         return self.payload_bytes / (self.payload_bytes + self.overhead_bytes)
 
     def queue_of(self, priority: int) -> int:
-        """The port queue a controller priority class lands in: classes 0, 1, ... take queues
-        0, 1, ... (strict priority, lower first); the classes beyond the port's last queue
-        share it (a port has `queues` queues, a controller may ask for more)."""
-        return min(max(int(priority), 0), self.queues - 1)
+        """The port queue an engine priority lands in, as a switch's DSCP-to-traffic-class map
+        puts a controller's marks: unmarked traffic (priority 0) in `default_queue`; a marked
+        class ``c`` above the background (engine priority ``MARKED_PRIORITY_BASE + c``, any
+        negative priority) in queue ``min(c, default_queue - 1)``, so the first classes get
+        queues of their own and the rest share the lowest one above the default; a class
+        ``p`` below the background (priority ``p`` > 0) in ``min(default_queue + p, queues -
+        1)``. The map keeps the engine's order (a lower priority never lands in a later queue);
+        classes only merge where the port runs out of queues.
+
+        >>> cfg = NetworkConfig(model="roce")  # 8 queues, default 2
+        >>> [cfg.queue_of(MARKED_PRIORITY_BASE + c) for c in range(4)], cfg.queue_of(0), cfg.queue_of(9)
+        ([0, 1, 1, 1], 2, 7)
+        """
+        p = int(priority)
+        d = self.default_queue
+        if p == 0:
+            return d
+        if p < 0:
+            return min(max(p - MARKED_PRIORITY_BASE, 0), d - 1) if d > 0 else d
+        return min(d + p, self.queues - 1)
 
     def is_lossless(self, priority: int) -> bool:
-        """Whether a class is carried losslessly: on ``roce``, if its queue is a lossless one
-        or the port has no lossy queue left for it; never on ``tcp``."""
+        """Whether an engine priority is carried losslessly (`queue_is_lossless` of its queue)."""
+        return self.queue_is_lossless(self.queue_of(priority))
+
+    def queue_is_lossless(self, queue: int) -> bool:
+        """Whether a port queue is lossless: on ``roce``, if it is one of `lossless` or the port
+        has no lossless queue configured at all (then PFC covers every class); never on ``tcp``."""
         if self.model != "roce":
             return False
-        return self.queue_of(priority) in self.lossless or not self.lossless
+        return queue in self.lossless or not self.lossless
 
 
 # per model: the defaults that differ from the dataclass's (DCTCP K and DCQCN's ramp)
@@ -179,7 +210,7 @@ _MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     # DCTCP: K = 65 packets at 10 Gb/s (SIGCOMM 2010 Sec. 3.1); at 100 Gb/s operators set
     # about C * RTT / 7 or more (SIGMETRICS 2011 Sec. 4: K > C * RTT / 7 keeps full throughput)
     "tcp": dict(switch="tomahawk2", ecn_kmin_bytes=100 * KB, ecn_kmax_bytes=100 * KB, ecn_pmax=1.0,
-                payload_bytes=1448.0, overhead_bytes=90.0, setup_rtts=0),
+                payload_bytes=1448.0, overhead_bytes=90.0, setup_rtts=0, default_queue=4, lossless=()),
     # DCQCN: Kmin 5 KB, Kmax 200 KB, Pmax 1% (SIGCOMM 2015 Sec. 5); RoCEv2 MTU 4096 with
     # Ethernet (14 + 4 FCS) + IP 20 + UDP 8 + BTH 12 + ICRC 4 + preamble/IFG 20 = 82 B
     "roce": dict(switch="spectrum3", ecn_kmin_bytes=5 * KB, ecn_kmax_bytes=200 * KB, ecn_pmax=0.01,
@@ -193,7 +224,8 @@ _SIZE_FIELDS = {"port_buffer": "port_buffer_bytes", "ecn_kmin": "ecn_kmin_bytes"
 _TIME_FIELDS = {"min_rto": "min_rto_s", "dcqcn_timer": "dcqcn_timer_s",
                 "dcqcn_cnp_interval": "dcqcn_cnp_interval_s",
                 "dcqcn_alpha_interval": "dcqcn_alpha_interval_s"}
-_NUMBER_FIELDS = {"ecn_pmax": float, "queues": int, "init_cwnd_packets": int, "setup_rtts": int,
+_NUMBER_FIELDS = {"ecn_pmax": float, "queues": int, "default_queue": int, "init_cwnd_packets": int,
+                  "setup_rtts": int,
                   "dctcp_g": float, "dctcp_alpha_init": float, "slow_start_growth": float,
                   "dcqcn_fast_recovery_steps": int, "dcqcn_g": float,
                   "ramp_gain": float}
@@ -264,6 +296,15 @@ def network_from_mapping(data: Mapping[str, Any] | str | None, *, field: str = "
         except (TypeError, ValueError):
             raise ConfigError(f"{field}.lossless must be a list of queue indices, got {raw!r} "
                               f"({field}.lossless)") from None
+    # unless given, the default queue follows a smaller port, and on roce the default queue and
+    # the two above it are the lossless ones
+    base = NetworkConfig()
+    queues = vals.get("queues", base.queues)
+    if "default_queue" not in data:
+        vals["default_queue"] = min(vals.get("default_queue", base.default_queue), max(queues - 1, 0))
+    if "lossless" not in data and model == "roce":
+        d = vals["default_queue"]
+        vals["lossless"] = tuple(range(max(d - 2, 0), d + 1))
     cfg = NetworkConfig(**vals)
     _check(cfg, field)
     return cfg
@@ -275,6 +316,8 @@ def _check(c: NetworkConfig, field: str) -> None:
 
     if c.queues < 1 or c.queues > 64:
         raise bad("queues", c.queues, "in 1..64")
+    if not 0 <= c.default_queue < c.queues:
+        raise bad("default_queue", c.default_queue, f"a queue index in 0..{c.queues - 1}")
     if any(q < 0 or q >= c.queues for q in c.lossless):
         raise bad("lossless", list(c.lossless), f"queue indices in 0..{c.queues - 1}")
     for name in ("port_buffer_bytes", "payload_bytes"):

@@ -32,7 +32,11 @@ a real fabric delivers, at flow level:
   buffer (lossy) or PFC Xoff (lossless); a starting flow's round trips (its setup and slow
   start) include the queues on its path, which is where short flows pay them.
 * **Priority classes** (hook at ``add_coflow``): a controller's classes land in the port's
-  `NetworkConfig.queues` queues (the classes beyond the last share it).
+  `NetworkConfig.queues` queues as a switch's DSCP map puts them (`NetworkConfig.queue_of`:
+  unmarked traffic in the default queue, marked classes above it, demoted ones below, classes
+  merging only where the queues run out); the engine serves the queues in strict priority.
+  A queue is lossless (PFC) or lossy by `NetworkConfig.lossless`, and a PFC pause stops only
+  the paused classes on the upstream links.
 
 Per network link it records queue occupancy over time, pause time, ECN-marked bytes (marking
 fraction of the fluid model times the bytes carried) and dropped bytes (`NetworkStats`).
@@ -152,7 +156,7 @@ class NetworkModel:
         self.marked = np.zeros(num_links)
         self.drops = np.zeros(num_links)
         self.pause = np.zeros(num_links)
-        self._lossless_q = np.array([cfg.is_lossless(q) for q in range(cfg.queues)], bool)
+        self._lossless_q = np.array([cfg.queue_is_lossless(q) for q in range(cfg.queues)], bool)
         self.num_timeouts = 0
         self.num_pauses = 0
         self._series: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -311,10 +315,16 @@ class NetworkModel:
         drop = ~ll & (peak > cfg.port_buffer_bytes)
         if drop.any():
             self._drop(f, comp, links, own, hot, peak, drop, extra)
-        for j in np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes)).tolist():
+        pausing = np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes))
+        if pausing.size:
+            # PFC pauses per priority (IEEE 802.1Qbb): the lossless classes of the burst's flows
+            prio_inc = f.prio[comp[own]]
+            lossless_inc = self.is_net[links] & self._lossless_q[np.clip(prio_inc, 0, cfg.queues - 1)]
+        for j in pausing.tolist():
             lnk = int(hot[j])
             t_pause = float(peak[j] - cfg.pfc_xon_bytes) / self.cap_wire[lnk]
-            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0)
+            classes = np.unique(prio_inc[lossless_inc & (links == lnk)])
+            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0, classes)
         return extra
 
     def _drop(self, f, comp: np.ndarray, links: np.ndarray, own: np.ndarray, hot: np.ndarray,
@@ -340,9 +350,13 @@ class NetworkModel:
             self.num_timeouts += hit.size
 
     def _pause_upstream(self, eng: Engine, lnk: int, t_pause: float, comp: np.ndarray,
-                        extra: np.ndarray, depth: int, order: tuple[np.ndarray, np.ndarray] | None = None
-                        ) -> None:
-        """Port ``lnk`` pauses, for ``t_pause``, the links into its switch that feed it."""
+                        extra: np.ndarray, depth: int, classes: np.ndarray,
+                        order: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Port ``lnk`` pauses, for ``t_pause``, the priority ``classes`` (port queues) of the
+        links into its switch that feed it: a victim is a flow of one of those classes (PFC
+        stops one priority of a link, IEEE 802.1Qbb; the other classes keep moving). What piles
+        up before a paused link is its load times the pause, scaled by the paused classes'
+        share of its flows."""
         if depth >= _PFC_DEPTH or not self.src_is_switch[lnk]:
             return  # a NIC's own queue: the host just waits (its flows are the congested ones)
         f, lk = eng._f, eng._links
@@ -359,12 +373,18 @@ class NetworkModel:
             if len(self._pauses) < _SERIES_MAX:
                 self._pauses.append((self._now, u, t_pause))
             u0, un = eng._b_start[u], eng._b_len[u]
-            # a paused link moves nothing: each victim loses t_pause
-            pause_victims(eng._b_flow[u0:u0 + un], on_sorted, order[0], order[1], t_pause, extra, f.lat)
-            backlog = float(eng._ls.load[u]) * t_pause  # what piles up before the paused link
+            on_u = eng._b_flow[u0:u0 + un]
+            in_cls = np.isin(f.prio[on_u], classes)
+            share = 1.0
+            if not in_cls.all():
+                share = float(in_cls.mean()) if on_u.size else 0.0
+                on_u = on_u[in_cls]
+            # a paused class moves nothing on the link: each of its victims loses t_pause
+            pause_victims(on_u, on_sorted, order[0], order[1], t_pause, extra, f.lat)
+            backlog = float(eng._ls.load[u]) * t_pause * share  # what piles up before the paused link
             if backlog > self.cfg.pfc_xoff_bytes:
                 self._pause_upstream(eng, u, (backlog - self.cfg.pfc_xon_bytes) / self.cap_wire[u], comp,
-                                     extra, depth + 1, order)
+                                     extra, depth + 1, classes, order)
 
     # ---- output --------------------------------------------------------------------------
     def stats(self, now: float) -> NetworkStats:
