@@ -176,12 +176,17 @@ def upstream_links(flows, lo, hi, link_buf, link_dst, node, mark):
 
 
 @njit(cache=True)
-def pause_victims(flows_u, on_port_sorted, comp_sorted, comp_order, t_pause, extra, lat):
-    """Each flow of a paused link that is not one of the congested port's own (``on_port``)
-    loses ``t_pause``: into ``extra`` if it is one of the flows being started (``comp``), else
-    onto its ``lat`` directly."""
+def pause_victims(flows_u, prio, cls_mask, on_port_sorted, comp_sorted, comp_order, t_pause, extra, lat):
+    """Each flow of a paused link whose port queue ``prio[v]`` is a paused class (``cls_mask``)
+    and that is not one of the congested port's own (``on_port``) loses ``t_pause``: into
+    ``extra`` if it is one of the flows being started (``comp``), else onto its ``lat``
+    directly. Returns how many of the link's flows are in a paused class."""
+    n_cls = 0
     for i in range(flows_u.size):
         v = flows_u[i]
+        if not cls_mask[prio[v]]:
+            continue
+        n_cls += 1
         k = np.searchsorted(on_port_sorted, v)
         if k < on_port_sorted.size and on_port_sorted[k] == v:
             continue
@@ -190,6 +195,7 @@ def pause_victims(flows_u, on_port_sorted, comp_sorted, comp_order, t_pause, ext
             extra[comp_order[j]] += t_pause
         else:
             lat[v] += t_pause
+    return n_cls
 
 
 @njit(cache=True)
@@ -248,15 +254,14 @@ def flow_extras(comp, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat
 
 
 @njit(cache=True)
-def burst_peaks(comp, links, frac, own, rtt, line, rem, prio, is_net, load, cap_wire, q, lossless_q, wire_eff,
-                tcp, iw_wire, cnp_interval, pos):
+def burst_peaks(comp, lo, hi, link_buf, frac_buf, rtt, line, rem, prio, is_net, load, cap_wire, q, lossless_q,
+                wire_eff, tcp, iw_wire, cnp_interval, pos):
     """The first-window bursts of the fresh flows ``comp`` (`NetworkModel._bursts`): per network
-    link they enter (``links``/``frac``/``own``: their incidences), the peak queue the windows
-    build on top of the standing one when they arrive faster than it drains, and whether a
-    lossless flow is among them. Returns (links, peak, lossless), the links sorted; empty when
-    no port can fill (a lone flow whose every link drains faster than it arrives). ``pos`` is
-    -1 on entry and exit."""
-    n_inc = links.size
+    link they enter (their incidences ``lo``/``hi`` into ``link_buf``/``frac_buf``), the peak
+    queue the windows build on top of the standing one when they arrive faster than it
+    drains, and whether a lossless flow is among them. Returns (links, peak, lossless), the
+    links sorted; empty when no port can fill (a lone flow whose every link drains faster than
+    it arrives). ``pos`` is -1 on entry and exit."""
     w = np.empty(comp.size)
     for i in range(comp.size):
         size_wire = rem[comp[i]] / wire_eff
@@ -264,20 +269,24 @@ def burst_peaks(comp, links, frac, own, rtt, line, rem, prio, is_net, load, cap_
         w[i] = min(size_wire, iw_wire) if tcp else min(size_wire, line[i] * (rtt[i] + cnp_interval))
     any_net = False
     over = False
-    for k in range(n_inc):
-        lnk = links[k]
-        if is_net[lnk]:
-            any_net = True
-            if load[lnk] + line[own[k]] > cap_wire[lnk]:
-                over = True
+    for i in range(comp.size):
+        f = comp[i]
+        for k in range(lo[f], hi[f]):
+            lnk = link_buf[k]
+            if is_net[lnk]:
+                any_net = True
+                if load[lnk] + line[i] > cap_wire[lnk]:
+                    over = True
     if not any_net or (comp.size == 1 and not over):
         return np.empty(0, np.int64), np.empty(0), np.empty(0, np.bool_)
     hot = []
-    for k in range(n_inc):
-        lnk = links[k]
-        if is_net[lnk] and pos[lnk] < 0:
-            pos[lnk] = 0
-            hot.append(lnk)
+    for i in range(comp.size):
+        f = comp[i]
+        for k in range(lo[f], hi[f]):
+            lnk = link_buf[k]
+            if is_net[lnk] and pos[lnk] < 0:
+                pos[lnk] = 0
+                hot.append(lnk)
     h = np.empty(len(hot), np.int64)
     for j in range(len(hot)):
         h[j] = hot[j]
@@ -288,18 +297,19 @@ def burst_peaks(comp, links, frac, own, rtt, line, rem, prio, is_net, load, cap_
     sum_line = np.zeros(h.size)
     dur = np.zeros(h.size)
     ll = np.zeros(h.size, np.bool_)
-    for k in range(n_inc):
-        lnk = links[k]
-        if not is_net[lnk]:
-            continue
-        j = pos[lnk]
-        i = own[k]
-        sum_w[j] += w[i] * frac[k]
-        sum_line[j] += line[i]
-        dur[j] = max(dur[j], w[i] / line[i])
-        p = min(max(prio[comp[i]], 0), lossless_q.size - 1)
-        if lossless_q[p]:
-            ll[j] = True
+    for i in range(comp.size):
+        f = comp[i]
+        lossless = lossless_q[prio[f]]
+        for k in range(lo[f], hi[f]):
+            lnk = link_buf[k]
+            if not is_net[lnk]:
+                continue
+            j = pos[lnk]
+            sum_w[j] += w[i] * frac_buf[k]
+            sum_line[j] += line[i]
+            dur[j] = max(dur[j], w[i] / line[i])
+            if lossless:
+                ll[j] = True
     peak = np.zeros(h.size)
     for j in range(h.size):
         lnk = h[j]

@@ -157,6 +157,9 @@ class NetworkModel:
         self.drops = np.zeros(num_links)
         self.pause = np.zeros(num_links)
         self._lossless_q = np.array([cfg.queue_is_lossless(q) for q in range(cfg.queues)], bool)
+        self._default_mask = np.zeros(cfg.queues, np.bool_)
+        self._default_mask[cfg.default_queue] = True
+        self._multi_class = False  # some flow is outside the default queue (`port_class`)
         self.num_timeouts = 0
         self.num_pauses = 0
         self._series: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -174,7 +177,10 @@ class NetworkModel:
     # ---- hooks (called by the engine) ------------------------------------------------------
     def port_class(self, priority: int) -> int:
         """The port queue of a controller priority class (`NetworkConfig.queue_of`)."""
-        return self.cfg.queue_of(priority)
+        q = self.cfg.queue_of(priority)
+        if q != self.cfg.default_queue:
+            self._multi_class = True  # from now on pauses look at each flow's class
+        return q
 
     def on_rates(self, eng: Engine, comp: np.ndarray, now: float) -> None:
         """The engine re-allocated ``comp`` (old rates in ``rate``, new in ``rate_new``)."""
@@ -195,8 +201,7 @@ class NetworkModel:
         any_fresh = fresh.any()
         if any_fresh:
             sub = comp[fresh]
-            inc, own = _incidences(f.lo[sub], f.hi[sub])
-            burst = self._bursts(eng, sub, lk.link[inc], lk.frac[inc], own, rtt[fresh], line[fresh])
+            burst = self._bursts(eng, sub, rtt[fresh], line[fresh])
             if burst.any():
                 f.lat[sub] += burst
         # per-link state after this update
@@ -204,6 +209,7 @@ class NetworkModel:
         nflows = eng._b_len[touched]
         sat = self._set_links(touched, nflows, eng._ls.load[touched] + d_load, rtt_l, now)
         if tcp and any_fresh and sat.any():
+            inc, own = _incidences(f.lo[sub], f.hi[sub])
             self._slow_start_exit(f, sub, lk.link[inc], own, touched[sat], nflows[sat], rtt_l[sat])
 
     def _slow_start_exit(self, f, sub: np.ndarray, links: np.ndarray, own: np.ndarray,
@@ -296,13 +302,12 @@ class NetworkModel:
                                        c.dcqcn_fast_recovery_steps, c.dcqcn_rai_bytes_per_s,
                                        c.dcqcn_cnp_interval_s, c.dcqcn_alpha_interval_s)
 
-    def _bursts(self, eng: Engine, comp: np.ndarray, links: np.ndarray, frac: np.ndarray,
-                own: np.ndarray, rtt: np.ndarray, line: np.ndarray) -> np.ndarray:
+    def _bursts(self, eng: Engine, comp: np.ndarray, rtt: np.ndarray, line: np.ndarray) -> np.ndarray:
         """Extra time of the flows ``comp`` (all fresh; victims of a pause get theirs directly)
         from their first-window bursts."""
-        cfg, f = self.cfg, eng._f
+        cfg, f, lk = self.cfg, eng._f, eng._links
         extra = np.zeros(comp.size)
-        hot, peak, ll = burst_peaks(comp, links, frac, own, rtt, line, f.rem, f.prio, self.is_net,
+        hot, peak, ll = burst_peaks(comp, f.lo, f.hi, lk.link, lk.frac, rtt, line, f.rem, f.prio, self.is_net,
                                     eng._ls.load, self.cap_wire, self.q, self._lossless_q,
                                     cfg.wire_efficiency, cfg.model == "tcp",
                                     cfg.init_cwnd_packets * self.pkt_wire, cfg.dcqcn_cnp_interval_s,
@@ -313,18 +318,25 @@ class NetworkModel:
         self.q_max[hot] = np.maximum(self.q_max[hot], np.minimum(peak, np.where(ll, cfg.pfc_xoff_bytes,
                                                                                cfg.port_buffer_bytes)))
         drop = ~ll & (peak > cfg.port_buffer_bytes)
+        pausing = np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes))
+        if drop.any() or (pausing.size and self._multi_class):
+            inc, own = _incidences(f.lo[comp], f.hi[comp])
+            links = lk.link[inc]
         if drop.any():
             self._drop(f, comp, links, own, hot, peak, drop, extra)
-        pausing = np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes))
-        if pausing.size:
+        if pausing.size and self._multi_class:
             # PFC pauses per priority (IEEE 802.1Qbb): the lossless classes of the burst's flows
             prio_inc = f.prio[comp[own]]
-            lossless_inc = self.is_net[links] & self._lossless_q[np.clip(prio_inc, 0, cfg.queues - 1)]
+            lossless_inc = self.is_net[links] & self._lossless_q[prio_inc]
         for j in pausing.tolist():
             lnk = int(hot[j])
             t_pause = float(peak[j] - cfg.pfc_xon_bytes) / self.cap_wire[lnk]
-            classes = np.unique(prio_inc[lossless_inc & (links == lnk)])
-            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0, classes)
+            if self._multi_class:
+                cls_mask = np.zeros(cfg.queues, np.bool_)
+                cls_mask[prio_inc[lossless_inc & (links == lnk)]] = True
+            else:  # every flow in the default queue (a lossless one: a flow of it paused the port)
+                cls_mask = self._default_mask
+            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0, cls_mask)
         return extra
 
     def _drop(self, f, comp: np.ndarray, links: np.ndarray, own: np.ndarray, hot: np.ndarray,
@@ -350,9 +362,9 @@ class NetworkModel:
             self.num_timeouts += hit.size
 
     def _pause_upstream(self, eng: Engine, lnk: int, t_pause: float, comp: np.ndarray,
-                        extra: np.ndarray, depth: int, classes: np.ndarray,
+                        extra: np.ndarray, depth: int, cls_mask: np.ndarray,
                         order: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """Port ``lnk`` pauses, for ``t_pause``, the priority ``classes`` (port queues) of the
+        """Port ``lnk`` pauses, for ``t_pause``, the priority classes ``cls_mask`` (per queue) of the
         links into its switch that feed it: a victim is a flow of one of those classes (PFC
         stops one priority of a link, IEEE 802.1Qbb; the other classes keep moving). What piles
         up before a paused link is its load times the pause, scaled by the paused classes'
@@ -373,18 +385,14 @@ class NetworkModel:
             if len(self._pauses) < _SERIES_MAX:
                 self._pauses.append((self._now, u, t_pause))
             u0, un = eng._b_start[u], eng._b_len[u]
-            on_u = eng._b_flow[u0:u0 + un]
-            in_cls = np.isin(f.prio[on_u], classes)
-            share = 1.0
-            if not in_cls.all():
-                share = float(in_cls.mean()) if on_u.size else 0.0
-                on_u = on_u[in_cls]
             # a paused class moves nothing on the link: each of its victims loses t_pause
-            pause_victims(on_u, on_sorted, order[0], order[1], t_pause, extra, f.lat)
+            n_cls = pause_victims(eng._b_flow[u0:u0 + un], f.prio, cls_mask, on_sorted, order[0], order[1],
+                                  t_pause, extra, f.lat)
+            share = 1.0 if n_cls == un else n_cls / un
             backlog = float(eng._ls.load[u]) * t_pause * share  # what piles up before the paused link
             if backlog > self.cfg.pfc_xoff_bytes:
                 self._pause_upstream(eng, u, (backlog - self.cfg.pfc_xon_bytes) / self.cap_wire[u], comp,
-                                     extra, depth + 1, classes, order)
+                                     extra, depth + 1, cls_mask, order)
 
     # ---- output --------------------------------------------------------------------------
     def stats(self, now: float) -> NetworkStats:
