@@ -369,13 +369,14 @@ def test_the_compiled_start_costs_are_the_fluid_formulas():
     rtt, rtt_q = rng.uniform(2e-6, 3e-5, n), rng.uniform(3e-5, 6e-5, n)
     start = np.zeros(n)
     comp = np.arange(n)
+    net = rng.random(n) < 0.8  # the others stay inside a server: no TCP, no DCQCN, no cost
     fresh = (old == 0.0) & (new > 0)
     grow = ~fresh & (new > old * (1 + 1e-9))
     for tcp in (True, False):
         lat = np.zeros(n)
-        got = flow_extras(comp, old, new, rem, size, start, 0.0, rtt, rtt_q, lat, tcp, 1, 14480.0, 1.5,
+        got = flow_extras(comp, net, old, new, rem, size, start, 0.0, rtt, rtt_q, lat, tcp, 1, 14480.0, 1.5,
                           1448.0, 1.0, 55e-6, 5, 5e6)
-        assert np.array_equal(got, fresh)
+        assert np.array_equal(got, fresh & net)
         want = np.where(fresh, rtt_q, 0.0)
         if tcp:
             ss = fluid.slow_start_loss_s(rem, new, rtt_q, 14480.0, 1.5)
@@ -383,4 +384,20 @@ def test_the_compiled_start_costs_are_the_fluid_formulas():
             want += np.where(fresh, ss, 0.0) + np.where(grow, ramp, 0.0)
         else:
             want += np.where(grow, fluid.dcqcn_ramp_loss_s(old, new, 55e-6, 5, 5e6, 1.0), 0.0)
-        assert lat == pytest.approx(want, rel=1e-12, abs=1e-18)
+        assert lat == pytest.approx(np.where(net, want, 0.0), rel=1e-12, abs=1e-18)
+
+
+@pytest.mark.parametrize("model", ["roce", "tcp"])
+def test_a_flow_inside_a_server_pays_no_network_cost(model):
+    # two GPUs of one server over NVLink: no TCP slow start, no DCQCN ramp, no queue; the same
+    # finish as on the ideal network (the network model only acts on network links)
+    fab = leaf_spine(servers=2, gpus_per_server=4, leaves=1, spines=1, link_latency_s=1 * us)
+    flows = [(0, 1, 50 * MB, 0.0), (2, 1, 50 * MB, 0.0), (0, 3, 10 * MB, 1e-4)]  # shares that change
+    ideal, ids = _run(fab, flows, None)
+    eng, _ = _run(fab, flows, network_from_mapping(model))
+    for c in ids:
+        assert eng.coflow_finish_s(c) == pytest.approx(ideal.coflow_finish_s(c), rel=1e-12)
+    # a flow to the other server crosses the network and pays for it
+    eng2, (c,) = _run(fab, [(0, 5, 10 * MB, 0.0)], network_from_mapping(model))
+    ref, (c0,) = _run(fab, [(0, 5, 10 * MB, 0.0)], None)
+    assert eng2.coflow_finish_s(c) > ref.coflow_finish_s(c0)

@@ -12,7 +12,7 @@ from numba import njit, types
 from numba.typed import Dict
 
 __all__ = ["burst_peaks", "flow_extras", "flow_pass", "link_update", "pause_victims", "touched_links",
-           "upstream_links"]
+           "touched_net_links", "upstream_links"]
 
 
 @njit(cache=True)
@@ -34,16 +34,35 @@ def touched_links(flows, lo, hi, link_buf, mark):
 
 
 @njit(cache=True)
+def touched_net_links(flows, lo, hi, link_buf, mark, is_net):
+    """The distinct network links of ``flows`` (`touched_links` without the others)."""
+    out = []
+    for i in range(flows.size):
+        f = flows[i]
+        for k in range(lo[f], hi[f]):
+            lnk = link_buf[k]
+            if is_net[lnk] and not mark[lnk]:
+                mark[lnk] = True
+                out.append(lnk)
+    res = np.empty(len(out), np.int64)
+    for i in range(len(out)):
+        res[i] = out[i]
+        mark[out[i]] = False
+    return res
+
+
+@njit(cache=True)
 def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q, cap_wire, link_src,
-              link_dst, mark, s_dload, s_rtt, s_cnt):
-    """Per flow of ``comp``: base RTT, RTT with the standing queues, line rate (narrowest link).
-    Per distinct link of theirs (returned ``touched``): load change, mean RTT of its flows and
-    arrival potential (`NetworkModel._arrival_potential`). Scratch arrays are zero on entry and
-    on exit."""
+              link_dst, is_net, mark, s_dload, s_rtt, s_cnt):
+    """Per flow of ``comp``: base RTT, RTT with the standing queues, line rate (narrowest link),
+    whether it crosses a network link. Per distinct network link of theirs (returned
+    ``touched``): load change, mean RTT of its flows and arrival potential
+    (`NetworkModel._arrival_potential`). Scratch arrays are zero on entry and on exit."""
     n = comp.size
     rtt = np.zeros(n)
     rtt_q = np.zeros(n)
     line = np.full(n, np.inf)
+    net = np.zeros(n, np.bool_)
     touched = []
     for i in range(n):
         f = comp[i]
@@ -54,13 +73,19 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
             rtt_q[i] += q[lnk] / cap_wire[lnk] * fr
             if cap_wire[lnk] < line[i]:
                 line[i] = cap_wire[lnk]
+            if is_net[lnk]:
+                net[i] = True
         rtt_q[i] += rtt[i]
     pairs = Dict.empty(key_type=types.int64, value_type=types.float64)
     for i in range(n):
+        if not net[i]:
+            continue
         f = comp[i]
         d = rate_new[f] - rate_old[f]
         for k in range(lo[f], hi[f]):
             lnk = link_buf[k]
+            if not is_net[lnk]:
+                continue
             if not mark[lnk]:
                 mark[lnk] = True
                 touched.append(lnk)
@@ -97,7 +122,7 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
         s_dload[lnk] = 0.0
         s_rtt[lnk] = 0.0
         s_cnt[lnk] = 0
-    return rtt, rtt_q, line, t, dload, rtt_l, pot
+    return rtt, rtt_q, line, net, t, dload, rtt_l, pot
 
 
 @njit(cache=True)
@@ -214,15 +239,19 @@ def _slow_start_loss(size, rate, rtt, iw, growth):
 
 
 @njit(cache=True)
-def flow_extras(comp, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp, setup_rtts, iw, growth,
-                mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai):
-    """The start and convergence costs of `NetworkModel.on_rates` per flow of ``comp``, added to
-    ``lat``: setup round trips and slow start of a fresh flow (`fluid.slow_start_loss_s`), the
-    ramp of a growing one (`fluid.tcp_ramp_loss_s`, at most a restart's slow start, on ``tcp``;
-    `fluid.dcqcn_ramp_loss_s` on ``roce``). Returns which flows are fresh."""
+def flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp, setup_rtts, iw,
+                growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai):
+    """The start and convergence costs of `NetworkModel.on_rates` per flow of ``comp`` that
+    crosses the network (``net``; a flow inside a server, over NVLink or PCIe, runs neither TCP
+    nor DCQCN), added to ``lat``: setup round trips and slow start of a fresh flow
+    (`fluid.slow_start_loss_s`), the ramp of a growing one (`fluid.tcp_ramp_loss_s`, at most a
+    restart's slow start, on ``tcp``; `fluid.dcqcn_ramp_loss_s` on ``roce``). Returns which
+    flows are fresh (network flows only)."""
     n = comp.size
     fresh = np.zeros(n, np.bool_)
     for i in range(n):
+        if not net[i]:
+            continue
         f = comp[i]
         old = rate_old[f]
         new = rate_new[f]

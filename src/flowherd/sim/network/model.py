@@ -64,7 +64,7 @@ from flowherd.sim.network.kernels import (
     flow_pass,
     link_update,
     pause_victims,
-    touched_links,
+    touched_net_links,
     upstream_links,
 )
 
@@ -188,14 +188,16 @@ class NetworkModel:
         self._now = now
         # per flow: base RTT, RTT with the standing queues on its path (what a starting flow's
         # round trips take), line rate; per link: load change, RTT, arrival potential
-        rtt, rtt_q, line, touched, d_load, rtt_l, pot = flow_pass(
+        rtt, rtt_q, line, net, touched, d_load, rtt_l, pot = flow_pass(
             comp, f.lo, f.hi, lk.link, lk.frac, f.rate, f.rate_new, self.rtt_part, self.q, self.cap_wire,
-            self.link_src, self.link_dst, self._mark, self._s_dload, self._s_rtt, self._s_cnt)
+            self.link_src, self.link_dst, self.is_net, self._mark, self._s_dload, self._s_rtt, self._s_cnt)
+        if not touched.size:
+            return  # flows inside servers only: no network link, nothing to model
         cfg = self.cfg
         tcp = cfg.model == "tcp"
         # setup, slow start and convergence costs, onto the flows' latency
-        fresh = flow_extras(comp, f.rate, f.rate_new, f.rem, f.size, f.start, now, rtt, rtt_q, f.lat, tcp,
-                            cfg.setup_rtts, cfg.init_cwnd_packets * cfg.payload_bytes,
+        fresh = flow_extras(comp, net, f.rate, f.rate_new, f.rem, f.size, f.start, now, rtt, rtt_q, f.lat,
+                            tcp, cfg.setup_rtts, cfg.init_cwnd_packets * cfg.payload_bytes,
                             cfg.slow_start_growth, cfg.payload_bytes, cfg.ramp_gain, cfg.dcqcn_timer_s,
                             cfg.dcqcn_fast_recovery_steps, cfg.dcqcn_rai_bytes_per_s)
         any_fresh = fresh.any()
@@ -251,7 +253,9 @@ class NetworkModel:
         the source sent them; a short flow pays the queues on its path in its round trips,
         `on_rates`.)"""
         f, lk = eng._f, eng._links
-        touched = touched_links(done, f.lo, f.hi, lk.link, self._mark)
+        touched = touched_net_links(done, f.lo, f.hi, lk.link, self._mark, self.is_net)
+        if not touched.size:
+            return
         self._set_links(touched, eng._b_len[touched], eng._ls.load[touched], self._rtt_of(touched), now)
 
     # ---- state ---------------------------------------------------------------------------
