@@ -8,47 +8,43 @@ event touches (`flowherd.sim.network.model.NetworkModel.on_rates`).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.typed import Dict
+from numba import njit
 
 __all__ = ["burst_peaks", "flow_extras", "flow_pass", "link_update", "pause_victims", "touched_links",
            "touched_net_links", "upstream_links"]
 
 
 @njit(cache=True)
-def touched_links(flows, lo, hi, link_buf, mark):
-    """The distinct links of ``flows``, in first-seen order (``mark`` zero on entry and exit)."""
-    out = []
+def _distinct_links(flows, lo, hi, link_buf, mark, is_net, net_only):
+    # first-seen order; a preallocated buffer, not a list (a typed list costs microseconds a call)
+    total = 0
+    for i in range(flows.size):
+        total += hi[flows[i]] - lo[flows[i]]
+    res = np.empty(total, np.int64)
+    m = 0
     for i in range(flows.size):
         f = flows[i]
         for k in range(lo[f], hi[f]):
             lnk = link_buf[k]
-            if not mark[lnk]:
+            if (is_net[lnk] or not net_only) and not mark[lnk]:
                 mark[lnk] = True
-                out.append(lnk)
-    res = np.empty(len(out), np.int64)
-    for i in range(len(out)):
-        res[i] = out[i]
-        mark[out[i]] = False
-    return res
+                res[m] = lnk
+                m += 1
+    for j in range(m):
+        mark[res[j]] = False
+    return res[:m]
+
+
+@njit(cache=True)
+def touched_links(flows, lo, hi, link_buf, mark):
+    """The distinct links of ``flows``, in first-seen order (``mark`` zero on entry and exit)."""
+    return _distinct_links(flows, lo, hi, link_buf, mark, mark, False)
 
 
 @njit(cache=True)
 def touched_net_links(flows, lo, hi, link_buf, mark, is_net):
     """The distinct network links of ``flows`` (`touched_links` without the others)."""
-    out = []
-    for i in range(flows.size):
-        f = flows[i]
-        for k in range(lo[f], hi[f]):
-            lnk = link_buf[k]
-            if is_net[lnk] and not mark[lnk]:
-                mark[lnk] = True
-                out.append(lnk)
-    res = np.empty(len(out), np.int64)
-    for i in range(len(out)):
-        res[i] = out[i]
-        mark[out[i]] = False
-    return res
+    return _distinct_links(flows, lo, hi, link_buf, mark, is_net, True)
 
 
 @njit(cache=True)
@@ -63,9 +59,10 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
     rtt_q = np.zeros(n)
     line = np.full(n, np.inf)
     net = np.zeros(n, np.bool_)
-    touched = []
+    total = 0
     for i in range(n):
         f = comp[i]
+        total += hi[f] - lo[f]
         for k in range(lo[f], hi[f]):
             lnk = link_buf[k]
             fr = frac_buf[k]
@@ -76,7 +73,14 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
             if is_net[lnk]:
                 net[i] = True
         rtt_q[i] += rtt[i]
-    pairs = Dict.empty(key_type=types.int64, value_type=types.float64)
+    touched = np.empty(total, np.int64)
+    m = 0
+    # (link, ingress link) pairs with the line rate of a flow entering the link's switch by it;
+    # summed per pair after a sort (no typed dict: it costs microseconds a call)
+    keys = np.empty(total, np.int64)
+    vals = np.empty(total)
+    npair = 0
+    nl = cap_wire.size
     for i in range(n):
         if not net[i]:
             continue
@@ -88,36 +92,43 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
                 continue
             if not mark[lnk]:
                 mark[lnk] = True
-                touched.append(lnk)
+                touched[m] = lnk
+                m += 1
             s_dload[lnk] += d * frac_buf[k]
             s_rtt[lnk] += rtt[i]
             s_cnt[lnk] += 1
             for k2 in range(lo[f], hi[f]):  # the link the flow enters lnk's switch by
                 u = link_buf[k2]
                 if link_dst[u] == link_src[lnk]:
-                    key = np.int64(lnk) * cap_wire.size + u
-                    if key in pairs:
-                        pairs[key] += line[i]
-                    else:
-                        pairs[key] = line[i]
+                    keys[npair] = np.int64(lnk) * nl + u
+                    vals[npair] = line[i]
+                    npair += 1
                     break
-    m = len(touched)
-    t = np.empty(m, np.int64)
+    t = touched[:m].copy()
     dload = np.empty(m)
     rtt_l = np.empty(m)
     pot = np.zeros(m)
     for j in range(m):
-        lnk = touched[j]
-        t[j] = lnk
+        lnk = t[j]
         dload[j] = s_dload[lnk]
         rtt_l[j] = s_rtt[lnk] / max(s_cnt[lnk], 1)
         s_cnt[lnk] = j  # reused: position of the link in `touched`
-    for key, val in pairs.items():
-        lnk = key // cap_wire.size
-        u = key % cap_wire.size
-        pot[s_cnt[lnk]] += min(cap_wire[u], val)
+    if npair:
+        order = np.argsort(keys[:npair], kind="mergesort")
+        cur = keys[order[0]]
+        acc = 0.0
+        for r in range(npair + 1):
+            if r == npair or keys[order[r]] != cur:
+                lnk = cur // nl
+                u = cur % nl
+                pot[s_cnt[lnk]] += min(cap_wire[u], acc)
+                if r == npair:
+                    break
+                cur = keys[order[r]]
+                acc = 0.0
+            acc += vals[order[r]]
     for j in range(m):
-        lnk = touched[j]
+        lnk = t[j]
         mark[lnk] = False
         s_dload[lnk] = 0.0
         s_rtt[lnk] = 0.0
@@ -145,8 +156,9 @@ def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_
                 n_max = nflows[i]
         if n_max >= dq_p.shape[1]:
             return sat, np.empty(0, np.int64), np.empty(0), n_max
-    ch_l = []
-    ch_q = []
+    ch_l = np.empty(m, np.int64)
+    ch_q = np.empty(m)
+    nch = 0
     kp = k_bytes / pkt_bytes
     for i in range(m):
         lnk = links[i]
@@ -174,20 +186,16 @@ def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_
                 qn = min(dq_q[c, n], q_cap_bytes)
                 mk = dq_p[c, n]
         if abs(qn - q[lnk]) > 1e-9 * max(qn, 1.0):
-            ch_l.append(lnk)
-            ch_q.append(qn)
+            ch_l[nch] = lnk
+            ch_q[nch] = qn
+            nch += 1
         q[lnk] = qn
         if qn > q_max[lnk]:
             q_max[lnk] = qn
         mark[lnk] = mk
         load_rec[lnk] = load[i] if is_net[lnk] else 0.0
         q_t[lnk] = now
-    cl = np.empty(len(ch_l), np.int64)
-    cq = np.empty(len(ch_l))
-    for j in range(len(ch_l)):
-        cl[j] = ch_l[j]
-        cq[j] = ch_q[j]
-    return sat, cl, cq, -1
+    return sat, ch_l[:nch], ch_q[:nch], -1
 
 
 @njit(cache=True)
@@ -308,17 +316,20 @@ def burst_peaks(comp, lo, hi, link_buf, frac_buf, rtt, line, rem, prio, is_net, 
                     over = True
     if not any_net or (comp.size == 1 and not over):
         return np.empty(0, np.int64), np.empty(0), np.empty(0, np.bool_)
-    hot = []
+    total = 0
+    for i in range(comp.size):
+        total += hi[comp[i]] - lo[comp[i]]
+    h = np.empty(total, np.int64)
+    nh = 0
     for i in range(comp.size):
         f = comp[i]
         for k in range(lo[f], hi[f]):
             lnk = link_buf[k]
             if is_net[lnk] and pos[lnk] < 0:
                 pos[lnk] = 0
-                hot.append(lnk)
-    h = np.empty(len(hot), np.int64)
-    for j in range(len(hot)):
-        h[j] = hot[j]
+                h[nh] = lnk
+                nh += 1
+    h = h[:nh].copy()
     h.sort()
     for j in range(h.size):
         pos[h[j]] = j

@@ -50,6 +50,7 @@ shared-buffer coupling between ports of a switch (each port has its dynamic-thre
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -107,6 +108,13 @@ class NetworkStats:
     pause_dur_s: np.ndarray
     num_timeouts: int
     num_pauses: int
+
+
+@functools.lru_cache(maxsize=65536)
+def _dcqcn_point(*args) -> tuple[float, float]:
+    # DCQCN's fixed point is a root solve; a cluster run makes many engines (probes) with one
+    # configuration, so the points are solved once per process
+    return fluid.dcqcn_fixed_point(*args)
 
 
 def _incidences(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -301,10 +309,9 @@ class NetworkModel:
 
     def _dcqcn(self, n: int, cap_wire: float) -> tuple[float, float]:
         c = self.cfg
-        return fluid.dcqcn_fixed_point(n, cap_wire, self.pkt_wire, c.ecn_kmin_bytes, c.ecn_kmax_bytes,
-                                       c.ecn_pmax, c.dcqcn_timer_s, c.dcqcn_byte_counter_bytes,
-                                       c.dcqcn_fast_recovery_steps, c.dcqcn_rai_bytes_per_s,
-                                       c.dcqcn_cnp_interval_s, c.dcqcn_alpha_interval_s)
+        return _dcqcn_point(n, cap_wire, self.pkt_wire, c.ecn_kmin_bytes, c.ecn_kmax_bytes, c.ecn_pmax,
+                            c.dcqcn_timer_s, c.dcqcn_byte_counter_bytes, c.dcqcn_fast_recovery_steps,
+                            c.dcqcn_rai_bytes_per_s, c.dcqcn_cnp_interval_s, c.dcqcn_alpha_interval_s)
 
     def _bursts(self, eng: Engine, comp: np.ndarray, rtt: np.ndarray, line: np.ndarray) -> np.ndarray:
         """Extra time of the flows ``comp`` (all fresh; victims of a pause get theirs directly)
