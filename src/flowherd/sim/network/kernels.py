@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["burst_peaks", "flow_extras", "flow_pass", "link_update", "pause_victims", "touched_links",
-           "touched_net_links", "upstream_links"]
+__all__ = ["burst_peaks", "flow_extras", "flow_pass", "link_update", "pause_victims", "rates_pass",
+           "touched_links", "touched_net_links", "upstream_links"]
 
 
 @njit(cache=True)
@@ -358,3 +358,50 @@ def burst_peaks(comp, lo, hi, link_buf, frac_buf, rtt, line, rem, prio, is_net, 
         if sum_line[j] + old > cap_wire[lnk]:
             peak[j] = q[lnk] + sum_w[j] + (old - cap_wire[lnk]) * dur[j]
     return h, peak, ll
+
+
+@njit(cache=True)
+def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, start, prio, lat, now,
+               rtt_part, q, q_max, cap_wire, link_src, link_dst, is_net, load, b_len, arrive, lossless_q,
+               mark, s_dload, s_rtt, s_cnt, pos, tcp, setup_rtts, iw, growth, mss, ramp_gain, dcqcn_timer,
+               dcqcn_steps, dcqcn_rai, wire_eff, iw_wire, cnp_interval, pfc_xoff, port_buffer):
+    """`flow_pass`, `flow_extras` and `burst_peaks` of one rate update in one compiled call (the
+    call overhead, not the work, dominates updates of a few flows): the costs are added to
+    ``lat``, the touched links' arrival potentials written to ``arrive`` and the burst peaks
+    to ``q_max`` (capped by PFC Xoff on a lossless port, the buffer on a lossy one). Returns
+    (positions in ``comp`` of the fresh flows, touched network links, their flow counts, their
+    new loads, their mean RTTs, the burst links, peaks, lossless); the burst arrays are empty
+    when no port fills."""
+    rtt, rtt_q, line, net, t, dload, rtt_l, pot = flow_pass(
+        comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q, cap_wire, link_src, link_dst,
+        is_net, mark, s_dload, s_rtt, s_cnt)
+    nflows = np.empty(t.size, np.int64)
+    new_load = np.empty(t.size)
+    for j in range(t.size):
+        lnk = t[j]
+        arrive[lnk] = pot[j]
+        nflows[j] = b_len[lnk]
+        new_load[j] = load[lnk] + dload[j]
+    no_h = np.empty(0, np.int64)
+    no_f = np.empty(0)
+    no_b = np.empty(0, np.bool_)
+    if not t.size:
+        return no_h, t, nflows, new_load, rtt_l, no_h, no_f, no_b
+    fresh = flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp,
+                        setup_rtts, iw, growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai)
+    fi = np.flatnonzero(fresh)
+    if not fi.size:
+        return fi, t, nflows, new_load, rtt_l, no_h, no_f, no_b
+    h, peak, ll = burst_peaks(comp[fi], lo, hi, link_buf, frac_buf, rtt[fi], line[fi], rem, prio, is_net,
+                              load, cap_wire, q, lossless_q, wire_eff, tcp, iw_wire, cnp_interval, pos)
+    any_peak = False
+    for j in range(h.size):
+        if peak[j] > 0:
+            any_peak = True
+            cap = pfc_xoff if ll[j] else port_buffer
+            v = min(peak[j], cap)
+            if v > q_max[h[j]]:
+                q_max[h[j]] = v
+    if not any_peak:
+        return fi, t, nflows, new_load, rtt_l, no_h, no_f, no_b
+    return fi, t, nflows, new_load, rtt_l, h, peak, ll

@@ -60,11 +60,9 @@ from flowherd.fabric.core import Fabric, LinkKind, NodeKind
 from flowherd.sim.network import fluid
 from flowherd.sim.network.config import NetworkConfig
 from flowherd.sim.network.kernels import (
-    burst_peaks,
-    flow_extras,
-    flow_pass,
     link_update,
     pause_victims,
+    rates_pass,
     touched_net_links,
     upstream_links,
 )
@@ -142,6 +140,7 @@ class NetworkModel:
         self.cap = self.cap_wire.copy()  # the engine's (payload) capacities
         self.cap[self.is_net] *= cfg.wire_efficiency
         self.pkt_wire = cfg.payload_bytes + cfg.overhead_bytes
+        self._wire_eff = cfg.wire_efficiency
         # round trip of a packet over a link and back: propagation both ways plus the
         # store-and-forward serialization of a full packet
         lat = np.asarray(fabric.link_latency_s, dtype=np.float64)
@@ -194,31 +193,29 @@ class NetworkModel:
         """The engine re-allocated ``comp`` (old rates in ``rate``, new in ``rate_new``)."""
         f, lk = eng._f, eng._links
         self._now = now
-        # per flow: base RTT, RTT with the standing queues on its path (what a starting flow's
-        # round trips take), line rate; per link: load change, RTT, arrival potential
-        rtt, rtt_q, line, net, touched, d_load, rtt_l, pot = flow_pass(
-            comp, f.lo, f.hi, lk.link, lk.frac, f.rate, f.rate_new, self.rtt_part, self.q, self.cap_wire,
-            self.link_src, self.link_dst, self.is_net, self._mark, self._s_dload, self._s_rtt, self._s_cnt)
-        if not touched.size:
-            return  # flows inside servers only: no network link, nothing to model
         cfg = self.cfg
         tcp = cfg.model == "tcp"
-        # setup, slow start and convergence costs, onto the flows' latency
-        fresh = flow_extras(comp, net, f.rate, f.rate_new, f.rem, f.size, f.start, now, rtt, rtt_q, f.lat,
-                            tcp, cfg.setup_rtts, cfg.init_cwnd_packets * cfg.payload_bytes,
-                            cfg.slow_start_growth, cfg.payload_bytes, cfg.ramp_gain, cfg.dcqcn_timer_s,
-                            cfg.dcqcn_fast_recovery_steps, cfg.dcqcn_rai_bytes_per_s)
-        any_fresh = fresh.any()
-        if any_fresh:
-            sub = comp[fresh]
-            burst = self._bursts(eng, sub, rtt[fresh], line[fresh])
-            if burst.any():
-                f.lat[sub] += burst
+        # per flow: base RTT, RTT with the standing queues on its path (what a starting flow's
+        # round trips take), line rate; setup, slow start and convergence costs onto the flows'
+        # latency; per link: load change, RTT, arrival potential; the first-window bursts
+        fi, touched, nflows, new_load, rtt_l, hot, peak, ll = rates_pass(
+            comp, f.lo, f.hi, lk.link, lk.frac, f.rate, f.rate_new, f.rem, f.size, f.start, f.prio, f.lat,
+            now, self.rtt_part, self.q, self.q_max, self.cap_wire, self.link_src, self.link_dst, self.is_net,
+            eng._ls.load, eng._b_len, self.arrive, self._lossless_q, self._mark, self._s_dload, self._s_rtt,
+            self._s_cnt, self._pos, tcp, cfg.setup_rtts, cfg.init_cwnd_packets * cfg.payload_bytes,
+            cfg.slow_start_growth, cfg.payload_bytes, cfg.ramp_gain, cfg.dcqcn_timer_s,
+            cfg.dcqcn_fast_recovery_steps, cfg.dcqcn_rai_bytes_per_s, self._wire_eff,
+            cfg.init_cwnd_packets * self.pkt_wire, cfg.dcqcn_cnp_interval_s, cfg.pfc_xoff_bytes,
+            cfg.port_buffer_bytes)
+        if not touched.size:
+            return  # flows inside servers only: no network link, nothing to model
+        if hot.size:  # a port fills: drops (lossy) or pauses (lossless)
+            sub = comp[fi]
+            self._bursts(eng, sub, hot, peak, ll)
         # per-link state after this update
-        self.arrive[touched] = pot
-        nflows = eng._b_len[touched]
-        sat = self._set_links(touched, nflows, eng._ls.load[touched] + d_load, rtt_l, now)
-        if tcp and any_fresh and sat.any():
+        sat = self._set_links(touched, nflows, new_load, rtt_l, now)
+        if tcp and fi.size and sat.any():
+            sub = comp[fi]
             inc, own = _incidences(f.lo[sub], f.hi[sub])
             self._slow_start_exit(f, sub, lk.link[inc], own, touched[sat], nflows[sat], rtt_l[sat])
 
@@ -313,21 +310,14 @@ class NetworkModel:
                             c.dcqcn_timer_s, c.dcqcn_byte_counter_bytes, c.dcqcn_fast_recovery_steps,
                             c.dcqcn_rai_bytes_per_s, c.dcqcn_cnp_interval_s, c.dcqcn_alpha_interval_s)
 
-    def _bursts(self, eng: Engine, comp: np.ndarray, rtt: np.ndarray, line: np.ndarray) -> np.ndarray:
-        """Extra time of the flows ``comp`` (all fresh; victims of a pause get theirs directly)
-        from their first-window bursts."""
+    def _bursts(self, eng: Engine, comp: np.ndarray, hot: np.ndarray, peak: np.ndarray,
+                ll: np.ndarray) -> None:
+        """The first-window bursts of the fresh flows ``comp`` fill the ports ``hot`` to ``peak``
+        (`kernels.burst_peaks`; ``ll``: a lossless flow is among them): lossy ports above the
+        buffer drop, lossless ones above PFC Xoff pause their upstream links. The extra time
+        goes onto the flows' latency (victims of a pause get theirs directly)."""
         cfg, f, lk = self.cfg, eng._f, eng._links
         extra = np.zeros(comp.size)
-        hot, peak, ll = burst_peaks(comp, f.lo, f.hi, lk.link, lk.frac, rtt, line, f.rem, f.prio, self.is_net,
-                                    eng._ls.load, self.cap_wire, self.q, self._lossless_q,
-                                    cfg.wire_efficiency, cfg.model == "tcp",
-                                    cfg.init_cwnd_packets * self.pkt_wire, cfg.dcqcn_cnp_interval_s,
-                                    self._pos)
-        # most starts burst nowhere: their ports drain faster than they fill
-        if not hot.size or not (peak > 0).any():
-            return extra
-        self.q_max[hot] = np.maximum(self.q_max[hot], np.minimum(peak, np.where(ll, cfg.pfc_xoff_bytes,
-                                                                               cfg.port_buffer_bytes)))
         drop = ~ll & (peak > cfg.port_buffer_bytes)
         pausing = np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes))
         if drop.any() or (pausing.size and self._multi_class):
@@ -348,7 +338,7 @@ class NetworkModel:
             else:  # every flow in the default queue (a lossless one: a flow of it paused the port)
                 cls_mask = self._default_mask
             self._pause_upstream(eng, lnk, t_pause, comp, extra, 0, cls_mask)
-        return extra
+        f.lat[comp] += extra
 
     def _drop(self, f, comp: np.ndarray, links: np.ndarray, own: np.ndarray, hot: np.ndarray,
               peak: np.ndarray, drop: np.ndarray, extra: np.ndarray) -> None:
