@@ -174,16 +174,22 @@ def run_ns3(c: Case, binary: Path) -> tuple[np.ndarray, np.ndarray, dict]:
     out = subprocess.run([str(binary), str(path)], capture_output=True, text=True, check=True).stdout
     n = len(c.src)
     start, end = np.full(n, np.nan), np.full(n, np.nan)
-    drops = marks = 0
+    drops = marks = rtos = 0
+    rto_flows, rto_min_cwnd = [], []
     for line in out.splitlines():
         p = line.split()
         if p[0] == "fct":
             i = int(p[1])
             start[i], end[i] = float(p[2]), float(p[4])
+        elif p[0] == "rto":  # a flow that took timeouts: how many, and its smallest window
+            rto_flows.append(int(p[1]))
+            rtos += int(p[2])
+            rto_min_cwnd.append(int(p[3]))
         elif p[0] == "port":
             drops += int(p[2])
             marks += int(p[3])
-    return start, end, {"drops_pkts": drops, "marks_pkts": marks}
+    return start, end, {"drops_pkts": drops, "marks_pkts": marks, "timeouts": rtos, "rto_flows": rto_flows,
+                        "rto_min_cwnd_bytes": rto_min_cwnd}
 
 
 def network_of(c: Case, model: str):

@@ -12,7 +12,9 @@
 //   tcp dctcp|newreno  min_rto_us R  rwnd_bytes W  flows N
 //   then N lines: id src dst size_bytes start_s ndeps dep...
 // Host NICs queue without limit (and mark at K); switch ports have the configured buffer.
-// Output (stdout): one line per flow "fct id start_s first_byte_s end_s", then per port
+// Output (stdout): one line per flow "fct id start_s first_byte_s end_s", per flow that took a
+// retransmission timeout "rto id timeouts min_cwnd_bytes" (the sender's TCP entering CA_LOSS;
+// min_cwnd_bytes: the smallest congestion window it had), then per port
 // "port name drops_pkts marks_pkts", then "events N".
 // Build: g++ -O2 -std=c++17 leafspine.cc $(pkg-config --cflags --libs ns3-core ns3-network
 //   ns3-internet ns3-point-to-point ns3-applications ns3-traffic-control)
@@ -41,6 +43,8 @@ struct FlowSpec
     int waiting = 0;
     double t_start = -1, t_first = -1, t_end = -1;
     uint64_t got = 0;
+    int rtos = 0;
+    uint32_t min_cwnd = 0xffffffffu;
     std::vector<int> dependents;
 };
 
@@ -50,6 +54,33 @@ static std::vector<Ipv4Address> g_addr;
 static const uint16_t kBasePort = 10000;
 
 static void StartFlow(int i);
+
+// passive traces of the sender's TCP: timeouts (CA_LOSS entries) and the smallest window
+static void
+OnCongState(int i, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now)
+{
+    if (now == TcpSocketState::CA_LOSS)
+        g_flows[i].rtos++;
+}
+
+static void
+OnCwnd(int i, uint32_t, uint32_t now)
+{
+    g_flows[i].min_cwnd = std::min(g_flows[i].min_cwnd, now);
+}
+
+static void
+HookSocket(int i, Ptr<Application> app)
+{
+    Ptr<Socket> s = DynamicCast<BulkSendApplication>(app)->GetSocket();
+    if (!s)  // the application makes its socket when it starts
+    {
+        Simulator::Schedule(NanoSeconds(1), &HookSocket, i, app);
+        return;
+    }
+    s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&OnCongState, i));
+    s->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&OnCwnd, i));
+}
 
 static void
 TryRelease(int i)
@@ -83,6 +114,7 @@ StartFlow(int i)
     bulk.SetAttribute("SendSize", UintegerValue(1448 * 8));
     ApplicationContainer app = bulk.Install(g_hosts[f.src]);
     app.Start(Seconds(0));
+    Simulator::Schedule(NanoSeconds(1), &HookSocket, i, app.Get(0));
 }
 
 static void
@@ -247,6 +279,9 @@ main(int argc, char* argv[])
     Simulator::Run();
     for (const FlowSpec& f : g_flows)
         printf("fct %d %.9f %.9f %.9f\n", f.id, f.t_start, f.t_first, f.t_end);
+    for (const FlowSpec& f : g_flows)
+        if (f.rtos)
+            printf("rto %d %d %u\n", f.id, f.rtos, f.min_cwnd);
     for (auto& [name, q] : ports)
     {
         const QueueDisc::Stats& s = q->GetStats();

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["burst_peaks", "flow_extras", "flow_pass", "link_update", "pause_victims", "rates_pass",
-           "touched_links", "touched_net_links", "upstream_links"]
+__all__ = ["burst_peaks", "done_pass", "flow_extras", "flow_pass", "link_update", "pause_victims",
+           "rates_pass", "touched_links", "touched_net_links", "upstream_links"]
 
 
 @njit(cache=True)
@@ -364,14 +364,19 @@ def burst_peaks(comp, lo, hi, link_buf, frac_buf, rtt, line, rem, prio, is_net, 
 def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, start, prio, lat, now,
                rtt_part, q, q_max, cap_wire, link_src, link_dst, is_net, load, b_len, arrive, lossless_q,
                mark, s_dload, s_rtt, s_cnt, pos, tcp, setup_rtts, iw, growth, mss, ramp_gain, dcqcn_timer,
-               dcqcn_steps, dcqcn_rai, wire_eff, iw_wire, cnp_interval, pfc_xoff, port_buffer):
-    """`flow_pass`, `flow_extras` and `burst_peaks` of one rate update in one compiled call (the
-    call overhead, not the work, dominates updates of a few flows): the costs are added to
-    ``lat``, the touched links' arrival potentials written to ``arrive`` and the burst peaks
-    to ``q_max`` (capped by PFC Xoff on a lossless port, the buffer on a lossy one). Returns
-    (positions in ``comp`` of the fresh flows, touched network links, their flow counts, their
-    new loads, their mean RTTs, the burst links, peaks, lossless); the burst arrays are empty
-    when no port fills."""
+               dcqcn_steps, dcqcn_rai, wire_eff, iw_wire, cnp_interval, pfc_xoff, port_buffer,
+               q_t, q_int, mark_frac, load_rec, marked, src_is_switch, cap, sat_rtol, k_bytes, pkt_bytes,
+               q_cap_bytes, dq_cls, dq_p, dq_q):
+    """`flow_pass`, `flow_extras`, `burst_peaks` and `link_update` of one rate update in one
+    compiled call (the call overhead, not the work, dominates updates of a few flows): the
+    costs are added to ``lat``, the touched links' arrival potentials written to ``arrive``, the
+    burst peaks to ``q_max`` (capped by PFC Xoff on a lossless port, the buffer on a lossy
+    one), the touched links' queues and marks updated (`link_update`; ``mark_frac`` is its
+    ``mark``). Returns (positions in ``comp`` of the fresh flows, touched network links, their
+    flow counts, new loads and mean RTTs, the burst links, peaks, lossless, and
+    `link_update`'s four results); the burst arrays are empty when no port fills. When
+    `link_update` needs a larger DCQCN table (its last result >= 0) it has touched nothing and
+    the caller updates the links after growing it; everything else is done."""
     rtt, rtt_q, line, net, t, dload, rtt_l, pot = flow_pass(
         comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q, cap_wire, link_src, link_dst,
         is_net, mark, s_dload, s_rtt, s_cnt)
@@ -382,26 +387,50 @@ def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
         arrive[lnk] = pot[j]
         nflows[j] = b_len[lnk]
         new_load[j] = load[lnk] + dload[j]
-    no_h = np.empty(0, np.int64)
-    no_f = np.empty(0)
-    no_b = np.empty(0, np.bool_)
-    if not t.size:
-        return no_h, t, nflows, new_load, rtt_l, no_h, no_f, no_b
-    fresh = flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp,
-                        setup_rtts, iw, growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai)
-    fi = np.flatnonzero(fresh)
-    if not fi.size:
-        return fi, t, nflows, new_load, rtt_l, no_h, no_f, no_b
-    h, peak, ll = burst_peaks(comp[fi], lo, hi, link_buf, frac_buf, rtt[fi], line[fi], rem, prio, is_net,
-                              load, cap_wire, q, lossless_q, wire_eff, tcp, iw_wire, cnp_interval, pos)
-    any_peak = False
-    for j in range(h.size):
-        if peak[j] > 0:
-            any_peak = True
-            cap = pfc_xoff if ll[j] else port_buffer
-            v = min(peak[j], cap)
-            if v > q_max[h[j]]:
-                q_max[h[j]] = v
-    if not any_peak:
-        return fi, t, nflows, new_load, rtt_l, no_h, no_f, no_b
-    return fi, t, nflows, new_load, rtt_l, h, peak, ll
+    h = np.empty(0, np.int64)
+    peak = np.empty(0)
+    ll = np.empty(0, np.bool_)
+    fi = np.empty(0, np.int64)
+    if t.size:
+        fresh = flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp,
+                            setup_rtts, iw, growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai)
+        fi = np.flatnonzero(fresh)
+    if fi.size:
+        h2, peak2, ll2 = burst_peaks(comp[fi], lo, hi, link_buf, frac_buf, rtt[fi], line[fi], rem, prio,
+                                     is_net, load, cap_wire, q, lossless_q, wire_eff, tcp, iw_wire,
+                                     cnp_interval, pos)
+        any_peak = False
+        for j in range(h2.size):
+            if peak2[j] > 0:
+                any_peak = True
+                cap_j = pfc_xoff if ll2[j] else port_buffer
+                v = min(peak2[j], cap_j)
+                if v > q_max[h2[j]]:
+                    q_max[h2[j]] = v
+        if any_peak:
+            h, peak, ll = h2, peak2, ll2
+    sat, ch_l, ch_q, need = link_update(t, nflows, new_load, rtt_l, now, q, q_t, q_int, q_max, mark_frac,
+                                        load_rec, marked, is_net, src_is_switch, arrive, cap, cap_wire,
+                                        sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q)
+    return fi, t, nflows, new_load, rtt_l, h, peak, ll, sat, ch_l, ch_q, need
+
+
+@njit(cache=True)
+def done_pass(done, lo, hi, link_buf, scratch, is_net, b_len, load, rtt_part, now, q, q_t, q_int, q_max,
+              mark_frac, load_rec, marked, src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes,
+              pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q):
+    """`NetworkModel.on_done` in one compiled call: the network links of the flows ``done``
+    and `link_update` of them (a link's RTT without its flows at hand: three hops through it,
+    host-leaf-host). Returns (links, then `link_update`'s four results)."""
+    t = touched_net_links(done, lo, hi, link_buf, scratch, is_net)
+    nflows = np.empty(t.size, np.int64)
+    ld = np.empty(t.size)
+    rtt = np.empty(t.size)
+    for j in range(t.size):
+        nflows[j] = b_len[t[j]]
+        ld[j] = load[t[j]]
+        rtt[j] = 3.0 * rtt_part[t[j]]
+    sat, ch_l, ch_q, need = link_update(t, nflows, ld, rtt, now, q, q_t, q_int, q_max, mark_frac, load_rec,
+                                        marked, is_net, src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp,
+                                        k_bytes, pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q)
+    return t, sat, ch_l, ch_q, need

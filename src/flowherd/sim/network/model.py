@@ -60,10 +60,10 @@ from flowherd.fabric.core import Fabric, LinkKind, NodeKind
 from flowherd.sim.network import fluid
 from flowherd.sim.network.config import NetworkConfig
 from flowherd.sim.network.kernels import (
+    done_pass,
     link_update,
     pause_victims,
     rates_pass,
-    touched_net_links,
     upstream_links,
 )
 
@@ -198,7 +198,7 @@ class NetworkModel:
         # per flow: base RTT, RTT with the standing queues on its path (what a starting flow's
         # round trips take), line rate; setup, slow start and convergence costs onto the flows'
         # latency; per link: load change, RTT, arrival potential; the first-window bursts
-        fi, touched, nflows, new_load, rtt_l, hot, peak, ll = rates_pass(
+        fi, touched, nflows, new_load, rtt_l, hot, peak, ll, sat, ch_l, ch_q, need = rates_pass(
             comp, f.lo, f.hi, lk.link, lk.frac, f.rate, f.rate_new, f.rem, f.size, f.start, f.prio, f.lat,
             now, self.rtt_part, self.q, self.q_max, self.cap_wire, self.link_src, self.link_dst, self.is_net,
             eng._ls.load, eng._b_len, self.arrive, self._lossless_q, self._mark, self._s_dload, self._s_rtt,
@@ -206,14 +206,18 @@ class NetworkModel:
             cfg.slow_start_growth, cfg.payload_bytes, cfg.ramp_gain, cfg.dcqcn_timer_s,
             cfg.dcqcn_fast_recovery_steps, cfg.dcqcn_rai_bytes_per_s, self._wire_eff,
             cfg.init_cwnd_packets * self.pkt_wire, cfg.dcqcn_cnp_interval_s, cfg.pfc_xoff_bytes,
-            cfg.port_buffer_bytes)
+            cfg.port_buffer_bytes, self.q_t, self.q_int, self.mark, self.load, self.marked,
+            self.src_is_switch, self.cap, _SAT_RTOL, cfg.ecn_kmin_bytes, self.pkt_wire,
+            cfg.port_buffer_bytes if tcp else cfg.pfc_xoff_bytes, self._dq_cls, self._dq_p, self._dq_q)
         if not touched.size:
             return  # flows inside servers only: no network link, nothing to model
         if hot.size:  # a port fills: drops (lossy) or pauses (lossless)
-            sub = comp[fi]
-            self._bursts(eng, sub, hot, peak, ll)
-        # per-link state after this update
-        sat = self._set_links(touched, nflows, new_load, rtt_l, now)
+            self._bursts(eng, comp[fi], hot, peak, ll)
+        # per-link state after this update (done in the pass unless DCQCN's table must grow)
+        if need >= 0:
+            sat = self._set_links(touched, nflows, new_load, rtt_l, now)
+        else:
+            self._record(now, ch_l, ch_q)
         if tcp and fi.size and sat.any():
             sub = comp[fi]
             inc, own = _incidences(f.lo[sub], f.hi[sub])
@@ -258,34 +262,44 @@ class NetworkModel:
         the source sent them; a short flow pays the queues on its path in its round trips,
         `on_rates`.)"""
         f, lk = eng._f, eng._links
-        touched = touched_net_links(done, f.lo, f.hi, lk.link, self._mark, self.is_net)
-        if not touched.size:
-            return
-        self._set_links(touched, eng._b_len[touched], eng._ls.load[touched], self._rtt_of(touched), now)
+        touched, _, ch_l, ch_q, need = done_pass(done, f.lo, f.hi, lk.link, self._mark, self.is_net,
+                                                 eng._b_len, eng._ls.load, self.rtt_part, now,
+                                                 *self._link_args())
+        if need >= 0:  # DCQCN's table must grow first: nothing was touched
+            self._set_links(touched, eng._b_len[touched], eng._ls.load[touched], self._rtt_of(touched), now)
+        else:
+            self._record(now, ch_l, ch_q)
 
     # ---- state ---------------------------------------------------------------------------
     def _rtt_of(self, links: np.ndarray) -> np.ndarray:
         # without the flows at hand: a three-hop round trip through the link (host-leaf-host)
         return 3.0 * self.rtt_part[links]
 
+    def _link_args(self) -> tuple:
+        """The per-link state and constants `kernels.link_update` takes after ``now``."""
+        cfg = self.cfg
+        tcp = cfg.model == "tcp"
+        return (self.q, self.q_t, self.q_int, self.q_max, self.mark, self.load, self.marked,
+                self.src_is_switch, self.arrive, self.cap, self.cap_wire, _SAT_RTOL, tcp, cfg.ecn_kmin_bytes,
+                self.pkt_wire,
+                cfg.port_buffer_bytes if tcp else cfg.pfc_xoff_bytes, self._dq_cls, self._dq_p, self._dq_q)
+
+    def _record(self, now: float, ch_l: np.ndarray, ch_q: np.ndarray) -> None:
+        if ch_l.size and self._series_n < _SERIES_MAX:
+            self._series.append((now, ch_l, ch_q))
+            self._series_n += ch_l.size
+
     def _set_links(self, links: np.ndarray, nflows: np.ndarray, load: np.ndarray, rtt: np.ndarray,
                    now: float) -> np.ndarray:
         """Update the queues of ``links`` (`kernels.link_update`); returns which of them are
         congested (hold a queue)."""
-        cfg = self.cfg
-        tcp = cfg.model == "tcp"
         while True:
-            sat, ch_l, ch_q, need = link_update(
-                links, nflows, load, rtt, now, self.q, self.q_t, self.q_int, self.q_max, self.mark, self.load,
-                self.marked, self.is_net, self.src_is_switch, self.arrive, self.cap, self.cap_wire, _SAT_RTOL,
-                tcp, cfg.ecn_kmin_bytes, self.pkt_wire, cfg.port_buffer_bytes if tcp else cfg.pfc_xoff_bytes,
-                self._dq_cls, self._dq_p, self._dq_q)
+            a = self._link_args()
+            sat, ch_l, ch_q, need = link_update(links, nflows, load, rtt, now, *a[:7], self.is_net, *a[7:])
             if need < 0:
                 break
             self._dcqcn_table(int(need))
-        if ch_l.size and self._series_n < _SERIES_MAX:
-            self._series.append((now, ch_l, ch_q))
-            self._series_n += ch_l.size
+        self._record(now, ch_l, ch_q)
         return sat
 
     def _dcqcn_table(self, n_max: int) -> None:
