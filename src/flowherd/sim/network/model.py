@@ -44,8 +44,13 @@ Bytes are conserved: every flow delivers its size (drops are re-sent, at flow le
 bytes a link carries are its flows' bytes); only times change.
 
 What it does not model (said so where it matters): per-packet dynamics, reordering, the
-persistent incast collapse of many flows with windows of one or two packets, PFC deadlock,
-shared-buffer coupling between ports of a switch (each port has its dynamic-threshold share).
+persistent incast collapse of many flows with windows of one or two packets (a window cut under
+the receiver's delayed-ACK count waits for the sender's timeout with no loss: ns-3's stalls,
+validation/README.md), PFC deadlock, shared-buffer coupling between ports of a switch (each
+port has its dynamic-threshold share), a queue per priority class (a port has one fluid queue
+and marking state over all its flows: a higher class's round trips include the standing queue
+of the classes below it; its share of the link is the engine's strict priority), schedulers
+other than strict priority between the queues (no DWRR).
 """
 
 from __future__ import annotations
