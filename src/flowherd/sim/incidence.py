@@ -123,7 +123,7 @@ FLOW_COLUMNS = {
     "prio": (np.int64, 0), "lo": (np.int64, 0), "hi": (np.int64, 0),
     "start": (np.float64, np.nan), "txend": (np.float64, np.inf), "finish": (np.float64, np.nan),
     "rem": (np.float64, 0.0), "t0": (np.float64, 0.0), "rate": (np.float64, 0.0),
-    "rate_new": (np.float64, 0.0), "mark": (np.bool_, False),
+    "rate_new": (np.float64, 0.0), "mark": (np.bool_, False), "bn": (np.int64, -1),
 }
 
 
