@@ -78,10 +78,18 @@ class FullCheckEngine(Engine):
         err = np.abs(f.rate[act] - ref) / self._ls.cap.max()
         type(self).max_err = max(type(self).max_err, float(err.max()))
         type(self).checks += 1
+        return act
 
     def _rates(self, started, ended, now):
         super()._rates(started, ended, now)
-        self._check()
+        act = self._check()
+        # every active flow's bottleneck pointer names one of its links, and that link is full
+        f, lk = self._f, self._links
+        load = self.link_load_bytes_per_s()
+        for a in act:
+            b = f.bn[a]
+            assert b in lk.link[f.lo[a]:f.hi[a]]
+            assert load[b] >= self._ls.cap[b] * (1 - 1e-9)
 
     def _rates_closure(self, seeds, now, thr):
         super()._rates_closure(seeds, now, thr)

@@ -155,8 +155,19 @@ def _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_len, b_f
 
 @njit(cache=True, inline="always")
 def _put(arr, n, v):
+    # int64 only: a dtype taken from the array would be unpickled at every call
     if n == arr.size:
-        new = np.empty(2 * arr.size + 16, arr.dtype)
+        new = np.empty(2 * arr.size + 16, np.int64)
+        new[:n] = arr[:n]
+        arr = new
+    arr[n] = v
+    return arr
+
+
+@njit(cache=True, inline="always")
+def _put_f(arr, n, v):
+    if n == arr.size:
+        new = np.empty(2 * arr.size + 16, np.float64)
         new[:n] = arr[:n]
         arr = new
     arr[n] = v
@@ -188,7 +199,7 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
         f = started[s]
         in_c[f] = True
         members = _put(members, n_mem, f)
-        prev = _put(prev, n_mem, -1.0)  # a new flow is checked in any case
+        prev = _put_f(prev, n_mem, -1.0)  # a new flow is checked in any case
         n_mem += 1
     eff = np.empty(64, np.int64)  # links whose cap_eff is set
     n_eff = 0
@@ -312,7 +323,7 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
             break
         for j in range(n_gr):
             members = _put(members, n_mem, grown[j])
-            prev = _put(prev, n_mem, -1.0)  # checked after its first pass in any case
+            prev = _put_f(prev, n_mem, -1.0)  # checked after its first pass in any case
             n_mem += 1
     for j in range(n_eff):
         lnk = eff[j]

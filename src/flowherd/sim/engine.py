@@ -47,7 +47,7 @@ from flowherd.sim.allocation import (
 )
 from flowherd.sim.bottleneck import reallocate_local
 from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing, check_weight
-from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, ranges
+from flowherd.sim.incidence import FLOW_COLUMNS, Grow, buckets_add, compact_flows, ranges
 from flowherd.sim.input_memo import InputMemo
 from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
 from flowherd.sim.results import SimResult
@@ -551,63 +551,10 @@ class Engine:
 
     def _compact(self) -> None:
         """Drop the flows that are over (no flow records are kept) and renumber the rest."""
-        f, links = self._f, self._links
-        n = f.count
-        keep = np.zeros(n, bool)
-        keep[self._active] = True
-        for c in self._pending:
-            keep[self._c_flow_lo[c]:self._c_flow_hi[c]] = True
-        ids = np.flatnonzero(keep)
-        new_id = np.full(n, -1, np.int64)
-        new_id[ids] = np.arange(ids.size)
-        lens = f.hi[ids] - f.lo[ids]
-        inc = ranges(f.lo[ids], f.hi[ids])
-        for name in links._spec:
-            col = getattr(links, name)
-            col[:inc.size] = col[inc]
-        links.count = inc.size
-        for name in f._spec:
-            col = getattr(f, name)
-            col[:ids.size] = col[ids]
-        f.count = ids.size
-        f.lo[:ids.size] = np.cumsum(lens) - lens
-        f.hi[:ids.size] = np.cumsum(lens)
-        for c in self._pending:
-            lo, hi = self._c_flow_lo[c], self._c_flow_hi[c]
-            if hi > lo:
-                self._c_flow_lo[c] = int(new_id[lo])
-                self._c_flow_hi[c] = int(new_id[lo]) + hi - lo
-        self._active = new_id[self._active]
-        nnz = int((f.hi[self._active] - f.lo[self._active]).sum())
-        if self._b_flow.size < 2 * nnz:
-            self._b_flow = np.zeros(8 * nnz + 8 * self.fabric.num_directed_links, np.int64)
-            self._b_inc = np.zeros(self._b_flow.size, np.int64)
-        self._b_used = adj_rebuild(self._active, f.lo, f.hi, links.link, links.pos, self._b_start,
-                                   self._b_len, self._b_cap, self._b_flow, self._b_inc)
-        self._dead = 0
+        compact_flows(self)
 
     def _adj_add(self, flows: np.ndarray) -> None:
-        f, links = self._f, self._links
-        done = 0
-        while True:
-            k, self._b_used = adj_insert(flows[done:], f.lo, f.hi, links.link, links.pos,
-                                         self._b_start, self._b_len, self._b_cap, self._b_flow,
-                                         self._b_inc, self._b_used)
-            done += k
-            if done == flows.size:
-                return
-            # pool full: lay the active flows out afresh in a pool twice their size
-            act = self._active
-            nnz = int((f.hi[act] - f.lo[act]).sum())
-            size = max(1024, 8 * nnz + 8 * self.fabric.num_directed_links)  # room enough
-            if size > self._b_flow.size:
-                self._b_flow = np.zeros(size, np.int64)
-                self._b_inc = np.zeros(size, np.int64)
-            # flows[done:] are in `act` but not yet in the buckets: rebuild from the rest
-            pending = flows[done:]
-            keep = act[~np.isin(act, pending)]
-            self._b_used = adj_rebuild(keep, f.lo, f.hi, links.link, links.pos, self._b_start,
-                                       self._b_len, self._b_cap, self._b_flow, self._b_inc)
+        buckets_add(self, flows)
 
     def _flows_done(self, done: np.ndarray) -> None:
         c = self._c
