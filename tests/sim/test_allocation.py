@@ -1,5 +1,6 @@
-"""The engine's rate update (`flowherd.sim.allocation`): the arrival bound and the threshold rule
-that keeps flows below an event's level untouched, checked against full max-min recomputations."""
+"""The engine's rate updates: the bottleneck rule (`flowherd.sim.bottleneck`, the default) and the
+closure rule (`flowherd.sim.allocation`: the arrival bound and the threshold that keeps flows below
+an event's level untouched), checked against full max-min recomputations."""
 
 import numpy as np
 from hypothesis import given, settings
@@ -67,8 +68,7 @@ class FullCheckEngine(Engine):
     checks = 0
     max_err = 0.0
 
-    def _rates(self, seeds, now, thr):
-        super()._rates(seeds, now, thr)
+    def _check(self):
         f, act = self._f, np.sort(self._active)
         lens = f.hi[act] - f.lo[act]
         idx = np.concatenate([np.arange(f.lo[a], f.hi[a]) for a in act])
@@ -78,14 +78,32 @@ class FullCheckEngine(Engine):
         err = np.abs(f.rate[act] - ref) / self._ls.cap.max()
         type(self).max_err = max(type(self).max_err, float(err.max()))
         type(self).checks += 1
+        return act
+
+    def _rates(self, started, ended, now):
+        super()._rates(started, ended, now)
+        act = self._check()
+        # every active flow's bottleneck pointer names one of its links, and that link is full
+        f, lk = self._f, self._links
+        load = self.link_load_bytes_per_s()
+        for a in act:
+            b = f.bn[a]
+            assert b in lk.link[f.lo[a]:f.hi[a]]
+            assert load[b] >= self._ls.cap[b] * (1 - 1e-9)
+
+    def _rates_closure(self, seeds, now, thr):
+        super()._rates_closure(seeds, now, thr)
+        self._check()
 
 
-def _steady_run(eng_cls, router_name, seed, *, keep_threshold=True):
+def _steady_run(eng_cls, router_name, seed, *, rule="bottleneck", keep_threshold=True):
     fab = leaf_spine(servers=16, gpus_per_server=4, leaves=4, spines=2, oversubscription=2.0)
     router = make_router(router_name, fab, seed=0)
     eng = eng_cls(fab, router)
-    if not keep_threshold:  # the same engine with every flow re-allocatable at each update
-        eng._rates = lambda seeds, now, thr, _r=eng._rates: _r(seeds, now, NO_THRESHOLD)
+    eng._rule = rule
+    if not keep_threshold:  # the closure rule with every flow re-allocatable at each update
+        eng._rates_closure = (lambda seeds, now, thr, _r=eng._rates_closure:
+                              _r(seeds, now, NO_THRESHOLD))
     rng = np.random.default_rng(seed)
     n = fab.num_gpus
 
@@ -104,20 +122,26 @@ def _steady_run(eng_cls, router_name, seed, *, keep_threshold=True):
     return eng
 
 
-def test_rates_stay_max_min_with_the_threshold_on_saturated_split_routes():
+def test_rates_stay_max_min_under_both_rules_on_saturated_split_routes():
     """Hundreds of flows in flight over a 2:1 leaf-spine, weights, two priority classes, and
-    sprayed (fractional) routes: every incremental update equals the full recomputation, and
-    the threshold re-allocates fewer flows than the same runs without it."""
+    sprayed (fractional) routes: every incremental update equals the full recomputation under
+    the bottleneck rule and under the closure rule; the closure's threshold re-allocates fewer
+    flows than the closure without it, and the bottleneck rule fewer than either."""
     for router in ("ecmp", "spray"):
-        FullCheckEngine.checks, FullCheckEngine.max_err = 0, 0.0
-        eng = _steady_run(FullCheckEngine, router, seed=7)
-        assert FullCheckEngine.checks > 500
-        assert FullCheckEngine.max_err < 1e-13, router
-        plain = _steady_run(Engine, router, seed=7, keep_threshold=False)
-        assert eng.num_flows_reallocated < 0.8 * plain.num_flows_reallocated, router
-        # the same run either way: rates agree, so every coflow ends at the same time
-        a, b = eng.result().coflow_finish_s, plain.result().coflow_finish_s
-        np.testing.assert_allclose(a, b, rtol=1e-12)
+        runs = {}
+        for rule in ("bottleneck", "closure"):
+            FullCheckEngine.checks, FullCheckEngine.max_err = 0, 0.0
+            runs[rule] = _steady_run(FullCheckEngine, router, seed=7, rule=rule)
+            assert FullCheckEngine.checks > 500
+            assert FullCheckEngine.max_err < 1e-13, (router, rule)
+        plain = _steady_run(Engine, router, seed=7, rule="closure", keep_threshold=False)
+        moved = {k: e.num_flows_reallocated for k, e in runs.items()}
+        assert moved["closure"] < 0.8 * plain.num_flows_reallocated, router
+        assert moved["bottleneck"] < 0.8 * moved["closure"], (router, moved)
+        # the same run every way: rates agree, so every coflow ends at the same time
+        ref = plain.result().coflow_finish_s
+        for e in runs.values():
+            np.testing.assert_allclose(e.result().coflow_finish_s, ref, rtol=1e-12)
 
 
 def test_a_new_flow_on_idle_links_starts_at_its_bottleneck_rate():

@@ -353,8 +353,8 @@ class CheckedEngine(Engine):
 
     checks = 0
 
-    def _rates(self, seeds, now, thr):
-        super()._rates(seeds, now, thr)
+    def _rates(self, started, ended, now):
+        super()._rates(started, ended, now)
         f, act = self._f, np.sort(self._active)
         if not act.size:
             return

@@ -234,8 +234,8 @@ def activate(flows, now, rate, rate_new, rem, txend, lo, hi, link_buf, frac_buf,
 class LinkState:
     """Per-link arrays of one engine: capacity, current load, accounting and scratch."""
 
-    __slots__ = ("busy_s", "busy_since", "bytes", "cap", "cap_eff", "cnt", "load", "mark", "nact",
-                 "pos", "scratch")
+    __slots__ = ("busy_s", "busy_since", "bytes", "cap", "cap_eff", "cnt", "load", "local", "mark",
+                 "nact", "pos", "scratch")
 
     def __init__(self, capacity_bytes_per_s: np.ndarray):
         from flowherd.sim.fairshare import Scratch
@@ -248,6 +248,7 @@ class LinkState:
         self.busy_s = np.zeros(n)
         self.busy_since = np.zeros(n)
         self.mark = np.zeros(n, np.bool_)
+        self.local = None  # `flowherd.sim.bottleneck`'s work arrays, made on first use
         self.cap_eff = self.cap.copy()
         self.pos = np.zeros(n, np.int64)
         self.cnt = np.zeros(n, np.int64)

@@ -7,18 +7,15 @@ constant, so nothing is simulated but the events themselves:
 
 * a flow's remaining bytes are kept lazily (bytes left at the time its rate last changed), so
   an event touches only the flows whose rate it changes;
-* an event recomputes the rates of the flows it can affect: those on the links of the flows
-  that started or ended, and transitively those sharing a *saturated* link with them (a link
-  with spare capacity does not couple its flows' rates); they are re-allocated max-min on what
-  the other flows leave, and if that saturates a link they share with other flows, the
-  recomputation widens to those and repeats. Flows below the event's (class, level) are left
-  out altogether: progressive filling runs the same below the level of a flow that ends or
-  starts (a lower bound for one that starts), so they keep their rates
-  (`flowherd.sim.allocation.reallocate` has the argument). The result is exactly the max-min
-  allocation of all active flows (tests compare it with a full recomputation at every event,
-  to a rounding of the link capacity), at the cost of the part of the network that changes.
-  Per-link buckets of the active flows, kept up to date as flows come and go, make finding
-  that part cost only its size;
+* an event recomputes only the rates it can change: every active flow keeps a pointer to a
+  bottleneck link of its own, and the flows re-allocated grow from the ones that started, by
+  the flows whose bottleneck the change broke, until every flow has one again
+  (`flowherd.sim.bottleneck`); by the bottleneck characterization of max-min fairness the result
+  is the max-min allocation of all active flows (tests compare it with a full recomputation at
+  every event, to a rounding of the link capacity), at the cost of the part of the network that
+  changes. Per-link buckets of the active flows make finding that part cost only its size. The
+  earlier rule (every flow coupled over saturated links, above the event's threshold level,
+  `flowherd.sim.allocation.reallocate`) stays selectable as ``_rule = "closure"``;
 * events that fall at the same instant (a collective step starts many flows at once; equal
   flows end together) are processed as one batch with one rate update;
 * per-link bytes are credited when a flow's rate changes or it ends, and per-link busy time
@@ -40,9 +37,17 @@ import numpy as np
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router, Routes
-from flowherd.sim.allocation import NO_CLASS, LinkState, arrival_threshold, reallocate, threshold
+from flowherd.sim.allocation import (
+    NO_CLASS,
+    NO_THRESHOLD,
+    LinkState,
+    arrival_threshold,
+    reallocate,
+    threshold,
+)
+from flowherd.sim.bottleneck import reallocate_local
 from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing, check_weight
-from flowherd.sim.incidence import FLOW_COLUMNS, Grow, adj_insert, adj_rebuild, ranges
+from flowherd.sim.incidence import FLOW_COLUMNS, Grow, buckets_add, compact_flows, ranges
 from flowherd.sim.input_memo import InputMemo
 from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
 from flowherd.sim.results import SimResult
@@ -76,6 +81,9 @@ class Engine:
     >>> eng.coflow_finish_s(c)
     1.0
     """
+
+    # the rate update: "bottleneck" (`flowherd.sim.bottleneck`) or the earlier "closure" rule
+    _rule = "bottleneck"
 
     def __init__(self, fabric: Fabric, router: Router | None, *, record_flows: bool = True,
                  completion_rtol: float = 0.0, network: NetworkConfig | None = None):
@@ -137,7 +145,8 @@ class Engine:
         self._running = False
         self.num_events = 0
         self.num_rate_updates = 0
-        self.num_flows_reallocated = 0  # sum over rate updates of the flows re-allocated
+        self.num_allocation_passes = 0  # max-min computations (a rate update may take several)
+        self.num_flows_reallocated = 0  # sum over the passes of the flows re-allocated
         # without flow records, finished flows are dropped from the arrays now and then
         self._pending: set[int] = set()  # coflows added, not yet started
         self._dead = 0  # flows over (finished or instant) still in the arrays
@@ -451,7 +460,7 @@ class Engine:
         f = self._f
         links = self._links
         ls = self._ls
-        changed: list[np.ndarray] = []
+        done = _NO_I
         p_done, t_done = NO_CLASS, math.inf
         act = self._active
         if act.size:
@@ -459,15 +468,13 @@ class Engine:
                                     self.completion_rtol)
             if done.size:
                 self._active = keep
-                # their lowest (class, level) before they end: flows below keep their rates
-                # (`reallocate`)
+                # their lowest (class, level) before they end (the closure rule's threshold)
                 p_done, t_done = end_flows(
                     done, now, f.rate, f.weight, f.prio, f.rem, f.t0, f.lo, f.hi, links.link,
                     links.frac, ls.bytes, ls.nact, ls.load, ls.busy_since, ls.busy_s, links.pos,
                     self._b_start, self._b_len, self._b_flow, self._b_inc, f.txend, f.finish, f.lat)
                 if self.network is not None:  # NETWORK HOOK 3/4: link state after departures
                     self.network.on_done(self, done, now)
-                changed.append(done)
                 self._dead += done.size
                 self.num_events += done.size
                 self._flows_done(done)
@@ -482,35 +489,54 @@ class Engine:
                     started.append(s)
             else:
                 self._finish_coflow(cid, t)
+        s = _NO_I
         if started:
             s = np.concatenate(started) if len(started) > 1 else started[0]
             self._active = np.concatenate([self._active, s])
             self._adj_add(s)
-            changed.append(s)
-            p_new, t_new = arrival_threshold(s, f.lo, f.hi, links.link, links.frac, f.weight,
-                                             f.prio, ls.cap, self._b_start, self._b_len,
-                                             self._b_flow, self._b_inc)
-        else:
-            p_new, t_new = NO_CLASS, math.inf
-        if changed and self._active.size:
-            self._rates(np.concatenate(changed) if len(changed) > 1 else changed[0], now,
-                        threshold(p_done, t_done, p_new, t_new))
+        if (s.size or done.size) and self._active.size:
+            if self._rule == "closure":
+                thr = NO_THRESHOLD
+                if s.size:
+                    p_new, t_new = arrival_threshold(s, f.lo, f.hi, links.link, links.frac, f.weight,
+                                                     f.prio, ls.cap, self._b_start, self._b_len,
+                                                     self._b_flow, self._b_inc)
+                    thr = threshold(p_done, t_done, p_new, t_new)
+                elif p_done != NO_CLASS:
+                    thr = threshold(p_done, t_done, NO_CLASS, math.inf)
+                self._rates_closure(np.concatenate([done, s]), now, thr)
+            else:
+                self._rates(s, done, now)
             if self.num_rate_updates >= self._load_refresh_at:
                 self._refresh_load()
         if not self.record_flows and self._dead > max(self._compact_min,
                                                       2 * (self._f.count - self._dead)):
             self._compact()
 
-    def _rates(self, seeds: np.ndarray, now: float, thr: tuple[int, float]) -> None:
-        """Recompute the rates the flows ``seeds`` (just started or ended) can change, those
-        below the threshold ``thr`` kept (`flowherd.sim.allocation.reallocate`: the engine's one
-        rate computation)."""
+    def _on_rates(self, now: float):
         # NETWORK HOOK 4/4: start, burst, convergence costs, on the new rates before they apply
-        on_rates = None if self.network is None else (lambda comp: self.network.on_rates(self, comp, now))
+        return None if self.network is None else (lambda comp: self.network.on_rates(self, comp, now))
+
+    def _rates(self, started: np.ndarray, ended: np.ndarray, now: float) -> None:
+        """Bring the rates to the max-min allocation after ``started`` joined and ``ended``
+        left (`flowherd.sim.bottleneck.reallocate_local`: only the flows whose bottleneck the
+        event can break are looked at)."""
+        passes, moved = reallocate_local(started, ended, now, self._f, self._links.link,
+                                         self._links.frac, self._ls, self._b_start, self._b_len,
+                                         self._b_flow, self._b_inc, self._on_rates(now))
+        self.num_rate_updates += 1
+        self.num_allocation_passes += passes
+        self.num_flows_reallocated += moved
+
+    def _rates_closure(self, seeds: np.ndarray, now: float, thr: tuple[int, float]) -> None:
+        """The earlier rule (``_rule = "closure"``): every flow coupled to ``seeds`` over
+        saturated links, those below the threshold ``thr`` kept
+        (`flowherd.sim.allocation.reallocate`); kept to compare with."""
         passes, moved = reallocate(seeds, now, self._f, self._links.link, self._links.frac, self._ls,
-                                   self._b_start, self._b_len, self._b_flow, on_rates=on_rates,
-                                   threshold=thr, b_inc=self._b_inc)
-        self.num_rate_updates += passes
+                                   self._b_start, self._b_len, self._b_flow,
+                                   on_rates=self._on_rates(now), threshold=thr, b_inc=self._b_inc)
+        self.num_rate_updates += 1
+        self.num_allocation_passes += passes
         self.num_flows_reallocated += moved
 
     def _refresh_load(self) -> None:
@@ -525,63 +551,10 @@ class Engine:
 
     def _compact(self) -> None:
         """Drop the flows that are over (no flow records are kept) and renumber the rest."""
-        f, links = self._f, self._links
-        n = f.count
-        keep = np.zeros(n, bool)
-        keep[self._active] = True
-        for c in self._pending:
-            keep[self._c_flow_lo[c]:self._c_flow_hi[c]] = True
-        ids = np.flatnonzero(keep)
-        new_id = np.full(n, -1, np.int64)
-        new_id[ids] = np.arange(ids.size)
-        lens = f.hi[ids] - f.lo[ids]
-        inc = ranges(f.lo[ids], f.hi[ids])
-        for name in links._spec:
-            col = getattr(links, name)
-            col[:inc.size] = col[inc]
-        links.count = inc.size
-        for name in f._spec:
-            col = getattr(f, name)
-            col[:ids.size] = col[ids]
-        f.count = ids.size
-        f.lo[:ids.size] = np.cumsum(lens) - lens
-        f.hi[:ids.size] = np.cumsum(lens)
-        for c in self._pending:
-            lo, hi = self._c_flow_lo[c], self._c_flow_hi[c]
-            if hi > lo:
-                self._c_flow_lo[c] = int(new_id[lo])
-                self._c_flow_hi[c] = int(new_id[lo]) + hi - lo
-        self._active = new_id[self._active]
-        nnz = int((f.hi[self._active] - f.lo[self._active]).sum())
-        if self._b_flow.size < 2 * nnz:
-            self._b_flow = np.zeros(8 * nnz + 8 * self.fabric.num_directed_links, np.int64)
-            self._b_inc = np.zeros(self._b_flow.size, np.int64)
-        self._b_used = adj_rebuild(self._active, f.lo, f.hi, links.link, links.pos, self._b_start,
-                                   self._b_len, self._b_cap, self._b_flow, self._b_inc)
-        self._dead = 0
+        compact_flows(self)
 
     def _adj_add(self, flows: np.ndarray) -> None:
-        f, links = self._f, self._links
-        done = 0
-        while True:
-            k, self._b_used = adj_insert(flows[done:], f.lo, f.hi, links.link, links.pos,
-                                         self._b_start, self._b_len, self._b_cap, self._b_flow,
-                                         self._b_inc, self._b_used)
-            done += k
-            if done == flows.size:
-                return
-            # pool full: lay the active flows out afresh in a pool twice their size
-            act = self._active
-            nnz = int((f.hi[act] - f.lo[act]).sum())
-            size = max(1024, 8 * nnz + 8 * self.fabric.num_directed_links)  # room enough
-            if size > self._b_flow.size:
-                self._b_flow = np.zeros(size, np.int64)
-                self._b_inc = np.zeros(size, np.int64)
-            # flows[done:] are in `act` but not yet in the buckets: rebuild from the rest
-            pending = flows[done:]
-            keep = act[~np.isin(act, pending)]
-            self._b_used = adj_rebuild(keep, f.lo, f.hi, links.link, links.pos, self._b_start,
-                                       self._b_len, self._b_cap, self._b_flow, self._b_inc)
+        buckets_add(self, flows)
 
     def _flows_done(self, done: np.ndarray) -> None:
         c = self._c

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-__all__ = ["FLOW_COLUMNS", "Grow", "adj_insert", "adj_rebuild", "adj_remove", "ranges"]
+__all__ = ["FLOW_COLUMNS", "Grow", "adj_insert", "adj_rebuild", "adj_remove", "buckets_add",
+           "compact_flows", "ranges"]
 
 
 @njit(cache=True)
@@ -123,7 +124,7 @@ FLOW_COLUMNS = {
     "prio": (np.int64, 0), "lo": (np.int64, 0), "hi": (np.int64, 0),
     "start": (np.float64, np.nan), "txend": (np.float64, np.inf), "finish": (np.float64, np.nan),
     "rem": (np.float64, 0.0), "t0": (np.float64, 0.0), "rate": (np.float64, 0.0),
-    "rate_new": (np.float64, 0.0), "mark": (np.bool_, False),
+    "rate_new": (np.float64, 0.0), "mark": (np.bool_, False), "bn": (np.int64, -1),
 }
 
 
@@ -132,3 +133,68 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The concatenated index ranges ``lo[i]:hi[i]`` (incidences of a set of flows)."""
     lens = hi - lo
     return np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+
+
+def compact_flows(eng) -> None:
+    """Drop the flows of engine ``eng`` that are over (no flow records are kept) and renumber
+    the rest."""
+    f, links = eng._f, eng._links
+    n = f.count
+    keep = np.zeros(n, bool)
+    keep[eng._active] = True
+    for c in eng._pending:
+        keep[eng._c_flow_lo[c]:eng._c_flow_hi[c]] = True
+    ids = np.flatnonzero(keep)
+    new_id = np.full(n, -1, np.int64)
+    new_id[ids] = np.arange(ids.size)
+    lens = f.hi[ids] - f.lo[ids]
+    inc = ranges(f.lo[ids], f.hi[ids])
+    for name in links._spec:
+        col = getattr(links, name)
+        col[:inc.size] = col[inc]
+    links.count = inc.size
+    for name in f._spec:
+        col = getattr(f, name)
+        col[:ids.size] = col[ids]
+    f.count = ids.size
+    f.lo[:ids.size] = np.cumsum(lens) - lens
+    f.hi[:ids.size] = np.cumsum(lens)
+    for c in eng._pending:
+        lo, hi = eng._c_flow_lo[c], eng._c_flow_hi[c]
+        if hi > lo:
+            eng._c_flow_lo[c] = int(new_id[lo])
+            eng._c_flow_hi[c] = int(new_id[lo]) + hi - lo
+    eng._active = new_id[eng._active]
+    nnz = int((f.hi[eng._active] - f.lo[eng._active]).sum())
+    if eng._b_flow.size < 2 * nnz:
+        eng._b_flow = np.zeros(8 * nnz + 8 * eng.fabric.num_directed_links, np.int64)
+        eng._b_inc = np.zeros(eng._b_flow.size, np.int64)
+    eng._b_used = adj_rebuild(eng._active, f.lo, f.hi, links.link, links.pos, eng._b_start,
+                               eng._b_len, eng._b_cap, eng._b_flow, eng._b_inc)
+    eng._dead = 0
+
+
+def buckets_add(eng, flows: np.ndarray) -> None:
+    """Put ``flows`` into the per-link buckets of engine ``eng``, laying the pool out afresh
+    when it is full."""
+    f, links = eng._f, eng._links
+    done = 0
+    while True:
+        k, eng._b_used = adj_insert(flows[done:], f.lo, f.hi, links.link, links.pos,
+                                     eng._b_start, eng._b_len, eng._b_cap, eng._b_flow,
+                                     eng._b_inc, eng._b_used)
+        done += k
+        if done == flows.size:
+            return
+        # pool full: lay the active flows out afresh in a pool twice their size
+        act = eng._active
+        nnz = int((f.hi[act] - f.lo[act]).sum())
+        size = max(1024, 8 * nnz + 8 * eng.fabric.num_directed_links)  # room enough
+        if size > eng._b_flow.size:
+            eng._b_flow = np.zeros(size, np.int64)
+            eng._b_inc = np.zeros(size, np.int64)
+        # flows[done:] are in `act` but not yet in the buckets: rebuild from the rest
+        pending = flows[done:]
+        keep = act[~np.isin(act, pending)]
+        eng._b_used = adj_rebuild(keep, f.lo, f.hi, links.link, links.pos, eng._b_start,
+                                   eng._b_len, eng._b_cap, eng._b_flow, eng._b_inc)
