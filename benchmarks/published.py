@@ -40,8 +40,9 @@ fitted per GPU type (least squares on the log error) on the 8 LLM Foundry fit ro
 LLM Foundry rows, the Megatron-LM rows and BLOOM are not fitted on. Known residuals (measured with
 the command below): the MPT-13b rows without activation checkpointing at 4,096 tokens per
 micro-batch run 11-12% slower than modelled on H100 at 8, 32 and 64 GPUs alike (so not the
-network); rows with full recomputation at short sequences run up to 9% faster than modelled; the
-A100 70b PURE row on 32 GPUs (micro-batch 2) 12% slower; BLOOM 12% slower, of which about 3
+network); rows with full recomputation run 2-10.5% faster than modelled (the most: H100 7b at
+8,192 tokens, where the Triton attention kernel's H100 speed is derived, not measured); the A100
+70b PURE row on 32 GPUs (micro-batch 2) 12% slower; BLOOM 12% slower, of which about 3
 points are the collective model running NVLink at the link's capacity (NVLink at 1/1.7 of it:
 -2.9 points; that rate is issue 11's).
 
