@@ -136,3 +136,81 @@ def test_unfused_attention_moves_the_score_matrix_through_hbm():
     assert unf.flops == pytest.approx(2 * fla.flops)  # no causal skipping
     with pytest.raises(ConfigError, match=r"\(attention\)"):
         TrainingJob(model=m, gpus=8, tp=8, global_batch=1, attention="fused")
+
+
+def _bwd_s(job):
+    return sum(t.duration_s for t in job.iteration_graph().tasks
+               if t.kind == TaskKind.COMPUTE and t.phase == "bwd" and t.stage == 0)
+
+
+def test_fp32_weights_under_autocast_cast_every_weight_in_each_pass():
+    # torch.amp autocast over FP32 weights (Composer's FSDP mixed_precision DEFAULT): each forward
+    # reads 4 and writes 2 bytes per weight element, the cast's backward reads 2 and writes 4
+    g, kw = GPUS["a100"], dict(micro_batch=2, seq_len=2048, tp=2)
+    base = {o.name: o for o in cm.layer_ops(_GPT, 0, g, **kw)}
+    fp32 = {o.name: o for o in cm.layer_ops(_GPT, 0, g, param_bytes=4, **kw)}
+    assert "weight-cast" not in base and set(fp32) - set(base) == {"weight-cast"}
+    cast = fp32["weight-cast"]
+    weights = _GPT.layer_dense_params(0) / 2
+    assert cast.fwd_s == cast.bwd_s == pytest.approx(cm.memory_time_s(weights * 6, g, kernels=4))
+    lt, lt32 = (cm.layer_times(_GPT, 0, g, param_bytes=pb, **kw) for pb in (None, 4))
+    k = cm.kernel_model(g).sustained_fraction
+    assert lt32.fwd_s - lt.fwd_s == pytest.approx(cast.fwd_s / k)
+    assert lt32.bwd_s - lt.bwd_s == pytest.approx(cast.bwd_s / k)
+
+
+def test_fsdp_gathers_parameters_in_their_own_dtype():
+    kw = dict(model=_GPT, gpus=4, fsdp=True, global_batch=4, seq_len=1024)
+    bf16, fp32 = (TrainingJob(**kw, param_bytes=pb).iteration_graph().bytes_by_group() for pb in (None, 4))
+    assert fp32["zero"] == pytest.approx(2 * bf16["zero"])  # all-gathers of FP32 weights
+    assert fp32["dp"] == pytest.approx(bf16["dp"])  # reduce-scatters stay in grad_bytes
+
+
+def test_fsdp_prepares_each_gradient_before_its_reduce_scatter():
+    # PyTorch FSDP _post_backward_hook / _reduce_grad: cast to the reduce dtype (FP32 -> BF16: 4 + 2
+    # bytes per element) and pre-divide in place (2 + 2), once per layer and micro-batch
+    kw = dict(model=_GPT, gpus=4, global_batch=8, seq_len=1024, param_bytes=4)
+    z2, z3 = TrainingJob(**kw, zero_stage=2), TrainingJob(**kw, fsdp=True)
+    g = z3.gpu
+    per_layer = cm.fsdp_grad_prep_s(_GPT.layer_dense_params(0), g, param_bytes=4, grad_bytes=2)
+    assert per_layer == pytest.approx(cm.memory_time_s(_GPT.layer_dense_params(0) * 10, g, kernels=2)
+                                      / cm.kernel_model(g).sustained_fraction)
+    units = [_GPT.layer_dense_params(i) for i in range(_GPT.layers)]
+    units[0] += _GPT.embedding_params()  # FSDP units: the first layer holds the embedding,
+    units[-1] += _GPT.head_params()  # the last the output head
+    per_mb = sum(cm.fsdp_grad_prep_s(x, g, param_bytes=4, grad_bytes=2) for x in units)
+    assert _bwd_s(z3) - _bwd_s(z2) == pytest.approx(z3.micro_batches * per_mb)
+
+
+def test_deepspeed_bf16_optimizer_adds_every_micro_batch_gradient_into_fp32():
+    # DeepSpeed pipeline engine: update_hp_grads after each backward, hp.add_(lp.to(fp32)): reads
+    # 2 + 4 + 4 and writes 4 + 4 bytes per parameter of the rank (here tp 2: half a layer each)
+    kw = dict(model=_GPT, gpus=4, tp=2, pp=2, global_batch=8, seq_len=1024)
+    fused, buf = TrainingJob(**kw), TrainingJob(**kw, grad_accumulation="fp32-buffer")
+    g = buf.gpu
+    layers0 = list(buf.stage_layers(0))
+    params = [_GPT.layer_dense_params(i) / 2 for i in layers0]
+    params[0] += _GPT.embedding_params() / 2
+    per_mb = sum(cm.grad_accumulation_s(x, g) for x in params)
+    assert cm.grad_accumulation_s(1e9, g) == pytest.approx(
+        cm.memory_time_s(18e9, g, kernels=2) / cm.kernel_model(g).sustained_fraction)
+    assert _bwd_s(buf) - _bwd_s(fused) == pytest.approx(buf.micro_batches * per_mb)
+
+
+@pytest.mark.parametrize("gpu", ["a100", "h100"])
+def test_triton_flash_attention_runs_at_the_published_fraction_of_flashattention2(gpu):
+    # Dao 2023 (FlashAttention-2), section 4.1: FA2 is 1.3-1.5x faster than FlashAttention in Triton
+    # forward and ~2x backward; FA2 reaches up to 230 TFLOP/s on A100 and 335 on H100
+    g, km = GPUS[gpu], cm.kernel_model(GPUS[gpu])
+    flops, s = 1e12, 4096
+    ramp = s / (s + km.attention_seq_half)
+    for backward, fa2, slow in ((False, km.fa2_fwd_fraction or km.attention_fwd_fraction, 1.4),
+                                (True, km.fa2_bwd_fraction or km.attention_bwd_fraction, 2.0)):
+        t = cm.attention_time_s(flops, s, g, backward=backward, kernel="triton") - km.kernel_overhead_s
+        assert t == pytest.approx(0.5 * flops / (g.peak_bf16_flops * fa2 / slow * ramp))
+    fa2_tflops = {"a100": 0.60 * 312, "h100": 0.276 * 989}[gpu]  # forward, TFLOP/s
+    assert fa2_tflops * (230 / 335 if gpu == "h100" else 1) == pytest.approx(0.60 * 312, rel=0.01)
+    kw = dict(micro_batch=1, seq_len=s, tp=1)
+    tri = {o.name: o for o in cm.layer_ops(_GPT, 0, g, attention="triton", **kw)}
+    fla = {o.name: o for o in cm.layer_ops(_GPT, 0, g, **kw)}
+    assert tri["attention"].fwd_s > fla["attention"].fwd_s and tri["qkv"] == fla["qkv"]

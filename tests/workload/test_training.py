@@ -304,6 +304,8 @@ def test_graph_dependencies_point_backwards_and_reach_the_end():
         (dict(gpus=8, global_batch=12), "global_batch"),
         (dict(gpus=8, cp=3, dp=1, tp=1, pp=1), "parallelism"),
         (dict(gpus=0), "gpus"),
+        (dict(gpus=8, param_bytes=0), "param_bytes"),
+        (dict(gpus=8, grad_accumulation="fp16"), "grad_accumulation"),
     ],
 )
 def test_bad_training_spec_names_the_field(kw, field):

@@ -20,10 +20,17 @@ Each op of a layer's forward and backward pass on one rank is timed as a rooflin
   score matrix through memory: written by ``Q K^T``, read and written by the fused scale-mask-
   softmax, read and written by the attention dropout (plus its 1-byte mask), read by ``P V``
   (13 bytes per score in BF16; the backward moves twice that).
+* **Triton flash attention** (``attention="triton"``: FlashAttention in Triton, MosaicML MPT's
+  ``attn_impl: triton``): the FlashAttention-2 fractions over 1.4 (forward) and 2 (backward).
+* **Weight casts** (``param_bytes`` 4: FP32 weights under autocast): per forward every weight
+  matrix is read in FP32 and written in BF16, per backward its gradient the other way round.
 * **Elementwise and norm** kernels (RMSNorm/LayerNorm, residual adds, rotary embedding, the MLP
   activation, the loss): bytes read and written at ``hbm_fraction`` of the HBM bandwidth.
 * **Optimizer step** (`optimizer_step_s`): Adam is memory-bound over the rank's shard of
   parameters, gradients and optimizer states.
+* **Gradient bookkeeping** per micro-batch: PyTorch FSDP's cast and pre-division of every unsharded
+  gradient (`fsdp_grad_prep_s`) and DeepSpeed BF16_Optimizer's FP32 accumulation
+  (`grad_accumulation_s`), memory-bound.
 
 Fitted constants and their measurements:
 
@@ -48,17 +55,18 @@ Fitted constants and their measurements:
   400-500 TFLOP/s at 2k-16k tokens).
 * HBM: 80% of the datasheet bandwidth for streaming kernels (the level NVIDIA's STREAM-like
   ``nvbandwidth`` / BabelStream measurements reach on A100 and H100).
+* Flash attention in Triton: FlashAttention-2 is "around 1.3-1.5x faster than FlashAttention in
+  Triton in the forward pass and around 2x faster in the backward pass" (Dao 2023, section 4.1);
+  FlashAttention-2 itself reaches up to 230 TFLOP/s on A100 and 335 on H100 (same section), so the
+  H100's FlashAttention-2 fractions are the A100's scaled by 335 / 230 in TFLOP/s.
 * ``sustained_fraction``: what a training run keeps of the kernel speeds measured one kernel at a
-  time, calibrated per GPU type on published training throughput (``benchmarks/published.py``):
-  A100 0.87 on the single-node A100 80GB rows of MosaicML LLM Foundry's MPT training benchmarks
-  (1B-30B, FSDP on 8 GPUs, where the network does not matter); H100 0.70 on the H100 80GB rows
-  of the same table (same software, 8-64 GPUs: 7 of 8 within 10%). The same stack reaches 50-60%
-  MFU on A100 and 36-46% on H100 (LLM Foundry table, 1B-70B), and other stacks report the same
-  H100 level (torchtitan, Llama 3.1 8B FSDP on 8-128 H100: 33-39% MFU, pytorch/torchtitan
-  docs/performance.md; NeMo AutoModel, Llama 3 70B FSDP2 on 64 H100 BF16: 389 TFLOP/s = 39%):
-  an H100 loses more of its isolated-kernel speed than an A100 in a training run (power-limited
-  clocks of a 700 W part with all eight GPUs of a node busy, and host-side gaps between kernels
-  that run ~3x shorter). That split of the causes is not measured here; the factor is.
+  time (host-side gaps between kernels, clocks under sustained load, kernels sharing the GPU with
+  NCCL), fitted per GPU type (least squares on the log of the throughput error) on the 8 + 8
+  MosaicML LLM Foundry MPT rows of ``benchmarks/published.py`` (1B-70B, FSDP on 8-64 GPUs,
+  FP32 weights under autocast, Triton flash attention, as those runs were configured): A100 0.92,
+  H100 0.86. The table's other rows, the Megatron-LM rows and BLOOM are not fitted on. (An
+  earlier fit, with the H100 attention at FlashAttention-3 speed and no weight casts, had put
+  H100 at 0.70: the MPT runs' slower kernel, not the GPU, lost that speed.)
 
 GPUs without measurements of their own borrow the constants of the closest part (H200: H100
 compute; B200 and MI300X: H100 shape constants and sustained fraction, with their MAMF plateau,
@@ -81,8 +89,10 @@ __all__ = [
     "LayerTimes",
     "OpTime",
     "attention_time_s",
+    "fsdp_grad_prep_s",
     "gemm_efficiency",
     "gemm_time_s",
+    "grad_accumulation_s",
     "head_ops",
     "head_times",
     "kernel_model",
@@ -105,6 +115,8 @@ class KernelModel:
         attention_fwd_fraction, attention_bwd_fraction: Flash attention's fraction of the peak at
             long sequences, forward and backward.
         attention_seq_half: Sequence length at which flash attention reaches half that, tokens.
+        fa2_fwd_fraction, fa2_bwd_fraction: The same for the FlashAttention-2 kernel where the
+            flash constants are another kernel's (H100: FlashAttention-3); None: the flash ones.
         hbm_fraction: Achieved fraction of the HBM bandwidth of streaming kernels.
         kernel_overhead_s: Fixed cost of one non-GEMM kernel, seconds.
         sustained_fraction: What a training run keeps of the kernel speeds measured in isolation
@@ -119,22 +131,34 @@ class KernelModel:
     attention_fwd_fraction: float = 0.55
     attention_bwd_fraction: float = 0.45
     attention_seq_half: float = 256.0
+    fa2_fwd_fraction: float | None = None
+    fa2_bwd_fraction: float | None = None
     hbm_fraction: float = 0.8
     kernel_overhead_s: float = 2e-6
     sustained_fraction: float = 0.87
 
 
 KERNEL_MODELS: dict[str, KernelModel] = {
-    "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.70),
-    "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.70),
+    # FlashAttention-2 on H100: "up to 335 TFLOPs/s" against 230 on A100 (Dao 2023, section 4.1),
+    # the A100 fractions below scaled by 335 / 230 in TFLOP/s
+    "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.86,
+                        fa2_fwd_fraction=0.276, fa2_bwd_fraction=0.230),
+    "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.86,
+                        fa2_fwd_fraction=0.276, fa2_bwd_fraction=0.230),
     "a100": KernelModel(name="a100", gemm_peak_fraction=0.861, gemm_k_half=85.0, gemm_overhead_s=6.52e-6,
-                        attention_fwd_fraction=0.60, attention_bwd_fraction=0.50),
-    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776, sustained_fraction=0.70),
+                        attention_fwd_fraction=0.60, attention_bwd_fraction=0.50, sustained_fraction=0.92),
+    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776, sustained_fraction=0.86),
     "mi300x": KernelModel(name="mi300x", gemm_peak_fraction=0.598, attention_fwd_fraction=0.40,
-                          attention_bwd_fraction=0.30, sustained_fraction=0.70),
+                          attention_bwd_fraction=0.30, sustained_fraction=0.86),
 }
 
-ATTENTION = ("flash", "unfused")  # attention kernels of `layer_ops`
+ATTENTION = ("flash", "unfused", "triton")  # attention kernels of `layer_ops`
+
+# FlashAttention in Triton (the kernel of MosaicML's MPT ``attn_impl: triton``) against
+# FlashAttention-2: "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass and
+# around 2x faster in the backward pass" (Dao 2023, arXiv:2307.08691, section 4.1)
+TRITON_FWD_SLOWDOWN = 1.4
+TRITON_BWD_SLOWDOWN = 2.0
 
 # Adam with mixed precision (Megatron-LM's optimizer; Rajbhandari et al. SC'20 section 3.1): per
 # parameter of the shard it reads the FP32 master weight, the FP32 main gradient and the two FP32
@@ -173,12 +197,19 @@ def memory_time_s(size_bytes: float, gpu: GpuSpec, *, kernels: int = 1) -> float
 
 
 def attention_time_s(flops: float, seq_len: int, gpu: GpuSpec, *, backward: bool = False,
-                     causal: bool = True) -> float:
-    """Flash-attention time of ``flops`` (the model's count, no causal halving), seconds."""
+                     causal: bool = True, kernel: str = "flash") -> float:
+    """Fused-attention time of ``flops`` (the model's count, no causal halving), seconds.
+
+    ``kernel``: "flash" (the GPU's flash constants) or "triton" (FlashAttention in Triton: the
+    FlashAttention-2 fractions over `TRITON_FWD_SLOWDOWN` / `TRITON_BWD_SLOWDOWN`).
+    """
     if flops <= 0:
         return 0.0
     km = kernel_model(gpu)
     frac = km.attention_bwd_fraction if backward else km.attention_fwd_fraction
+    if kernel == "triton":
+        fa2 = km.fa2_bwd_fraction if backward else km.fa2_fwd_fraction
+        frac = (frac if fa2 is None else fa2) / (TRITON_BWD_SLOWDOWN if backward else TRITON_FWD_SLOWDOWN)
     frac *= seq_len / (seq_len + km.attention_seq_half)
     work = flops * (0.5 if causal else 1.0)
     return work / (gpu.peak_bf16_flops * frac) + km.kernel_overhead_s
@@ -188,6 +219,29 @@ def optimizer_step_s(params: float, gpu: GpuSpec, *,
                      bytes_per_param: float = OPTIMIZER_BYTES_PER_PARAM) -> float:
     """Adam step over ``params`` parameters of one rank's shard: bytes over HBM bandwidth, seconds."""
     return params * bytes_per_param / gpu.memory_bytes_per_s
+
+
+def fsdp_grad_prep_s(params: float, gpu: GpuSpec, *, param_bytes: int, grad_bytes: int) -> float:
+    """PyTorch FSDP's work on an unsharded gradient of ``params`` elements before its reduce-scatter
+    (``torch/distributed/fsdp/_runtime_utils.py``, ``_post_backward_hook`` / ``_reduce_grad``): the
+    cast to the reduce dtype when it differs from the parameter dtype, then the in-place pre-division
+    by the gradient pre-divide factor; at the GPU's ``sustained_fraction`` (one value per unit), s."""
+    if params <= 0:
+        return 0.0
+    cast = param_bytes + grad_bytes if param_bytes != grad_bytes else 0
+    t = memory_time_s(params * (cast + 2 * grad_bytes), gpu, kernels=1 + (cast > 0))
+    return t / kernel_model(gpu).sustained_fraction
+
+
+def grad_accumulation_s(params: float, gpu: GpuSpec, *, dtype_bytes: int = 2) -> float:
+    """DeepSpeed ``BF16_Optimizer.update_hp_grads`` after one micro-batch's backward over ``params``
+    elements (``deepspeed/runtime/bf16_optimizer.py``: ``hp_grad.add_(lp.grad.to(hp_grad.dtype))``):
+    the cast reads the BF16 gradient and writes an FP32 copy, the add reads it and the FP32
+    buffer and writes the buffer; at the GPU's ``sustained_fraction``, seconds."""
+    if params <= 0:
+        return 0.0
+    t = memory_time_s(params * (dtype_bytes + 4 + 4 + 4 + 4), gpu, kernels=2)
+    return t / kernel_model(gpu).sustained_fraction
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -256,10 +310,14 @@ def _unfused_attention(m: ModelShape, gpu: GpuSpec, *, t: float, seq_len: int, t
 
 def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
               tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
-              dtype_bytes: int = 2, attention: str = "flash") -> tuple[OpTime, ...]:
+              dtype_bytes: int = 2, attention: str = "flash", param_bytes: int | None = None
+              ) -> tuple[OpTime, ...]:
     """The ops of layer ``layer`` for one micro-batch on one rank, timed in isolation.
 
     ``attention`` is "flash" (fused, causal blocks skipped) or "unfused" (module docstring).
+    ``param_bytes`` (default ``dtype_bytes``): bytes per element of the weights the framework keeps;
+    when it differs from ``dtype_bytes`` (FP32 weights under autocast) every forward casts each
+    weight matrix to the compute dtype and every backward casts its gradient back ("weight-cast").
 
     The rank holds ``micro_batch * seq_len / cp`` tokens; its GEMMs are Megatron's column/row
     parallel halves (``n`` or ``k`` divided by ``tp``); norms and residual adds run on ``1 / tp`` of
@@ -273,10 +331,11 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
     if attention == "unfused":
         ops.append(_unfused_attention(m, gpu, t=t, seq_len=seq_len, tp=tp, micro_batch=micro_batch,
                                       dtype_bytes=dtype_bytes))
-    elif attention == "flash":
+    elif attention in ("flash", "triton"):
         core = t * m.attention_score_flops(seq_len) / tp
-        ops.append(OpTime(name="attention", flops=0.5 * core, fwd_s=attention_time_s(core, seq_len, gpu),
-                          bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True)))
+        ops.append(OpTime(name="attention", flops=0.5 * core,
+                          fwd_s=attention_time_s(core, seq_len, gpu, kernel=attention),
+                          bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True, kernel=attention)))
     else:
         raise ConfigError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r} (attention)")
     ops.append(_gemm_op("attn-out", t, h, o_in / tp, gpu))
@@ -306,16 +365,26 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
     elems = tok_sp * 10 * h + t * (rope + (up + 1) * act_width + permute)
     ew_f = memory_time_s(elems * dtype_bytes, gpu, kernels=5)
     ops.append(OpTime(name="elementwise", flops=0.0, fwd_s=ew_f, bwd_s=2.0 * ew_f, kernels=5))
+    if param_bytes is not None and param_bytes != dtype_bytes:
+        # autocast (torch.amp) casts each FP32 weight once per forward (read 4, write 2 bytes per
+        # element; its cast cache lives for one forward) and autograd's cast backward turns the
+        # weight gradient back to FP32 (read 2, write 4); one kernel per weight matrix
+        weights = m.layer_dense_params(layer) / tp + m.layer_expert_params(layer) / (tp * ep)
+        n_w = sum(o.name not in ("attention", "elementwise") for o in ops)
+        cast = memory_time_s(weights * (param_bytes + dtype_bytes), gpu, kernels=n_w)
+        ops.append(OpTime(name="weight-cast", flops=0.0, fwd_s=cast, bwd_s=cast, kernels=n_w))
     return tuple(ops)
 
 
 def layer_times(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
                 tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
-                dtype_bytes: int = 2, attention: str = "flash") -> LayerTimes:
+                dtype_bytes: int = 2, attention: str = "flash", param_bytes: int | None = None
+                ) -> LayerTimes:
     """Kernel times of layer ``layer`` for one micro-batch on one rank: the sum of its
     `layer_ops` over the GPU's ``sustained_fraction`` (module docstring)."""
     ops = layer_ops(model, layer, gpu, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, ep=ep,
-                    sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes, attention=attention)
+                    sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes, attention=attention,
+                    param_bytes=param_bytes)
     k = 1.0 / kernel_model(gpu).sustained_fraction
     core = next(o.fwd_s for o in ops if o.name == "attention")
     return LayerTimes(fwd_s=sum(o.fwd_s for o in ops) * k, bwd_s=sum(o.bwd_s for o in ops) * k,
@@ -323,19 +392,25 @@ def layer_times(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int
 
 
 def head_ops(model: ModelShape, gpu: GpuSpec, *, micro_batch: int, seq_len: int, tp: int = 1,
-             cp: int = 1) -> tuple[OpTime, ...]:
-    """The output projection and vocabulary-parallel cross-entropy, timed in isolation."""
+             cp: int = 1, dtype_bytes: int = 2, param_bytes: int | None = None) -> tuple[OpTime, ...]:
+    """The output projection and vocabulary-parallel cross-entropy, timed in isolation
+    (``param_bytes``: the weight cast of `layer_ops`, here of the output matrix)."""
     t = micro_batch * seq_len / cp
     logits = _gemm_op("logits", t, model.vocab / tp, model.hidden, gpu)
     # FP32 logits: softmax statistics (read), loss (read, write); backward writes the gradient
     ce = memory_time_s(3 * t * model.vocab / tp * 4, gpu, kernels=3)
-    return logits, OpTime(name="cross-entropy", flops=0.0, fwd_s=ce, bwd_s=2 * ce / 3, kernels=3)
+    ops = (logits, OpTime(name="cross-entropy", flops=0.0, fwd_s=ce, bwd_s=2 * ce / 3, kernels=3))
+    if param_bytes is not None and param_bytes != dtype_bytes:
+        cast = memory_time_s(model.vocab * model.hidden / tp * (param_bytes + dtype_bytes), gpu)
+        ops += (OpTime(name="weight-cast", flops=0.0, fwd_s=cast, bwd_s=cast),)
+    return ops
 
 
 def head_times(model: ModelShape, gpu: GpuSpec, *, micro_batch: int, seq_len: int, tp: int = 1,
-               cp: int = 1, dtype_bytes: int = 2) -> LayerTimes:
+               cp: int = 1, dtype_bytes: int = 2, param_bytes: int | None = None) -> LayerTimes:
     """Output projection and vocabulary-parallel cross-entropy for one micro-batch on one rank."""
-    ops = head_ops(model, gpu, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp)
+    ops = head_ops(model, gpu, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp,
+                   dtype_bytes=dtype_bytes, param_bytes=param_bytes)
     k = 1.0 / kernel_model(gpu).sustained_fraction
     return LayerTimes(fwd_s=sum(o.fwd_s for o in ops) * k, bwd_s=sum(o.bwd_s for o in ops) * k,
                       kernels=sum(o.kernels for o in ops))

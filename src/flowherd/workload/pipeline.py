@@ -110,7 +110,8 @@ class _Builder:
         if key not in self._lt:
             self._lt[key] = cm.layer_times(j.model, i, j.gpu, micro_batch=j.micro_batch, seq_len=j.seq_len,
                                            tp=j.tp, cp=j.cp, ep=j.ep, sequence_parallel=j.sequence_parallel,
-                                           dtype_bytes=j.dtype_bytes, attention=j.attention)
+                                           dtype_bytes=j.dtype_bytes, attention=j.attention,
+                                           param_bytes=j.param_bytes)
         return self._lt[key]
 
     def _units(self, p: int, v: int) -> dict[str, np.ndarray]:
@@ -144,9 +145,16 @@ class _Builder:
             core = np.array([x.attn_core_fwd_s for x in lt])
             if last and n:
                 h = cm.head_times(m, j.gpu, micro_batch=j.micro_batch, seq_len=j.seq_len, tp=j.tp, cp=j.cp,
-                                  dtype_bytes=j.dtype_bytes)
+                                  dtype_bytes=j.dtype_bytes, param_bytes=j.param_bytes)
                 fwd[-1] += h.fwd_s
                 bwd[-1] += h.bwd_s
+            if j.grad_accumulation == "fp32-buffer":  # a cast-and-add per layer after each backward
+                bwd = bwd + np.array([cm.grad_accumulation_s(x, j.gpu, dtype_bytes=j.dtype_bytes)
+                                      for x in dense / j.tp + expert / (j.tp * j.ep)])
+            if j.zero_stage == 3:  # FSDP's gradient preparation before every reduce-scatter
+                bwd = bwd + np.array([cm.fsdp_grad_prep_s(x, j.gpu, param_bytes=j.param_bytes,
+                                                          grad_bytes=j.grad_bytes)
+                                      for x in dense / j.tp + expert / (j.tp * j.ep)])
         # recomputation (Korthikanti et al. 2022): full repeats each layer's forward (not the
         # output head) before its backward; selective repeats the attention core only
         if j.recompute == "full":
@@ -241,8 +249,8 @@ class _Builder:
             lbl = f"{tag}/L{units[0]}" if n == 1 else f"{tag}/L{min(units)}-{max(units)}"
             pre = list(entry)
             if j.zero_stage == 3:
-                dense = float(u["dense_loc"][units].sum()) * j.dtype_bytes / n
-                expert = float(u["expert_loc"][units].sum()) * j.dtype_bytes / n
+                dense = float(u["dense_loc"][units].sum()) * j.param_bytes / n
+                expert = float(u["expert_loc"][units].sum()) * j.param_bytes / n
                 colls = self._param_colls(p, Op.ALLGATHER, dense, expert)
                 if colls:
                     ag = b.comm(f"{lbl}/zero-ag", colls, (self.zero_tail[p], *anchor), group="zero",
@@ -372,8 +380,8 @@ class _Builder:
             ends.append(step)
             if 1 <= j.zero_stage <= 2:
                 nb = sum(len(self.buckets[(p, v)]) for v in range(self.V))
-                colls = self._param_colls(p, Op.ALLGATHER, dense * j.dtype_bytes / nb,
-                                          expert * j.dtype_bytes / nb)
+                colls = self._param_colls(p, Op.ALLGATHER, dense * j.param_bytes / nb,
+                                          expert * j.param_bytes / nb)
                 if colls:
                     ends.append(b.comm(f"s{p}/zero-ag-params", colls, (step,), group="zero", stage=p,
                                        count=nb, phase="step"))

@@ -40,7 +40,8 @@ nccl-tests convention (`flowherd.collectives.ops`):
   AllGathered before its forward and again before its backward (prefetched one layer ahead,
   ``BACKWARD_PRE`` and ``limit_all_gathers``: layer ``k + 1``'s gather runs while layer ``k``
   computes, so the graph keeps one task per layer at either granularity) and its gradients
-  ReduceScattered after its backward (3x volume). The optimizer
+  ReduceScattered after its backward (3x volume; gathers in ``param_bytes``, 4 for FSDP over FP32
+  weights, reductions in ``grad_bytes``). The optimizer
   states are sharded over the data-parallel ranks from stage 1 on.
 * EP (Lepikhin et al., GShard 2020; Rajbhandari et al., DeepSpeed-MoE 2022): per MoE layer and
   micro-batch an AllToAll dispatch and combine in forward and their two transposes in backward. Each
@@ -103,8 +104,8 @@ class TrainingJob:
         sequence_parallel: Megatron sequence parallelism (TP AllReduce -> ReduceScatter + AllGather).
         activation_recompute: Old spelling of ``recompute="full"``.
         recompute: "none", "selective" (attention core) or "full" (module docstring).
-        attention: The attention kernels, "flash" (default) or "unfused" (Megatron-LM before flash
-            attention; `flowherd.workload.compute`).
+        attention: The attention kernels, "flash" (default), "triton" (FlashAttention in Triton) or
+            "unfused" (Megatron-LM before flash attention; `flowherd.workload.compute`).
         virtual_stages: Megatron's virtual pipeline stages per rank (1: plain 1F1B); needs
             ``layers >= pp * virtual_stages`` and, if > 1, at least ``pp`` micro-batches.
         first_stage_layers, last_stage_layers: Megatron's ``num_layers_in_first/last_pipeline_stage``
@@ -121,6 +122,17 @@ class TrainingJob:
             (default): the compute model of `flowherd.workload.compute`.
         dtype_bytes: Bytes per activation / parameter element (2: BF16).
         grad_bytes: Bytes per gradient element in the DP reduction (2: BF16; 4: FP32).
+        param_bytes: Bytes per element of the weights the framework keeps and (ZeRO-3 / FSDP)
+            all-gathers; None (default): ``dtype_bytes``. 4 is PyTorch FSDP with FP32 parameters
+            under autocast (Composer's ``mixed_precision: DEFAULT``): every forward casts the weights
+            to ``dtype_bytes`` and every backward casts their gradients back
+            (`flowherd.workload.compute.layer_ops`).
+        grad_accumulation: How gradients are summed over micro-batches: "fused" (default; Megatron's
+            ``gradient_accumulation_fusion``, the weight-gradient GEMM adds into the FP32 main
+            gradient; DDP/FSDP accumulate in place) or "fp32-buffer" (DeepSpeed's ``BF16_Optimizer``:
+            its pipeline engine calls ``update_hp_grads`` after every micro-batch's backward, a
+            separate cast-and-add of each BF16 gradient into an FP32 buffer;
+            `flowherd.workload.compute.grad_accumulation_s`).
         bucket_bytes: DDP bucket cap (25 MiB as PyTorch); ``math.inf`` makes one bucket per stage,
             i.e. the gradient sync starts after the whole backward pass (no overlap).
         submit_s: Submission time, seconds.
@@ -152,6 +164,8 @@ class TrainingJob:
     efficiency: float | None = None
     dtype_bytes: int = 2
     grad_bytes: int = 2
+    param_bytes: int | None = None
+    grad_accumulation: str = "fused"
     bucket_bytes: float = 25 * MiB
     submit_s: float = 0.0
     _chunk_layers: tuple[range, ...] = field(default=(), init=False, repr=False, compare=False)
@@ -229,6 +243,12 @@ class TrainingJob:
                 f"{w}: with virtual_stages > 1 the micro-batches per replica (global_batch / "
                 f"(micro_batch * dp) = {self.micro_batches}) must be at least pp={self.pp} (virtual_stages)"
             )
+        if self.param_bytes is None:
+            object.__setattr__(self, "param_bytes", self.dtype_bytes)
+        _pos_int(self.param_bytes, "param_bytes", w)
+        if self.grad_accumulation not in GRAD_ACCUMULATION:
+            raise ConfigError(f"{w}: grad_accumulation must be one of {', '.join(GRAD_ACCUMULATION)}, got "
+                              f"{self.grad_accumulation!r} (grad_accumulation)")
         if self.efficiency is not None and not (
                 isinstance(self.efficiency, int | float) and 0 < self.efficiency <= 1):
             raise ConfigError(f"{w}: efficiency must be in (0, 1], got {self.efficiency!r} (efficiency)")
@@ -322,6 +342,7 @@ class TrainingJob:
 
 
 RECOMPUTE = ("none", "selective", "full")
+GRAD_ACCUMULATION = ("fused", "fp32-buffer")
 PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "virtual_stages", "sequence_parallel", "zero", "fsdp")
 
 
