@@ -225,7 +225,7 @@ def test_ll_chains_stream_and_simple_chains_store_and_forward(dgx):
 @pytest.mark.parametrize("size", [4 << 20, 16 << 20, 64 << 20, 1 << 30])
 @pytest.mark.parametrize("fidelity", ["step", "collective"])
 def test_simulated_nvlstree_follows_ncclss_model(dgx, size, fidelity):
-    # 2 x 8 H100, NVLSTree: the simulation (NVLS + per-rail trees, pipelined in up to 16 chunks)
+    # 2 x 8 H100, NVLSTree: the simulation (NVLS + per-rail trees, pipelined in up to 64 chunks)
     # within 15% of NCCL 2.30's time, latency 25 + 2 x 20.9 us (hwLatencies NVLink NVLS, NET
     # NVLSTree) and busBw 8 x min(NVLS 2 x 40 x .85 x 7/8, 2 x 48, perChMaxNVLSTreeBw 57.7) GB/s
     # (tuning.cc). NVIDIA/nccl#1244 measured 127.6 / 203.0 / 467.9 us at 4 / 16 / 64 MiB on 2 x 8
