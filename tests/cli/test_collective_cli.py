@@ -115,6 +115,8 @@ def test_fabric_latency_model_gives_the_ring_closed_form(capsys, tmp_path):
         assert d["predicted_time_s"] > 0
     assert times["fabric"] == pytest.approx(2 * (n - 1) / n * size / bw + 2 * (n - 1) * alpha, rel=1e-3)
     assert times["nccl"] > times["fabric"]
+    # nccl: NCCL 2.30's time, the ring's latency counted once (tuning.cc, the paths' inside it)
+    assert times["nccl"] == pytest.approx(d["predicted_time_s"], rel=1e-3)
 
 
 def test_json_prints_channels_and_the_models_time(capsys):

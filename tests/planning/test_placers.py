@@ -148,13 +148,14 @@ def test_overloaded_serving_job_predicted_with_its_backlog():
 
 
 def test_profiles_are_per_fabric_not_per_server_shape():
-    # same servers, GPUs and link speeds, 100x the link latency: the collectives (timed on the
-    # fabric itself) take longer, so a profile cached for one fabric must not serve the other
+    # same servers (one per leaf), GPUs and NIC / NVLink speeds, uplinks oversubscribed 4:1: the
+    # collectives (timed on the fabric itself) take longer, so a profile cached for one fabric
+    # must not serve the other (a longer link latency would not do: NCCL's latency holds the paths')
     import flowherd.planning.predict as predict
 
     job = TrainingJob(model="llama3-8b", gpus=8, tp=2, name="j", seq_len=2048, global_batch=8, iterations=3)
-    fast = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, link_latency_s=1e-6)
-    slow = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, link_latency_s=1e-4)
+    fast = leaf_spine(servers=4, gpus_per_server=4, leaves=4, spines=2)
+    slow = leaf_spine(servers=4, gpus_per_server=4, leaves=4, spines=2, oversubscription=4)
     a = profile_job(job, fabric_view(fast))
     b = profile_job(job, fabric_view(slow))
     predict._PROFILES.clear()

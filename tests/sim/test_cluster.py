@@ -26,6 +26,18 @@ def grad_bytes(req: JobRequest) -> float:
     return req.spec.model.num_params() * req.spec.grad_bytes
 
 
+def _wire_fraction(fab, gpus, op: str, size: float) -> float:
+    """Payload per wire byte of the collective as the simulator runs it (NCCL's channels)."""
+    from flowherd.collectives.algorithms import build_schedule
+    from flowherd.collectives.ops import Collective
+    from flowherd.sim.collective import choose, nccl_channels
+
+    coll = Collective(op=op, gpus=gpus, size_bytes=size)
+    algo, proto = choose(fab, coll)
+    return build_schedule(coll, algo, fabric=fab, protocol=proto,
+                          channels=nccl_channels(fab, coll)).wire_fraction
+
+
 def test_pure_data_parallel_job_alone_takes_compute_plus_ring_allreduce():
     # Ring AllReduce of S bytes over n ranks moves 2 (n - 1) / n * S through each NIC
     # (Patarasuk & Yuan, JPDC 2009; Thakur et al., IJHPCA 2005): T = C + 2 (n-1)/n S / B.
@@ -34,7 +46,9 @@ def test_pure_data_parallel_job_alone_takes_compute_plus_ring_allreduce():
     res = simulate_cluster(fab, [req], horizon_s=100.0)
     j = res.job("a")
     n, s = 4, grad_bytes(req)
-    expect = j.compute_only_iteration_s + 2 * (n - 1) / n * s / NIC
+    # B: the NIC at NCCL's channel speed (2 x 24 of its 50 GB/s, flowherd.collectives.calibrate)
+    bw = NIC * _wire_fraction(fab, tuple(range(n)), "allreduce", s)
+    expect = j.compute_only_iteration_s + 2 * (n - 1) / n * s / bw
     assert len(j.iteration_s) == 3
     assert np.allclose(j.iteration_s, expect, rtol=0.02)
     assert j.finish_s == pytest.approx(3 * expect, rel=0.02)
@@ -47,10 +61,12 @@ def test_two_dp_jobs_over_an_oversubscribed_bottleneck_share_it_fairly():
     # and job b on servers 1, 3 both cross leaf 0 -> spine and leaf 1 -> spine. Alone, a 2-rank
     # ring sends S each way over an uplink of U: C + S / U; two jobs in lock step get U / 2
     # each (max-min fairness): C + 2 S / U.
+    # NCCL's channels move 2 x 24 GB/s through a 50 GB/s NIC (its PCIe counts 48, search.cc):
+    # their bytes grow by the ratio, on the shared uplink too (flowherd.collectives.calibrate)
     fab = leaf_spine(servers=4, gpus_per_server=1, leaves=2, spines=1, oversubscription=4)
-    u = 2 * NIC / 4
     a, b = dp_job("a", 2), dp_job("b", 2)
     s = grad_bytes(a)
+    u = 2 * NIC / 4 * _wire_fraction(fab, (0, 2), "allreduce", s)
     alone = simulate_cluster(fab, [a], horizon_s=100.0, placements={"a": [0, 2]}).job("a")
     both = simulate_cluster(fab, [a, b], horizon_s=100.0, placements={"a": [0, 2], "b": [1, 3]})
     c = alone.compute_only_iteration_s

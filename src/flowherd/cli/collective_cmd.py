@@ -57,8 +57,9 @@ def collective(
     protocol: str = typer.Option(None, "--protocol", help="simple, ll or ll128 (default: the "
                                  "selector's for auto, else simple)"),
     seed: int = typer.Option(0, "--seed", help="routing seed (ECMP hashing)"),
-    latency_model: str = typer.Option("nccl", "--latency-model", help="nccl (NCCL 2.30's per-step "
-                                      "latencies plus the paths') or fabric (path latencies only)"),
+    latency_model: str = typer.Option("nccl", "--latency-model", help="nccl (NCCL 2.30's latencies, "
+                                      "which hold the paths', and its bandwidth) or fabric (path "
+                                      "latencies only, full link rates)"),
     channels: int = typer.Option(None, "--channels", help="NCCL channels (default: NCCL's count)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     network: str = typer.Option("ideal", "--network", help="the network model: ideal, roce, tcp, a "

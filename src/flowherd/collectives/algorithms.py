@@ -578,8 +578,10 @@ def build_schedule(collective: Collective, algorithm: str = "ring", *, fabric: F
         chunks: Pipelining chunks of tree / chain algorithms (default: by size).
         channels: NCCL channels, for the algorithms that build one ring or tree per channel
             (ring, tree, nvls, nvlstree, pat); None: one, in rank order.
-        latency_model: "nccl" (steps carry NCCL's latencies) or "fabric" (no fixed step
-            latency: only the paths' own, which the simulator adds).
+        latency_model: "nccl" (steps carry NCCL's latencies, which hold the paths'; run as
+            NCCL runs it, with the fabric and `channels`, the schedule takes NCCL 2.30's
+            bandwidth and latency, `flowherd.collectives.calibrate`) or "fabric" (no fixed
+            step latency: only the paths' own, which the simulator adds; full link rates).
 
     >>> s = build_schedule(Collective(op="allreduce", gpus=range(4), size_bytes=4096), "ring")
     >>> (s.num_steps, float(s.steps[0].size_bytes[0]))
@@ -591,28 +593,14 @@ def build_schedule(collective: Collective, algorithm: str = "ring", *, fabric: F
     if channels is not None and _takes_channels(fn):
         kw["channels"] = channels
     sched = fn(collective, **kw)
-    if model == "nccl" and fabric is not None and channels is not None:
-        sched = _capped(sched, fabric)
     if model == "fabric":
-        sched = replace(sched, steps=tuple(replace(st, latency_s=0.0) for st in sched.steps))
-    return sched
+        return replace(sched, steps=tuple(replace(st, latency_s=0.0) for st in sched.steps))
+    if fabric is not None and channels is not None:
+        from flowherd.collectives.calibrate import as_nccl_runs  # it needs the selector
 
-
-def _capped(sched: Schedule, fabric: Fabric) -> Schedule:
-    """NCCL's per-channel SM / protocol cap (`flowherd.collectives.tuning.channel_cap`) on a
-    schedule run as NCCL runs it. Deliberate shortcut: the simulator has no per-flow rate
-    limit, so the cap is folded into the schedule's wire fraction (every flow's bytes grow by
-    1 / cap): alone on the fabric a channel then takes the time NCCL's capped rate gives; under
-    contention it takes that factor more of the links it shares than NCCL would."""
-    from flowherd.collectives.selector import nccl_model
-    from flowherd.collectives.tuning import MODEL_OPS, channel_cap
-
-    coll = sched.collective
-    if coll.op not in MODEL_OPS or coll.n < 2 or sched.algorithm not in ("ring", "tree", "pat"):
-        return sched
-    comm, _, tables = nccl_model(fabric, coll.gpus)
-    cap = channel_cap(comm, tables, coll.op, sched.algorithm, sched.protocol)
-    return sched if cap >= 1.0 else replace(sched, wire_fraction=sched.wire_fraction * cap)
+        sched = as_nccl_runs(sched, fabric)
+    # NCCL's latencies hold the wire's: the simulator adds no path latency on top
+    return replace(sched, adds_path_latency=False)
 
 
 @functools.cache

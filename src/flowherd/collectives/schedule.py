@@ -72,9 +72,16 @@ class Schedule:
             applied when the schedule is simulated (`wire_fraction`).
         steps: The steps, in a topological order.
         wire_fraction: Payload bytes per wire byte of the protocol (1 for Simple, 1/2 for LL,
-            120/128 for LL128), times NCCL's per-channel cap where a schedule runs as NCCL
-            runs it (`flowherd.collectives.algorithms.build_schedule`); the simulator sends
-            ``size_bytes / wire_fraction``.
+            120/128 for LL128); where a schedule runs as NCCL runs it, the lower fraction at
+            which its bytes take NCCL's bandwidth on the fabric's links
+            (`flowherd.collectives.calibrate`); the simulator sends ``size_bytes /
+            wire_fraction``.
+        adds_path_latency: Whether the simulator adds the network's propagation delay of each
+            flow's path on top of the steps' own latencies. False when the steps carry NCCL's
+            latencies (``latency_model="nccl"`` of `build_schedule`): NCCL's hop latencies
+            (tuning.cc ``hwLatencies``) are measured end to end and hold the wire's delay, so
+            adding the path's would count it twice. True for ``latency_model="fabric"``
+            (the steps carry none: the paths' are the only latency).
     """
 
     collective: Collective
@@ -82,6 +89,7 @@ class Schedule:
     protocol: str
     steps: tuple[Step, ...]
     wire_fraction: float = 1.0
+    adds_path_latency: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", tuple(self.steps))

@@ -311,31 +311,18 @@ def tune(comm: Comm) -> Tables:
     return tables
 
 
-#: Payload bytes per wire byte of each protocol (nccl.py WIRE_FRACTION; LL128's 0.92 of
-#: tuning.cc is its "120.0/128.0").
-_PROTOCOL_WIRE = {"ll": 0.5, "ll128": 120 / 128, "simple": 1.0}
-
-
-def channel_cap(comm: Comm, tables: Tables, op: Op, algorithm: str, protocol: str) -> float:
-    """How much of its links' rate a channel moves: NCCL's bus bandwidth of (op, algorithm,
-    protocol) after the per-channel SM / protocol caps and refinements of `tune` (``llMaxBw``,
-    ``perChMaxRingLL128Bw``, ``perChMaxTreeBw``, Tree 0.92 and 0.85, PAT 0.75), over what
-    ``nChannels x bw`` of the search would give at the protocol's wire efficiency; 1 where no
-    cap binds (Ring Simple) and for NVLS / NVLSTree (their efficiency is in their schedules).
-    In (0, 1]."""
-    g = comm.graphs.get(algorithm)
-    bw_alg = tables.bandwidth.get((Op(op), algorithm, protocol), 0.0)
-    if g is None or bw_alg <= 0 or algorithm not in ("ring", "tree", "pat"):
-        return 1.0
-    n_ranks, n_nodes = comm.n_ranks, comm.n_nodes
-    nsteps = (2 * (n_ranks - 1) if op == Op.ALLREDUCE else
-              n_ranks - 1 if op in (Op.REDUCESCATTER, Op.ALLGATHER) else n_ranks)
-    if algorithm != "ring" and op in (Op.ALLGATHER, Op.REDUCESCATTER):
-        ratio = 1.0  # tune() converts no bus bandwidth to algorithm bandwidth there
-    else:
-        ratio = n_ranks / nsteps if algorithm == "ring" else .5
-    raw = g.n_channels * (g.bw_intra if n_nodes <= 2 else g.bw_inter)
-    return max(1e-9, min(1.0, bw_alg / ratio / (raw * _PROTOCOL_WIRE[protocol])))
+def algo_latency_us(comm: Comm, tables: Tables, op: Op, algorithm: str, protocol: str,
+                    size_bytes: float, num_pipe_ops: int = 1) -> float | None:
+    """The latency term of ``ncclTopoGetAlgoTime``, us (the ring's plateau factor included);
+    None where the algorithm is off."""
+    if tables.bandwidth.get((op, algorithm, protocol), 0.0) == 0:
+        return None
+    lat = tables.latency_us[(op, algorithm, protocol)]
+    if (algorithm == "ring" and protocol == "simple" and comm.n_nodes > 1 and op == Op.ALLREDUCE
+            and int(size_bytes) // (comm.n_channels * comm.n_ranks) >= 64):
+        lat *= 1.9 if comm.compcap < 80 else 1.4  # plateau effect of ring
+    # latCount: DIVUP(numPipeOps, NCCL_MAX_DEV_WORK_BATCH_COLLS) = 1 for one call off the ring
+    return lat * (num_pipe_ops if algorithm == "ring" else 1)
 
 
 def algo_time_us(comm: Comm, tables: Tables, op: Op, algorithm: str, protocol: str,
@@ -344,7 +331,7 @@ def algo_time_us(comm: Comm, tables: Tables, op: Op, algorithm: str, protocol: s
     bw = tables.bandwidth.get((op, algorithm, protocol), 0.0)
     if bw == 0:
         return None
-    lat = tables.latency_us[(op, algorithm, protocol)]
+    lat = algo_latency_us(comm, tables, op, algorithm, protocol, size_bytes, num_pipe_ops)
     pi = PROTOCOL_NAMES.index(protocol)
     log_size = _log2i(int(size_bytes) >> 6)
     if algorithm == "tree" and op == Op.ALLREDUCE and 0 <= log_size < 23:
@@ -353,11 +340,7 @@ def algo_time_us(comm: Comm, tables: Tables, op: Op, algorithm: str, protocol: s
     if (algorithm == "nvlstree" and op == Op.ALLREDUCE and 0 <= log_size < 24
             and comm.compcap >= 100):
         bw *= TREE_CORRECTION[pi][log_size]
-    if (algorithm == "ring" and protocol == "simple" and comm.n_nodes > 1 and op == Op.ALLREDUCE
-            and size_bytes / (comm.n_channels * comm.n_ranks) >= 64):
-        lat *= 1.9 if comm.compcap < 80 else 1.4  # plateau effect of ring
-    lat_count = num_pipe_ops if algorithm == "ring" else 1
-    return lat * lat_count + size_bytes / (1000 * bw)
+    return lat + size_bytes / (1000 * bw)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,13 +25,19 @@ it lets a collective's flows run ahead where the steps would have waited.
 
 The protocol applies here: a flow of ``size_bytes`` payload sends ``size_bytes /
 wire_fraction`` bytes (LL 2x, LL128 128/120x).
+
+Latency is counted once. Under ``latency_model="nccl"`` (the default) the steps carry NCCL's
+latencies, which are end to end and hold the wire's (`Schedule.adds_path_latency` False): the
+flows go to the engine with routes of no propagation delay, and the path latencies above are
+0. Under ``"fabric"`` the steps carry none and the paths' are the only latency.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -45,6 +51,7 @@ from flowherd.collectives.selector import predicted_time_s, select
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric, LinkKind
 from flowherd.registry import Registry
+from flowherd.routing.base import Routes
 from flowherd.sim.engine import Engine
 
 FIDELITIES = Registry("fidelity", {"step": "step", "collective": "collective"})
@@ -137,6 +144,53 @@ def _pairs(schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return uniq // width, uniq % width, np.bincount(inv, weights=size, minlength=len(uniq)), inv
 
 
+def _without_latency(routes: Routes) -> Routes:
+    """`routes` with no propagation delay (`Schedule.adds_path_latency` False)."""
+    return replace(routes, latency_s=np.zeros(routes.num_flows))
+
+
+def _take(routes: Routes, rows: np.ndarray) -> Routes:
+    """The routes of flows `rows` of `routes`, in that order (CSR rows gathered)."""
+    lo, hi = routes.ptr[rows], routes.ptr[rows + 1]
+    count = hi - lo
+    ptr = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(count, out=ptr[1:])
+    at = np.repeat(lo - ptr[:-1], count) + np.arange(int(ptr[-1]))
+    return Routes(ptr=ptr, link=routes.link[at], frac=routes.frac[at],
+                  latency_s=routes.latency_s[rows])
+
+
+class _Same:
+    """Hashes and compares by identity (schedules and routers as cache keys)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
+@functools.lru_cache(maxsize=256)
+def _step_routes_of(router: _Same, schedule: _Same) -> tuple[Routes, ...]:
+    sched: Schedule = schedule.obj
+    src, dst, _, inv = _pairs(sched)
+    routes = _without_latency(router.obj.route(src.astype(np.int32), dst.astype(np.int32),
+                                               np.zeros(src.size, np.int64)))
+    bounds = np.cumsum([0] + [st.num_flows for st in sched.steps])
+    return tuple(_take(routes, inv[bounds[i]:bounds[i + 1]]) for i in range(sched.num_steps))
+
+
+def _step_routes(router, schedule: Schedule) -> tuple[Routes, ...]:
+    """Each step's routes with no propagation delay, the schedule's distinct pairs routed once
+    (the same objects for the same schedule and router, which the engine checks once)."""
+    return _step_routes_of(_Same(router), _Same(schedule))
+
+
 def add_schedule(engine: Engine, schedule: Schedule, *, fidelity: str = "step",
                  after: Sequence[int] = (), at_s: float | None = None, name: str = "",
                  weight: float = 1.0, priority: int = 0) -> int:
@@ -164,9 +218,13 @@ def add_schedule(engine: Engine, schedule: Schedule, *, fidelity: str = "step",
         if engine.router is not None and src.size:
             routes = engine.router.route(src.astype(np.int32), dst.astype(np.int32),
                                          np.zeros(src.size, np.int64))
+            if not schedule.adds_path_latency:
+                routes = _without_latency(routes)
             pair_lat = np.asarray(routes.latency_s, dtype=np.float64)
-        else:
+        elif schedule.adds_path_latency:
             pair_lat = pair_latency_s(engine.fabric, src, dst)
+        else:
+            pair_lat = np.zeros(src.size)
         which = np.repeat(np.arange(schedule.num_steps), [st.num_flows for st in schedule.steps])
         path_lat = np.zeros(schedule.num_steps)
         np.maximum.at(path_lat, which, pair_lat[inv])
@@ -182,11 +240,14 @@ def add_schedule(engine: Engine, schedule: Schedule, *, fidelity: str = "step",
         return engine.add_coflow(src, dst, size / wf, at_s=at_s, after=tuple(after), delay_s=delay,
                                  routes=routes, name=label, weight=flow_w, priority=priority)
     ids: list[int] = []
+    step_routes = (_step_routes(engine.router, schedule)
+                   if not schedule.adds_path_latency and engine.router is not None else None)
     for i, st in enumerate(schedule.steps):
         deps = tuple(ids[d] for d in st.deps) if st.deps else tuple(after)
         ids.append(engine.add_coflow(st.src_gpu, st.dst_gpu, st.size_bytes / wf,
                                      at_s=None if st.deps else at_s, after=deps,
-                                     delay_s=st.latency_s, name=f"{label}/step{i}", **kw))
+                                     delay_s=st.latency_s, name=f"{label}/step{i}",
+                                     routes=None if step_routes is None else step_routes[i], **kw))
     sinks = schedule.sinks()
     if len(sinks) == 1:
         return ids[sinks[0]]
@@ -253,8 +314,10 @@ def simulate_collective(fabric: Fabric, collective: Collective, *, algorithm: st
         chunks: Pipelining chunks of tree / chain algorithms (default: by size).
         channels: NCCL channels of the algorithms that build one ring per channel; default
             NCCL's count for the collective (`nccl_channels`).
-        latency_model: "nccl" (NCCL's per-step latencies plus the paths') or "fabric" (the
-            paths' latencies only, for closed-form checks).
+        latency_model: "nccl" (NCCL 2.30's latencies, which hold the paths'; run as NCCL runs
+            it, the schedule takes the tuning model's bandwidth and latency on an idle fabric,
+            `flowherd.collectives.calibrate`) or "fabric" (the paths' latencies only and full
+            link rates, for closed-form checks).
 
     Returns:
         The time and the nccl-tests bandwidths.

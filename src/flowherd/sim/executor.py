@@ -26,7 +26,7 @@ path.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -136,6 +136,8 @@ class CollectiveCache:
         if not src.size:
             return None
         routes = self.router.route(src.astype(np.int32), dst.astype(np.int32), np.zeros(src.size, np.int64))
+        if not sched.adds_path_latency:  # NCCL's step latencies hold the wire's (Schedule)
+            routes = replace(routes, latency_s=np.zeros(routes.num_flows))
         lat = np.asarray(routes.latency_s, dtype=np.float64)
         # path latency of a step: its slowest pair's (every router uses fewest-hop paths)
         width = np.int64(fab.num_gpus)

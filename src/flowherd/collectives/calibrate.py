@@ -1,0 +1,164 @@
+"""A schedule run as NCCL runs it takes NCCL 2.30's time on an idle fabric.
+
+`build_schedule` builds NCCL's channels (rings, trees, NVLS) from the fabric; run on the fabric's
+links at their full rate and with NCCL's per-hop latency on every step, they would not take
+the time NCCL's own model (`flowherd.collectives.tuning`, tuning.cc) gives:
+
+* **Bandwidth.** NCCL's channels are copy loops on SMs; its model says what they move:
+  ``nChannels x bw`` of the topology search (``bwIntra`` / ``bwInter``, GB/s per channel: an H100
+  ring over NVLink 12 x 30 = 360 GB/s per GPU where the GPU's NVLink signals 450; across nodes
+  48 per NIC where the NIC signals 50), after the protocol and per-channel caps of tuning.cc
+  (``llMaxBw``, ``perChMaxRingLL128Bw``, ``perChMaxTreeBw``, ``perChMaxNVLSTreeBw``, Tree
+  0.92 / 0.85, PAT 0.75) and the bus-to-algorithm conversion (``nRanks / nsteps`` for Ring, NVLS
+  and NVLSTree, 0.5 for Tree). `rate_fraction` compares that with what the schedule's own bytes
+  would take on the fabric's links (`idle_bound_s`: each GPU's NVLink ports and each NIC, both
+  ways, at their capacity) and folds the ratio into the schedule's wire fraction. Deliberate
+  shortcut: the simulator has no per-flow rate limit, so a slower channel is a flow with more
+  bytes; alone on the fabric it takes NCCL's time, under contention it takes that factor more
+  of the links it shares than NCCL would.
+* **Latency.** NCCL prices a collective's latency in closed form (``baseLat`` + per-hop
+  ``hwLat`` over the hops a chunk takes, tuning.cc); a step-synchronous schedule pays its
+  slowest hop on every step. `nccl_latency_scale` scales the steps' latencies so that the
+  schedule's critical path is NCCL's latency (`flowherd.collectives.tuning.algo_latency_us`),
+  and NCCL's latency holds the wire's (`Schedule.adds_path_latency`), so it is counted once.
+
+Both apply to the algorithms NCCL has (ring, tree, nvls, nvlstree, pat) on the ops of its
+model, built with the fabric and NCCL's channels, under ``latency_model="nccl"``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from flowherd.collectives.schedule import Schedule
+from flowherd.collectives.tuning import MODEL_OPS, algo_latency_us
+from flowherd.fabric.core import Fabric, LinkKind, NodeKind
+from flowherd.units import us
+
+#: The algorithms NCCL's model prices (flowherd names).
+NCCL_ALGORITHMS = ("ring", "tree", "nvls", "nvlstree", "pat")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _Ports:
+    """Per node (fabric node id) capacities of the ports a collective's bytes cross, bytes/s."""
+
+    nvl_out: np.ndarray
+    nvl_in: np.ndarray
+    nic_of: np.ndarray  # per GPU: its first NIC, -1 without
+    pcie_out: np.ndarray  # per GPU: its link to its NIC
+    pcie_in: np.ndarray
+    net_out: np.ndarray  # per node: network links out / in
+    net_in: np.ndarray
+
+
+@functools.lru_cache(maxsize=32)
+def _ports(fabric: Fabric) -> _Ports:
+    n = fabric.num_nodes
+    src, dst = fabric.link_src, fabric.link_dst
+    cap = np.asarray(fabric.link_capacity_bytes_per_s, dtype=np.float64)
+    kind, nk = fabric.link_kind, fabric.node_kind
+    nvl = kind == LinkKind.NVLINK
+    net = kind == LinkKind.NETWORK
+    up = (kind == LinkKind.PCIE) & (nk[src] == NodeKind.GPU) & (nk[dst] == NodeKind.NIC)
+    down = (kind == LinkKind.PCIE) & (nk[src] == NodeKind.NIC) & (nk[dst] == NodeKind.GPU)
+    nic_of = np.full(n, -1, dtype=np.int64)
+    nic_of[src[up][::-1]] = dst[up][::-1]  # a GPU's first NIC (as channels.gpu_rail)
+    pcie_out = np.zeros(n)
+    pcie_out[src[up][::-1]] = cap[up][::-1]
+    pcie_in = np.zeros(n)
+    first = nic_of[dst[down]] == src[down]  # the link back from that NIC
+    pcie_in[dst[down][first]] = cap[down][first]
+    return _Ports(nvl_out=np.bincount(src[nvl], cap[nvl], n), nvl_in=np.bincount(dst[nvl], cap[nvl], n),
+                  nic_of=nic_of, pcie_out=pcie_out, pcie_in=pcie_in,
+                  net_out=np.bincount(src[net], cap[net], n), net_in=np.bincount(dst[net], cap[net], n))
+
+
+def idle_bound_s(schedule: Schedule, fabric: Fabric) -> float | None:
+    """The time the schedule's payload takes at full link rate on an idle, non-blocking fabric:
+    the most loaded port's bytes over its capacity, seconds. A flow inside a server loads the
+    sender's NVLink out and the receiver's NVLink in (an NVSwitch: no other link limits it); a
+    flow between servers the sender's PCIe link to its NIC and that NIC's network ports, and the
+    receiver's. None where a flow has no such port (no NVLink inside, no NIC across): the bound
+    is not known."""
+    src, dst, size = schedule.pair_bytes()
+    if src.size == 0:
+        return 0.0
+    p = _ports(fabric)
+    src, dst = src.astype(np.int64), dst.astype(np.int64)
+    server = fabric.gpu_server
+    intra = server[src] == server[dst]
+    loads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (node, bytes, capacity)
+    s, d, b = src[intra], dst[intra], size[intra]
+    loads += [(s, b, p.nvl_out), (d, b, p.nvl_in)]
+    s, d, b = src[~intra], dst[~intra], size[~intra]
+    ns, nd = p.nic_of[s], p.nic_of[d]
+    if np.any(ns < 0) or np.any(nd < 0):
+        return None
+    loads += [(s, b, p.pcie_out), (ns, b, p.net_out), (nd, b, p.net_in), (d, b, p.pcie_in)]
+    worst = 0.0
+    for node, b, capacity in loads:
+        if node.size == 0:
+            continue
+        total = np.bincount(node, b, capacity.size)
+        busy = total > 0
+        if np.any(capacity[busy] <= 0):
+            return None
+        worst = max(worst, float(np.max(total[busy] / capacity[busy])))
+    return worst
+
+
+def _model(schedule: Schedule, fabric: Fabric):
+    from flowherd.collectives.selector import nccl_model  # selector imports the algorithms
+
+    coll = schedule.collective
+    if coll.op not in MODEL_OPS or coll.n < 2 or schedule.algorithm not in NCCL_ALGORITHMS:
+        return None
+    return nccl_model(fabric, coll.gpus)
+
+
+def rate_fraction(schedule: Schedule, fabric: Fabric) -> float:
+    """The wire fraction at which the schedule, alone on the fabric, moves its bytes at NCCL's
+    algorithm bandwidth (module docstring): ``min(protocol wire fraction, idle bound / NCCL's
+    bandwidth time)``; the protocol's own where NCCL has no bandwidth for it or the bound is not
+    known. In (0, 1]."""
+    got = _model(schedule, fabric)
+    wire = schedule.wire_fraction
+    if got is None:
+        return wire
+    _, _, tables = got
+    coll = schedule.collective
+    bw_gbps = tables.bandwidth.get((coll.op, schedule.algorithm, schedule.protocol), 0.0)
+    bound = idle_bound_s(schedule, fabric)
+    if bw_gbps <= 0 or bound is None or bound <= 0:
+        return wire
+    model_s = float(coll.size_bytes) / (bw_gbps * 1e9)  # GB/s = 10**9 bytes/s (tuning.cc)
+    return max(1e-9, min(wire, bound / model_s))
+
+
+def nccl_latency_scale(schedule: Schedule, fabric: Fabric) -> float:
+    """Factor on every step's latency that makes the critical path NCCL's latency for the
+    collective (module docstring); 1 where NCCL has none or the schedule has no latency."""
+    got = _model(schedule, fabric)
+    if got is None:
+        return 1.0
+    comm, _, tables = got
+    coll = schedule.collective
+    lat_us = algo_latency_us(comm, tables, coll.op, schedule.algorithm, schedule.protocol,
+                             float(coll.size_bytes))
+    crit, _ = schedule.critical_path()
+    if lat_us is None or crit <= 0:
+        return 1.0
+    return lat_us * us / crit
+
+
+def as_nccl_runs(schedule: Schedule, fabric: Fabric) -> Schedule:
+    """`schedule` with NCCL's bandwidth (`rate_fraction`) and latency (`nccl_latency_scale`)."""
+    wire = rate_fraction(schedule, fabric)
+    k = nccl_latency_scale(schedule, fabric)
+    steps = schedule.steps if k == 1.0 else tuple(replace(st, latency_s=st.latency_s * k)
+                                                  for st in schedule.steps)
+    return replace(schedule, steps=steps, wire_fraction=wire)
