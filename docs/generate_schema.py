@@ -57,9 +57,18 @@ MEANING = {
                                         "parallelism.",
     "workload.jobs[].recompute": "Activation recomputation: none, selective (attention core) or full "
                                  "(every layer's forward, with its TP collectives).",
-    "workload.jobs[].attention": "Attention kernels the run used: flash (fused, causal blocks skipped) or "
-                                 "unfused (Megatron-LM before flash attention: the s x s scores through "
-                                 "HBM).",
+    "workload.jobs[].param_bytes": "Bytes per element of the weights the framework keeps (and ZeRO-3 / FSDP "
+                                   "all-gathers); null: the activation dtype. 4 is PyTorch FSDP with FP32 "
+                                   "weights under autocast: every pass casts them.",
+    "workload.jobs[].grad_bytes": "Bytes per gradient element in the data-parallel reduction "
+                                  "(2: BF16, 4: FP32).",
+    "workload.jobs[].grad_accumulation": "How gradients are summed over micro-batches: fused (into the "
+                                         "FP32 main gradient by the weight-gradient GEMM) or fp32-buffer "
+                                         "(DeepSpeed's BF16_Optimizer: a cast-and-add after every "
+                                         "micro-batch).",
+    "workload.jobs[].attention": "Attention kernels the run used: flash (fused, causal blocks skipped), "
+                                 "triton (FlashAttention in Triton, slower than FA2) or unfused "
+                                 "(Megatron-LM before flash attention: the s x s scores through HBM).",
     "workload.jobs[].seq_len": "Tokens per sequence.",
     "workload.jobs[].micro_batch": "Sequences per micro-batch.",
     "workload.jobs[].global_batch": "Sequences per iteration (default: micro_batch x dp).",
