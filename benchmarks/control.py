@@ -17,7 +17,11 @@ default ``buffer``: delays and paths only); decisions outside it are refused and
 ("refused"). --network sets the network model of every run (ideal, roce, tcp; default: the
 scenario's). The isolated bound is each job alone on the fabric (its planned iterations times its
 iteration time alone, no queue), averaged over the jobs; "gap closed" is the paired per-seed
-share of the gap between no control and that bound that a controller closes.
+share of the gap between no control and that bound that a controller closes. The queue-aware
+bound (`queue_bound_jct_s`) keeps the cluster's FIFO queue for GPUs and lets every job run at its
+solo speed: no network controller does better, so "gap (queue)", the share of the gap to it that
+a controller closes, is the part of the gap a controller can be asked for. Each run's per-job
+submit, start, finish, GPUs, iterations and solo iteration time are in the JSON (``job_detail``).
 
 With --model, the learning curve saved next to each model (MODEL_curve.csv, by `flowherd train`)
 is printed too. Evaluation seeds default to 0..4: train models on other seeds
