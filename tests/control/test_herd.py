@@ -64,6 +64,34 @@ def test_paths_avoid_links_busy_with_traffic_served_first():
     assert decision_for(ACTIONS.index((6, False)), p, view).path_choice == (0,)
 
 
+def test_without_classes_paths_go_where_a_new_flow_gets_the_largest_share():
+    # two candidate paths, both links fully used (utilization 1, all adaptive routing sees): link 0
+    # carries 5 flows, link 1 one; a new flow gets a sixth of link 0 and half of link 1
+    jobs = [_job("me", 5)]
+    view = NetworkView(now_s=0.0, link_capacity_bytes_per_s=np.full(4, 10 * GBps),
+                       link_utilization=np.array([1.0, 1.0, 0.0, 0.0]), jobs={j.name: j for j in jobs},
+                       levers=GRANTS["buffer"], link_flows=[5, 1, 0, 0])
+    cands = ((np.array([0]), np.array([1])),) * 3
+    p = DecisionPoint(kind="collective", now_s=0.0, job="me", link_idx=[0], link_bytes=[1e8],
+                      src_gpu=[0, 0, 0], dst_gpu=[1, 1, 1], candidate_paths=cands)
+    d = HerdController().decide(p, view)
+    # the first pairs take link 1 (1/2, then 1/3 of it); the third finds 1/4 there, still above
+    # link 0's 1/6; with utilization only, the first candidate wins every time
+    assert d.path_choice == (1, 1, 1) and d.delay_s == 0 and d.priority is None
+    util = HerdController(HerdParams(path_metric="utilization")).decide(p, view)
+    assert util.path_choice == (0, 1, 0)
+    # link 0 idle: its unused capacity beats any share of a busy link
+    idle = NetworkView(now_s=0.0, link_capacity_bytes_per_s=np.full(4, 10 * GBps),
+                       link_utilization=np.array([0.0, 1.0, 0.0, 0.0]), jobs={j.name: j for j in jobs},
+                       levers=GRANTS["buffer"], link_flows=[0, 1, 0, 0])
+    assert HerdController().decide(p, idle).path_choice[0] == 0
+    with pytest.raises(ConfigError, match="link_flows"):
+        NetworkView(now_s=0.0, link_capacity_bytes_per_s=np.ones(4), link_utilization=np.zeros(4),
+                    link_flows=[1, 2])
+    with pytest.raises(ConfigError, match="path_metric"):
+        HerdParams(path_metric="hops")
+
+
 def test_structured_action_is_the_controllers_decision_and_masks_hold():
     jobs = [_job("a", 2, slack=0.5), _job("b", 7)]
     cof = [CoflowState(name="x", job="b", remaining_bytes=4e9, link_idx=[0], link_remaining_bytes=[4e9],

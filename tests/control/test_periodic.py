@@ -149,3 +149,35 @@ def test_flowherd_under_buffer_reaches_near_the_isolated_bound_on_the_two_job_ca
     # the threshold rule alone delays nothing here (every DP bucket has slack 0: FINDINGS.md)
     thr, _, _ = two_jobs("threshold")
     assert thr == pytest.approx(none, rel=1e-9)
+
+
+def _yield_view(remaining, gpus, coflows, util=None):
+    from flowherd.sim.control_api import JobState
+
+    jobs = {n: JobState(name=n, num_gpus=gpus[n], period_s=1.0, solo_period_s=1.0, iterations_total=int(r),
+                        iterations_done=0) for n, r in remaining.items()}
+    return NetworkView(now_s=0.0, link_capacity_bytes_per_s=np.full(4, CAP), link_utilization=np.zeros(4),
+                       coflows=tuple(coflows), jobs=jobs, levers=GRANTS["buffer"])
+
+
+def test_a_collective_yields_to_the_burst_of_a_job_with_less_work_left_per_gpu():
+    from flowherd.control.periodic import yield_delay_s
+
+    # "short" has 2 s left on 8 GPUs, "long" 8 s on 8 GPUs; short's coflow has 3 GB left on link 0:
+    # long's collective there waits for it to drain at the link's capacity (0.3 s, no pattern
+    # learnt yet); short's own collective never waits for long's bytes
+    cof = [CoflowState(name="s", job="short", remaining_bytes=3e9, link_idx=[0], link_remaining_bytes=[3e9]),
+           CoflowState(name="l", job="long", remaining_bytes=3e9, link_idx=[0], link_remaining_bytes=[3e9])]
+    view = _yield_view({"short": 2, "long": 8}, {"short": 8, "long": 8}, cof)
+    learner = PatternLearner()
+    assert yield_delay_s(_point("long", 0.0), view, learner) == pytest.approx(3e9 / CAP)
+    assert yield_delay_s(_point("short", 0.0), view, learner) == 0.0
+    # no shared link: nothing to yield to
+    assert yield_delay_s(_point("long", 0.0, links=(1,)), view, learner) == 0.0
+    # capped at a fraction of the job's period
+    assert yield_delay_s(_point("long", 0.0), view, learner, max_fraction=0.1) == pytest.approx(0.1)
+    # the rank is per GPU held: 8 s left on 32 GPUs comes before 2 s left on 2 GPUs (the queue
+    # behind a job waits for its GPUs)
+    view = _yield_view({"short": 2, "long": 8}, {"short": 2, "long": 32}, cof)
+    assert yield_delay_s(_point("short", 0.0), view, learner) == pytest.approx(3e9 / CAP)
+    assert yield_delay_s(_point("long", 0.0), view, learner) == 0.0

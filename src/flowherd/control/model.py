@@ -16,17 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from flowherd.control.herd import (
-    ACTIONS,
-    NUM_FEATURES,
-    OBS_BOUND,
-    HerdController,
-    HerdParams,
-    action_mask,
-    asks_agent,
-    decision_for,
-    features,
-)
+from flowherd.control.agent import ACTION_SPACES, action_space_size, decide, prepare
+from flowherd.control.herd import NUM_FEATURES, OBS_BOUND, HerdController, HerdParams, asks_agent, features
 from flowherd.errors import ConfigError
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
@@ -100,14 +91,18 @@ class PolicyController:
 
     Args:
         policy: The policy (``model.policy``), observations ``float32[NUM_FEATURES]``, actions
-            ``Discrete(len(ACTIONS))``.
+            those of ``actions``.
         name: The controller's name (in the run records).
         params: Parameters of the structured part (non-agent points, masks, buffering delay).
+        actions: Its action space (`flowherd.control.agent.ACTION_SPACES`).
     """
 
-    def __init__(self, policy: Any, *, name: str = "rl", params: HerdParams | None = None):
+    def __init__(self, policy: Any, *, name: str = "rl", params: HerdParams | None = None,
+                 actions: str = "structured"):
         self.policy = policy
         self.name = name
+        self.actions = actions
+        action_space_size(actions)  # checks the name
         self.params = params if params is not None else HerdParams()
         self.structured = HerdController(params=self.params)
         self._layers = numpy_actor(policy)
@@ -120,16 +115,18 @@ class PolicyController:
         if not asks_agent(point):
             return self.structured.decide(point, view)
         obs = np.clip(features(point, view), -OBS_BOUND, OBS_BOUND)
-        mask = action_mask(point, view, self.params)
+        mask, _default, ctx = prepare(self.actions, self.structured, point, view)
         if self._layers is None:
             a = greedy_action(self.policy, obs, mask)
         else:
             a = _masked_argmax(numpy_logits(self._layers, obs), mask)
-        return decision_for(a, point, view, self.params)
+        return decide(self.actions, a, ctx, self.structured, point, view)
 
 
 def load_policy(path: str | Path) -> Any:
-    """The actor-critic policy of a stable-baselines3 model file, on the CPU, in eval mode.
+    """The actor-critic policy of a stable-baselines3 model file, on the CPU, in eval mode (its
+    action space, `flowherd.control.agent.ACTION_SPACES`, told by its number of actions:
+    ``policy.flowherd_actions``).
 
     Raises:
         ConfigError: no such file, not a .zip, not a stable-baselines3 actor-critic model, or
@@ -152,11 +149,13 @@ def load_policy(path: str | Path) -> Any:
                           f"({type(err).__name__}: {err}) (controller.name)") from None
     obs_shape = getattr(data["observation_space"], "shape", None)
     n = getattr(data["action_space"], "n", None)
-    if obs_shape != (NUM_FEATURES,) or n != len(ACTIONS):
+    sizes = {action_space_size(a): a for a in ACTION_SPACES}
+    if obs_shape != (NUM_FEATURES,) or n not in sizes:
         raise ConfigError(f"model {str(path)!r} takes observations {obs_shape} and {n} actions; this "
-                          f"flowherd has ({NUM_FEATURES},) and {len(ACTIONS)} (retrain it with flowherd "
-                          "train) (controller.name)")
+                          f"flowherd has ({NUM_FEATURES},) and {' or '.join(map(str, sizes))} (retrain it "
+                          "with flowherd train) (controller.name)")
     policy.set_training_mode(False)
+    policy.flowherd_actions = sizes[n]
     return policy
 
 
@@ -172,7 +171,8 @@ class ModelController(PolicyController):
     """
 
     def __init__(self, path: str | Path, *, params: HerdParams | None = None):
-        super().__init__(load_policy(path), name=f"rl:{Path(path).stem}", params=params)
+        policy = load_policy(path)
+        super().__init__(policy, name=f"rl:{Path(path).stem}", params=params, actions=policy.flowherd_actions)
         self.path = Path(path)
 
 

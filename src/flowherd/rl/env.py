@@ -27,18 +27,8 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from flowherd.control.herd import (
-    ACTIONS,
-    NUM_FEATURES,
-    OBS_BOUND,
-    HerdController,
-    HerdParams,
-    action_mask,
-    asks_agent,
-    decision_for,
-    features,
-    structured_action,
-)
+from flowherd.control.agent import action_space_size, decide, prepare
+from flowherd.control.herd import NUM_FEATURES, OBS_BOUND, HerdController, HerdParams, asks_agent, features
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.experiments.scenario import Scenario, read_scenario_mapping, scenario_from_mapping
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
@@ -61,9 +51,10 @@ _ABORT = object()  # the message that tells the bridge to raise _Abort
 class _Bridge:
     """The controller the simulator calls in the worker thread (module docstring)."""
 
-    def __init__(self, to_env: queue.Queue, to_sim: queue.Queue, params: HerdParams):
+    def __init__(self, to_env: queue.Queue, to_sim: queue.Queue, params: HerdParams, actions: str):
         self.name = "rl-agent"
         self.params = params
+        self.actions = actions
         self.structured = HerdController(params=params)
         self.to_env, self.to_sim = to_env, to_sim
         self.finish_s: dict[str, float] = {}
@@ -78,13 +69,12 @@ class _Bridge:
         if not asks_agent(point):
             return self.structured.decide(point, view)
         obs = np.clip(features(point, view), -OBS_BOUND, OBS_BOUND).astype(np.float32)
-        mask = np.asarray(action_mask(point, view, self.params), dtype=bool)
-        default = int(structured_action(point, view, self.params))
-        self.to_env.put(("point", obs, mask, default, float(point.now_s), dict(self.finish_s)))
+        mask, default, ctx = prepare(self.actions, self.structured, point, view)
+        self.to_env.put(("point", obs, mask, int(default), float(point.now_s), dict(self.finish_s)))
         msg = self.to_sim.get()
         if msg is _ABORT:
             raise _Abort
-        return decision_for(int(msg), point, view, self.params)
+        return decide(self.actions, int(msg), ctx, self.structured, point, view)
 
 
 def jobs_in_system_integral(submit_s: np.ndarray, finish_s: np.ndarray, t0_s: float, t1_s: float) -> float:
@@ -132,8 +122,11 @@ class BufferingEnv(gymnasium.Env):
         ``[-OBS_BOUND, OBS_BOUND]``.
 
     Action:
-        ``Discrete(len(ACTIONS))``: ``ACTIONS[a] = (priority class, buffer)``; `decision_for`
-        makes the `Decision`. Not every action applies at every point: `action_masks()` (the
+        ``Discrete(n)`` in one of the action spaces of `flowherd.control.agent` (``actions``):
+        ``structured`` (``n = len(ACTIONS)``, ``ACTIONS[a] = (priority class, buffer)``, buffering
+        being the `flowherd` policy's delay there) or ``raw`` (a delay as a fraction of the
+        job's period, `RAW_DELAY_FRACTIONS`); `flowherd.control.agent.decide` makes the
+        `Decision`. Not every action applies at every point: `action_masks()` (the
         sb3-contrib convention) and ``info["action_mask"]`` say which do. An action the mask
         rules out (or outside the space) is *projected* to the structured policy's action at that
         point (``info["structured_action"]``), and ``info["projected"]`` is True.
@@ -164,6 +157,8 @@ class BufferingEnv(gymnasium.Env):
         horizon_s: Override of the scenario's horizon, seconds.
         params: Parameters of the structured policy (the non-agent decisions, the buffering
             delay and the masks).
+        actions: The action space, ``structured`` (default) or ``raw``
+            (`flowherd.control.agent.ACTION_SPACES`).
         render_mode: Only None (nothing to draw).
 
     Raises:
@@ -174,7 +169,8 @@ class BufferingEnv(gymnasium.Env):
 
     def __init__(self, scenario: str | Path | Mapping[str, Any] | Scenario = "default", *,
                  seeds: Sequence[int] | None = None, horizon_s: float | None = None,
-                 params: HerdParams | None = None, render_mode: str | None = None):
+                 params: HerdParams | None = None, render_mode: str | None = None,
+                 actions: str = "structured"):
         if render_mode is not None:
             raise ConfigError(f"render_mode must be None (the environment draws nothing), got "
                               f"{render_mode!r} (render_mode)")
@@ -199,18 +195,20 @@ class BufferingEnv(gymnasium.Env):
             raise ConfigError(f"seeds must be a non-empty sequence of integers, got {list(seeds)!r} (seeds)")
         self.seeds = tuple(int(s) for s in seeds)
         self.params = params if params is not None else HerdParams()
+        self.actions = actions
+        self._num_actions = action_space_size(actions)
         self._scenarios: dict[int, Scenario] = {}
         self.scenario = self.scenario_for(self.seeds[0])  # validates the scenario now
         self.render_mode = render_mode
         self.observation_space = spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(NUM_FEATURES,), dtype=np.float32)
-        self.action_space = spaces.Discrete(len(ACTIONS))
+        self.action_space = spaces.Discrete(self._num_actions)
         self._thread: threading.Thread | None = None
         self._to_env: queue.Queue = queue.Queue()
         self._to_sim: queue.Queue = queue.Queue()
         self._live = False  # an episode in progress (step may be called)
         self._pending: tuple | None = None  # a "done" that came before any agent point
         self._obs = np.zeros(NUM_FEATURES, np.float32)
-        self._mask = np.ones(len(ACTIONS), bool)
+        self._mask = np.ones(self._num_actions, bool)
         self._default = 0
 
     # -- scenarios --------------------------------------------------------------------------------
@@ -268,7 +266,7 @@ class BufferingEnv(gymnasium.Env):
         self._carry = 0.0
         self._steps = 0
         self._to_env, self._to_sim = queue.Queue(), queue.Queue()
-        bridge = _Bridge(self._to_env, self._to_sim, self.params)
+        bridge = _Bridge(self._to_env, self._to_sim, self.params, self.actions)
         self._thread = threading.Thread(target=_work, args=(self.scenario, bridge, self._to_env),
                                         name=f"flowherd-env-{s}", daemon=True)
         self._live = True
@@ -277,7 +275,7 @@ class BufferingEnv(gymnasium.Env):
         if msg[0] == "done":
             self._pending = msg
             self._obs = np.zeros(NUM_FEATURES, np.float32)
-            self._mask = np.ones(len(ACTIONS), bool)
+            self._mask = np.ones(self._num_actions, bool)
             self._default = 0
             return self._obs.copy(), self._info()
         # the job-seconds before the first agent point go with the first step's reward, so that the
@@ -292,9 +290,9 @@ class BufferingEnv(gymnasium.Env):
         try:
             a = int(np.asarray(action).item())
         except (TypeError, ValueError):
-            raise ConfigError(f"action must be an integer in 0..{len(ACTIONS) - 1}, got {action!r} "
+            raise ConfigError(f"action must be an integer in 0..{self._num_actions - 1}, got {action!r} "
                               "(action)") from None
-        projected = not (0 <= a < len(ACTIONS) and self._mask[a])
+        projected = not (0 <= a < self._num_actions and self._mask[a])
         if projected:
             a = self._default
         self._steps += 1
@@ -311,7 +309,7 @@ class BufferingEnv(gymnasium.Env):
         return obs, carry + reward, term, trunc, info
 
     def action_masks(self) -> np.ndarray:
-        """``bool[len(ACTIONS)]``: the actions that apply at the pending point (sb3-contrib name)."""
+        """``bool[n]``: the actions that apply at the pending point (sb3-contrib name)."""
         return self._mask.copy()
 
     def close(self) -> None:

@@ -139,7 +139,8 @@ def collect_structured(env: BufferingEnv, seeds: Sequence[int], *, gamma: float,
             log(f"structured episode {k + 1}/{len(seeds)} (seed {s}): {len(rewards)} decisions in "
                 f"{time.perf_counter() - t_ep:.1f} s")
     return {"obs": np.asarray(obs_l, np.float32), "action": np.asarray(act_l, np.int64),
-            "mask": np.asarray(mask_l, bool), "ret": np.concatenate(ret_l).astype(np.float32),
+            "mask": np.asarray(mask_l, bool),
+            "ret": (np.concatenate(ret_l) if ret_l else np.zeros(0)).astype(np.float32),
             "episode_len": np.asarray(lens, np.int64)}
 
 
@@ -213,7 +214,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
           horizon_s: float | None = None, bc_episodes: int | None = None, bc_epochs: int = 10,
           bc_smoothing: float = 0.1, ent_coef: float = 0.0, time_limit_s: float | None = None,
           gamma: float = 0.999, learning_rate: float = 3e-4, net_arch: Sequence[int] = (64, 64),
-          num_threads: int = 1,
+          num_threads: int = 1, actions: str = "structured",
           progress: Callable[[int, int, CurvePoint | None], None] | None = None,
           log: Callable[[str], None] | None = None) -> TrainResult:
     """Behaviour cloning of the structured policy, then RL (module docstring).
@@ -242,6 +243,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         learning_rate: Of the RL algorithm.
         net_arch: Hidden layers of the policy and value networks.
         num_threads: torch threads (at most 2 on this machine's two cores).
+        actions: The agent's action space, ``structured`` or ``raw``
+            (`flowherd.control.agent.ACTION_SPACES`; ``bc_episodes=0`` trains from scratch).
         progress: Called as ``progress(steps_done, steps, new_curve_point_or_None)``.
         log: Called with one line per phase (episodes, cloning, reference runs, stop), so that a
             long phase before RL does not look like a hang.
@@ -282,8 +285,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     overlap = set(train_seeds) & set(val_seeds)
     if overlap:
         raise ConfigError(f"validation seeds must be held out, got {sorted(overlap)} in both (val_seeds)")
-    env = BufferingEnv(scenario, seeds=train_seeds, horizon_s=horizon_s)
-    val_env = BufferingEnv(scenario, seeds=val_seeds, horizon_s=horizon_s)
+    env = BufferingEnv(scenario, seeds=train_seeds, horizon_s=horizon_s, actions=actions)
+    val_env = BufferingEnv(scenario, seeds=val_seeds, horizon_s=horizon_s, actions=actions)
     params = HerdParams()
 
     # -- 1. episodes of the structured policy ------------------------------------------------------
@@ -309,7 +312,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     else:  # A2C: short rollouts, one gradient step each
         n_steps = 64
         kwargs.update(n_steps=n_steps, gae_lambda=0.95, ent_coef=ent_coef)
-    rl_env = Monitor(BufferingEnv(scenario, seeds=train_seeds, horizon_s=horizon_s))
+    rl_env = Monitor(BufferingEnv(scenario, seeds=train_seeds, horizon_s=horizon_s, actions=actions))
     rl_env.reset(seed=seed)
     model = algo_cls("MlpPolicy", rl_env, **kwargs)
 
@@ -337,7 +340,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
 
     def validate(done: int) -> CurvePoint:
         v0 = time.perf_counter()
-        jct = evaluate(lambda: PolicyController(model.policy, params=params), val_env, val_seeds)
+        jct = evaluate(lambda: PolicyController(model.policy, params=params, actions=actions), val_env,
+                       val_seeds)
         cost["validate_s"] = max(cost["validate_s"], time.perf_counter() - v0)
         point = CurvePoint(steps=done, wall_s=time.perf_counter() - t0, mean_jct_s=jct)
         curve.append(point)

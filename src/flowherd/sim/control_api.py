@@ -227,9 +227,12 @@ class ControlHook:
                 iterations_total=tr.iterations_total, iterations_done=tr.iterations_done)
         hist = max((sum(tr.iterations_s[-self.history_iterations:]) for tr in self._jobs.values()),
                    default=0.0)
+        # Deliberate shortcut: the engine keeps each link's active flow count (its per-link flow
+        # lists' lengths) without a public accessor for the whole array.
+        flows = np.asarray(eng._b_len, dtype=np.int64).copy() if hasattr(eng, "_b_len") else None
         return NetworkView(now_s=float(now_s), link_capacity_bytes_per_s=self._cap, link_utilization=util,
                            coflows=tuple(coflows), jobs=jobs, history_window_s=float(hist),
-                           levers=self.levers)
+                           levers=self.levers, link_flows=flows)
 
     def engine_priority(self, cls: int | None) -> int:
         """The engine priority of a job's class (None: unmarked, the background's level 0)."""

@@ -320,6 +320,8 @@ class NetworkView:
         jobs: The running jobs, by name.
         history_window_s: How far back the per-job estimates look, seconds.
         levers: What the controller is granted (a decision outside it is refused).
+        link_flows: ``int64[L]``: active flows on each directed link now, background flows
+            included (what a switch's flow table shows); None when not known.
     """
 
     now_s: float
@@ -329,6 +331,7 @@ class NetworkView:
     jobs: Mapping[str, JobState] = field(default_factory=dict)
     history_window_s: float = 0.0
     levers: Levers = field(default_factory=lambda: GRANTS["buffer"])
+    link_flows: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         cap = _f64(self.link_capacity_bytes_per_s)
@@ -342,6 +345,13 @@ class NetworkView:
         object.__setattr__(self, "link_utilization", util)
         object.__setattr__(self, "coflows", tuple(self.coflows))
         object.__setattr__(self, "jobs", dict(self.jobs))
+        if self.link_flows is not None:
+            n = np.asarray(self.link_flows, dtype=np.int64).ravel()
+            if n.shape != cap.shape:
+                raise ConfigError(f"link_flows must have one entry per link ({cap.size}), got {n.size} "
+                                  "(NetworkView.link_flows)")
+            n.flags.writeable = False
+            object.__setattr__(self, "link_flows", n)
 
     @property
     def num_links(self) -> int:

@@ -1,0 +1,70 @@
+"""The agent's action spaces (issue 14): the structured one is the flowherd policy's parameterization,
+the raw one a bare delay."""
+
+import numpy as np
+import pytest
+
+from flowherd.control.agent import RAW_DELAY_FRACTIONS, action_space_size, decide, prepare
+from flowherd.control.herd import ACTIONS, HerdController, HerdParams
+from flowherd.errors import ConfigError
+from flowherd.sim.control_api import GRANTS, CoflowState, DecisionPoint, JobState, Levers, NetworkView
+
+CAP = 1e10  # bytes per second
+
+
+def _herd():
+    """The flowherd policy with its yield to jobs with less work left (off by default)."""
+    return HerdController(HerdParams(yield_fraction=1.0))
+
+
+def _view(levers="buffer"):
+    jobs = {n: JobState(name=n, num_gpus=8, period_s=2.0, solo_period_s=1.0, iterations_total=r,
+                        iterations_done=0) for n, r in (("short", 2), ("long", 8))}
+    cof = [CoflowState(name="s", job="short", remaining_bytes=3e9, link_idx=[0], link_remaining_bytes=[3e9])]
+    lv = GRANTS[levers] if isinstance(levers, str) else levers
+    return NetworkView(now_s=0.0, link_capacity_bytes_per_s=np.full(2, CAP), link_utilization=np.zeros(2),
+                       coflows=tuple(cof), jobs=jobs, levers=lv)
+
+
+def _point(job):
+    return DecisionPoint(kind="collective", now_s=0.0, job=job, task=f"{job}/t", size_bytes=1e9, link_idx=[0],
+                         link_bytes=[1e9])
+
+
+def test_structured_default_is_the_flowherd_policys_decision():
+    # under buffer the policy holds "long" back while "short" (less work left) drains link 0
+    view = _view()
+    herd = _herd().decide(_point("long"), view)
+    assert herd is not None and herd.delay_s == pytest.approx(0.3)
+    mask, default, ctx = prepare("structured", _herd(), _point("long"), view)
+    assert mask.shape == (len(ACTIONS),) and mask[default] and ACTIONS[default][1]
+    d = decide("structured", default, ctx, _herd(), _point("long"), view)
+    assert d.delay_s == pytest.approx(herd.delay_s) and d.priority is None
+    # not buffering starts it now
+    now = ACTIONS.index((ACTIONS[default][0], False))
+    assert decide("structured", now, ctx, _herd(), _point("long"), view) is None
+    # the job with less left is not held: buffering cannot delay it, and the mask says so
+    mask, default, _ = prepare("structured", _herd(), _point("short"), view)
+    assert not ACTIONS[default][1] and not any(m for m, (_c, b) in zip(mask, ACTIONS, strict=True) if b)
+
+
+def test_raw_actions_are_fractions_of_the_period_and_need_the_delay_lever():
+    view = _view()
+    mask, default, ctx = prepare("raw", _herd(), _point("long"), view)
+    assert mask.all() and mask.shape == (len(RAW_DELAY_FRACTIONS),)
+    assert RAW_DELAY_FRACTIONS[default] * 2.0 == pytest.approx(0.25)  # nearest level to the policy's 0.3 s
+    for a, f in enumerate(RAW_DELAY_FRACTIONS):
+        d = decide("raw", a, ctx, _herd(), _point("long"), view)
+        assert (d.delay_s if d is not None else 0.0) == pytest.approx(f * 2.0)  # the current period
+    paths_only = Levers(name="custom", delay=False, paths=True)
+    mask, default, _ = prepare("raw", _herd(), _point("long"), _view(paths_only))
+    assert mask.tolist() == [f == 0 for f in RAW_DELAY_FRACTIONS] and default == 0
+
+
+def test_unknown_space_and_bad_actions_are_one_clear_error():
+    with pytest.raises(ConfigError, match="action space must be one of"):
+        action_space_size("free")
+    view = _view()
+    _, _, ctx = prepare("raw", _herd(), _point("long"), view)
+    with pytest.raises(ConfigError, match=r"action must be an int in 0\.\.5"):
+        decide("raw", 6, ctx, _herd(), _point("long"), view)
