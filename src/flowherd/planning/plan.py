@@ -7,9 +7,15 @@ pins every job to its planned GPUs and keeps the plan's order of jobs on every G
 `make_plan` runs the planner over time: whenever GPUs free up (at a predicted job end) or jobs
 arrive, the longest run of queued jobs, in submission order, that fits in the free GPUs is handed
 to the method as one batch (`flowherd.planning.placers.PLANNERS`); the method places them jointly
-(MILP, heuristic) or one after the other (baseline placers). A job's run time is predicted when it
-starts, with the jobs running then (`flowherd.planning.predict.evaluate`); the plan's JCTs are
-predicted at the end with the time overlaps of all jobs.
+(MILP, heuristic) or one after the other (baseline placers). The heuristic, which knows the
+arrivals, also places with the batch the jobs submitted within
+`flowherd.planning.timeline.LOOKAHEAD_SHARE` of the batch's shortest run (started at their
+submission). Run times follow the jobs' progress (a fluid model): whenever a job starts or ends,
+the running jobs' rates are predicted again with the jobs running then
+(`flowherd.planning.predict.evaluate`) and their ends move with the work they have left, so a
+job slowed by later neighbours holds its GPUs as long as predicted, and the jobs pinned behind it
+start when it ends, not when it was first predicted to. The plan's JCTs are predicted at the end
+with the time overlaps of all jobs.
 
 The schedule. The baseline placers and the MILP place; they do not schedule: their timeline is
 the cluster's FIFO queue without backfilling (a job behind a head that does not fit waits). The
@@ -351,7 +357,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ConfigError(f"job names must be unique, got {dup!r} twice (jobs)")
-    profiles = [profile_job(j, view) for j in jobs]
+    profiles = [profile_job(j, view, background) for j in jobs]
     for p in profiles:
         planner.check(view, p)
     deadline = None if time_limit_s is None else wall0 + float(time_limit_s)
