@@ -243,7 +243,8 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
             method, opts = variants[label]
             if label not in plans:
                 plans[label] = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed,
-                                         background=sc.background, window_s=sc.horizon_s / 100, **opts)
+                                         background=sc.background, window_s=sc.horizon_s / 100,
+                                         routing=sc.routing, **opts)
             plan = plans[label]
             sig = _signature(plan)
             cong = plan.info.get("congestion") or {}

@@ -302,7 +302,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
               time_limit_s: float | None = None, seed: int = 0, routes: bool = False,
               check: SimCheck | None = None, backfill: bool | None = None,
               max_utilization: float = DEFAULT_MAX_UTILIZATION, background: Any = None,
-              joint: bool | None = None, window_s: float | None = None) -> Plan:
+              joint: bool | None = None, window_s: float | None = None, routing: str = "ecmp") -> Plan:
     """Plan ``jobs`` on ``fabric`` with ``method`` (module docstring).
 
     Args:
@@ -331,6 +331,9 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
             the routing LP, restore rounds); None: when ``routes``. False with ``routes`` is the
             sequential ablation (placement, then routing).
         window_s: Width of the routing LP's time windows, seconds (None: the span over 50).
+        routing: The scenario's routing of the flows the plan does not route (the background):
+            the profiles' background probe routes it so (`flowherd.planning.predict.
+            background_penalty_s`).
 
     Returns:
         The plan.
@@ -357,7 +360,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ConfigError(f"job names must be unique, got {dup!r} twice (jobs)")
-    profiles = [profile_job(j, view, background) for j in jobs]
+    profiles = [profile_job(j, view, background, routing) for j in jobs]
     for p in profiles:
         planner.check(view, p)
     deadline = None if time_limit_s is None else wall0 + float(time_limit_s)
