@@ -175,11 +175,12 @@ def _cache_read(path) -> dict:
     from pathlib import Path
 
     out = {}
-    if path and Path(path).exists():
-        for line in Path(path).read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                out[(r["scenario"], r["seed"], r.get("label", r["signature"]))] = r
+    for one in (path or "").split(","):  # several caches: read all (runs split by variant)
+        if one and Path(one).exists():
+            for line in Path(one).read_text().splitlines():
+                if line.strip():
+                    r = json.loads(line)
+                    out[(r["scenario"], r["seed"], r.get("label", r["signature"]))] = r
     return out
 
 
@@ -187,7 +188,7 @@ def _cache_add(path, row: dict) -> None:
     import json
 
     if path:
-        with open(path, "a") as fh:
+        with open(path.split(",")[0], "a") as fh:
             fh.write(json.dumps(row) + "\n")
 
 
@@ -243,7 +244,8 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
             method, opts = variants[label]
             if label not in plans:
                 plans[label] = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed,
-                                         background=sc.background, window_s=sc.horizon_s / 100, **opts)
+                                         background=sc.background, window_s=sc.horizon_s / 100,
+                                         routing=sc.routing, **opts)
             plan = plans[label]
             sig = _signature(plan)
             cong = plan.info.get("congestion") or {}
@@ -296,8 +298,10 @@ def _report(by_kind: dict) -> None:
     for kind, rows in by_kind.items():
         print(f"\n== {kind}: replicates per variant " + ", ".join(f"{k} {len(v)}" for k, v in rows.items()))
         base = [b for b in BASELINES if b in rows]
-        reps = sorted(set.intersection(*(set(rows[b]) for b in base))) if base else []
-        best = {r: min(rows[b][r]["simulated_mean_jct_s"] for b in base) for r in reps}
+        # the best baseline of a replicate: among the baseline placers simulated on it (a run
+        # cut short may lack the slow ones on some replicates; the per-baseline lines say so)
+        reps = sorted(set.union(*(set(rows[b]) for b in base))) if base else []
+        best = {r: min(rows[b][r]["simulated_mean_jct_s"] for b in base if r in rows[b]) for r in reps}
         for label, per in rows.items():
             common = [r for r in reps if r in per]
             if not common:
@@ -314,6 +318,14 @@ def _report(by_kind: dict) -> None:
                   f"({100 * (x / y - 1).mean():+.2f}%), better on {int((d < 0).sum())}/{d.size}; predicted "
                   f"vs simulated JCT {100 * err.mean():+.1f}% (max |.| {100 * np.abs(err).max():.1f}%); "
                   f"link load error median {le.mean():.3f}; congested {cg.mean() / 1e9:.3f} GB")
+        if "heuristic" in rows:
+            for b in base:
+                xa, xb = _paired(rows["heuristic"], rows[b])
+                if xa.size:
+                    m, h = ci95(xa - xb)
+                    rel = 100 * (xa / xb - 1).mean()
+                    print(f"  heuristic - {b:8s}: {m:+.3f} +- {h:.3f} s ({rel:+.2f}%), "
+                          f"better on {int((xa < xb).sum())}/{xa.size}")
         chain = ["topology", "topology+backfill", "heuristic+ecmp", "heuristic"]
         if all(c in rows for c in chain):
             parts = []
@@ -352,7 +364,8 @@ def main() -> None:
     ap.add_argument("--network", default="roce", help="network model of the simulations (roce, tcp, ideal)")
     ap.add_argument("--scenarios", default="default,trace", help="default, trace or both")
     ap.add_argument("--variants", default=None, help="comma-separated labels (default: all)")
-    ap.add_argument("--cache", default=None, help="JSON-lines file of finished simulations (resume, report)")
+    ap.add_argument("--cache", default=None, help="JSON-lines file of finished simulations (resume, report); "
+                    "comma-separated: all are read, new rows go to the first")
     ap.add_argument("--report", action="store_true", help="only report what the cache holds")
     args = ap.parse_args()
     if args.simulate:

@@ -172,3 +172,19 @@ def test_restore_rounds_run_where_the_routes_leave_avoidable_excess():
     cands = plan.info["congestion_restore"]["candidates"]
     assert len(cands) >= 3 and any(c["leaf_target"] < 0.5 for c in cands)
     assert plan.info["congestion"]["target"] == 0.5
+
+
+def test_a_job_off_the_bottleneck_still_gets_even_splits():
+    # two jobs on disjoint leaves, one offering 20x the other's rate: the window's largest load
+    # is the heavy job's, so the min-max objective alone leaves the light job's splits free (a
+    # vertex may route a pair whole over one spine); each job's own bottleneck in the objective
+    # gives the light job the even split, whose largest uplink load spraying gives in closed form
+    f = leaf_spine(servers=8, gpus_per_server=4, leaves=4, spines=2, oversubscription=2)
+    heavy = PlannedJob(job=_job("h", iterations=60), gpus=tuple(range(12)), start_s=0.0, iteration_s=0.05)
+    light = PlannedJob(job=_job("l"), gpus=tuple(range(16, 28)), start_s=0.0, iteration_s=1.0)
+    _, ll = route_windows(f, [heavy, light], target=0.9, window_s=1.0)
+    spray = predict_link_loads(f, [light], router="spray", edges_s=ll.edges_s)
+    mine = spray.load.max(axis=1) > 0  # the light job's links (none of the heavy job's)
+    assert mine.any() and np.array_equal(ll.links, spray.links)
+    np.testing.assert_allclose(ll.load[mine].max(), spray.load[mine].max(), rtol=1e-6)
+    assert ll.load.max() > 2 * spray.load.max()  # the heavy job sets the window's largest load

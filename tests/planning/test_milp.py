@@ -47,7 +47,9 @@ def test_milp_objective_equals_model_and_beats_every_baseline():
         fabric, jobs = small_instance(seed)
         exact = make_plan(fabric, jobs, method="milp", time_limit_s=30)
         assert exact.status == "optimal"
-        assert exact.lower_bound == pytest.approx(exact.objective, rel=1e-6)
+        # HiGHS proves optimality to its mip_rel_gap (1e-4 by default): its dual bound may sit
+        # that far under the optimum (2.7e-6 on seed 0)
+        assert exact.lower_bound == pytest.approx(exact.objective, rel=1e-4)
         for m in ("random", "packed", "topology", "hetero"):
             assert make_plan(fabric, jobs, method=m, seed=seed).objective >= exact.objective * (1 - 1e-9), m
 

@@ -175,3 +175,44 @@ def test_same_seed_same_random_plan():
     assert p1.placements() == p2.placements()
     assert p1.placements() != p3.placements()
     assert np.isfinite(p1.objective)
+
+
+def test_a_job_slowed_by_a_later_neighbour_holds_its_gpus_until_its_progress_ends():
+    # fluid progress: A runs alone for 1 s, then B shares a leaf's uplinks with it; A's end is
+    # 1 + (work left after 1 s alone) x (its run time with B), not its run time alone, and the
+    # job queued for A's GPUs starts then
+    from flowherd.planning.predict import evaluate, fabric_view, profile_job
+
+    f = leaf_spine(servers=6, gpus_per_server=4, leaves=3, spines=2, oversubscription=8)
+    jobs = [_job("f0", 4, iters=400), _job("a", 8, iters=6), _job("b", 8, iters=40, submit_s=1.0),
+            _job("f1", 4, iters=400, submit_s=1.2), _job("d", 8, iters=2, submit_s=1.5)]
+    plan = make_plan(f, jobs, method="packed")
+    by = {j.name: j for j in plan.jobs}
+    srv = {n: sorted({g // 4 for g in by[n].gpus}) for n in by}
+    assert srv["a"] == [1, 2] and srv["b"] == [3, 4] and srv["d"] == [1, 2]  # A, B share leaf 1
+    v = fabric_view(f)
+    pa, pb = profile_job(jobs[1], v), profile_job(jobs[2], v)
+    alone = evaluate(v, [pa], [np.array(by["a"].gpus)]).duration_s[0]
+    both = evaluate(v, [pa, pb], [np.array(by["a"].gpus), np.array(by["b"].gpus)]).duration_s[0]
+    assert both > 1.2 * alone  # the contention is real
+    end_a = 1.0 + (1.0 - 1.0 / alone) * both
+    assert by["d"].start_s == pytest.approx(end_a, rel=1e-9)
+
+
+def test_the_heuristic_places_jobs_submitted_a_moment_apart_as_one_batch():
+    # two trainings at 0 s and two at 0.1 s, each needing 3 of the 2-server leaves' servers, and a
+    # 2-server service: placed apart, the service takes one leaf and two trainings share one;
+    # placed together (LOOKAHEAD_SHARE), every training has its leaf and a half to itself
+    from flowherd.workload import InferenceJob
+
+    f = leaf_spine(servers=16, gpus_per_server=4, leaves=8, spines=2, oversubscription=4)
+    serve = InferenceJob(model="llama3-8b", gpu="h100", name="s", tp=4, instances=1, disaggregated=True,
+                         decode_instances=1, request_rate_per_s=1, duration_s=5, output_tokens=8,
+                         prompt_tokens=256, max_batch=4)
+    train = [_job(n, 12, tp=4, iters=20, submit_s=0.0 if n in "ab" else 0.1) for n in "abcd"]
+    plan = make_plan(f, [train[0], train[1], serve, train[2], train[3]], method="heuristic", seed=0)
+    leaves = {j.name: frozenset(g // 8 for g in j.gpus) for j in plan.jobs}
+    shared = [(x, y) for x in "abcd" for y in "abcd" if x < y and leaves[x] & leaves[y]]
+    assert shared == []
+    assert all(j.start_s == pytest.approx(t.submit_s) for j, t in zip(
+        [j for j in plan.jobs if j.name in "abcd"], train, strict=True))

@@ -45,7 +45,8 @@ def plan(
     sc = load_scenario(scenario, seed=seed)
     p = make_plan(sc.fabric, sc.jobs, method=method, time_limit_s=time_limit, seed=sc.seed,
                   routes=routes, backfill=None if schedule is None else schedule == "backfill",
-                  max_utilization=sc.max_utilization, background=sc.background)
+                  max_utilization=sc.max_utilization, background=sc.background,
+                  routing=sc.routing)
     if out is not None:
         p.to_json(out)
     if as_json:

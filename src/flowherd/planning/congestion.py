@@ -236,9 +236,10 @@ def window_edges(jobs: Sequence[PlannedJob], window_s: float | None, num_windows
     return np.arange(n + 1) * float(window_s)
 
 
-def _demand(fabric: Fabric, jobs: Sequence[PlannedJob], edges: np.ndarray
+def _demand(fabric: Fabric, jobs: Sequence[PlannedJob], edges: np.ndarray, members: list | None = None
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct pairs (src, dst) and ``float64[pairs, W]`` bytes per second in each window."""
+    """Distinct pairs (src, dst) and ``float64[pairs, W]`` bytes per second in each window;
+    ``members`` (when given) receives each job's (pair indices, bool[W] windows it runs in)."""
     keys: dict[tuple[int, int], int] = {}
     rows, cols, vals = [], [], []
     width = np.diff(edges)
@@ -255,6 +256,8 @@ def _demand(fabric: Fabric, jobs: Sequence[PlannedJob], edges: np.ndarray
         rate = t.size_bytes / pj.iteration_s
         idx = np.array([keys.setdefault((int(a), int(b)), len(keys))
                         for a, b in zip(t.src.tolist(), t.dst.tolist(), strict=True)])
+        if members is not None:
+            members.append((idx, share > 0))
         rows.append(np.repeat(idx, on.size))
         cols.append(np.tile(on, idx.size))
         vals.append(np.outer(rate, share[on]).ravel())
@@ -337,6 +340,36 @@ def _routable(fabric: Fabric, src: np.ndarray, dst: np.ndarray, links: np.ndarra
     return choice[links]
 
 
+def _job_bottleneck_rows(members: list[tuple[np.ndarray, np.ndarray]], multi: list[int], uses: Any,
+                         rows_l: np.ndarray, rep: np.ndarray, t_w: np.ndarray, nl: int
+                         ) -> tuple[list[tuple[int, int]], list[float]]:
+    """Rows ``u[l, w] - V[j, w] <= ...`` of every job j, window w it runs in and routable link l
+    some path of its pairs uses, as (load row index, V column) pairs, and the V columns' costs
+    (``T_w``). Minimizing each job's bottleneck, not only the window's largest load, keeps the
+    links a job is not bottlenecked on from taking arbitrary splits (a vertex of the min-max LP
+    may route a pair whole over one spine while another spine idles)."""
+    where = {k: i for i, k in enumerate(multi)}
+    row_of = np.full(uses.shape[0], -1, np.int64)
+    row_of[rows_l] = np.arange(rows_l.size)
+    csc = uses.tocsc()
+    rows: list[tuple[int, int]] = []
+    cost: list[float] = []
+    for pairs, on in members:
+        mine = [k for k in pairs.tolist() if k in where]
+        if not mine:
+            continue
+        links = np.unique(csc[:, mine].indices)
+        links = row_of[links]
+        links = links[links >= 0]
+        if not links.size:
+            continue
+        for u in np.flatnonzero(on[rep]).tolist():
+            col = len(cost)
+            cost.append(float(t_w[u]))
+            rows.extend((u * nl + int(r), col) for r in links.tolist())
+    return rows, cost
+
+
 def route_windows(fabric: Fabric, jobs: Sequence[PlannedJob], *, target: float = DEFAULT_MAX_UTILIZATION,
                   background: Any = None, window_s: float | None = None, edges_s: np.ndarray | None = None,
                   paths_per_pair: int | None = 16, time_limit_s: float | None = None
@@ -364,7 +397,8 @@ def route_windows(fabric: Fabric, jobs: Sequence[PlannedJob], *, target: float =
     target = check_max_utilization(target, "target")
     edges = window_edges(jobs, window_s) if edges_s is None else np.asarray(edges_s, float)
     width = np.diff(edges)
-    src, dst, d = _demand(fabric, jobs, edges)
+    members: list[tuple[np.ndarray, np.ndarray]] = []
+    src, dst, d = _demand(fabric, jobs, edges, members)
     cap = np.asarray(fabric.link_capacity_bytes_per_s, float)
     num_links = fabric.num_directed_links
     fixed = np.zeros((num_links, width.size)) + background_link_bytes_per_s(fabric, background)[:, None]
@@ -421,21 +455,34 @@ def route_windows(fabric: Fabric, jobs: Sequence[PlannedJob], *, target: float =
             rhs.append(-fixed[rows_l, rep[u]] / cap[rows_l])
         nl = rows_l.size
         n_x, n_u, n_s = npth, nw, nl * nw
-        # columns: x (paths), U (windows), s (excess of each link row over the target)
+        # columns: x (paths), U (windows), s (excess of each link row over the target), V (each
+        # job's bottleneck in each window it runs in)
         loads = sp.vstack(blocks).tocsr()
         loads.data[np.abs(loads.data) < 1e-9] = 0.0  # below HiGHS' small_matrix_value: a warning
         loads.eliminate_zeros()
         per_u = sp.kron(sp.identity(nw), np.ones((nl, 1))).tocsr()
-        load_rows = sp.hstack([loads, -per_u, sp.csr_matrix((n_s, n_s))]).tocsr()
-        exc_rows = sp.hstack([loads, sp.csr_matrix((n_s, n_u)), -sp.identity(n_s)]).tocsr()
-        conv = sp.hstack([per_pair[multi], sp.csr_matrix((len(multi), n_u + n_s))]).tocsr()
-        mat = sp.vstack([conv, load_rows, exc_rows]).tocsc()
         rhs = np.concatenate(rhs)
-        lo = np.concatenate([np.ones(len(multi)), np.full(2 * n_s, -np.inf)])
-        hi = np.concatenate([np.ones(len(multi)), rhs, rhs + target])
+        v_rows, v_cost = _job_bottleneck_rows(members, multi, uses, rows_l, rep, t_w, nl)
+        n_v = len(v_cost)
+        load_rows = sp.hstack([loads, -per_u, sp.csr_matrix((n_s, n_s + n_v))]).tocsr()
+        exc_rows = sp.hstack([loads, sp.csr_matrix((n_s, n_u)), -sp.identity(n_s),
+                              sp.csr_matrix((n_s, n_v))]).tocsr()
+        conv = sp.hstack([per_pair[multi], sp.csr_matrix((len(multi), n_u + n_s + n_v))]).tocsr()
+        parts = [conv, load_rows, exc_rows]
+        if n_v:
+            sel = sp.csr_matrix((np.ones(len(v_rows)), (np.arange(len(v_rows)), [r for r, _ in v_rows])),
+                                shape=(len(v_rows), n_s))
+            vcol = sp.csr_matrix((-np.ones(len(v_rows)), (np.arange(len(v_rows)), [c for _, c in v_rows])),
+                                 shape=(len(v_rows), n_v))
+            parts.append(sp.hstack([sel @ loads, sp.csr_matrix((len(v_rows), n_u + n_s)), vcol]).tocsr())
+        mat = sp.vstack(parts).tocsc()
+        lo = np.concatenate([np.ones(len(multi)), np.full(2 * n_s + len(v_rows), -np.inf)])
+        hi = np.concatenate([np.ones(len(multi)), rhs, rhs + target, rhs[[r for r, _ in v_rows]]])
         unit = np.asarray((sp.diags(1.0 / cap) @ a).sum(axis=0)).ravel()  # sum over the path of 1/c
-        cost = np.concatenate([_EPS * unit * (dpath @ t_w), t_w, _EXCESS_COST * np.repeat(t_w, nl)])
-        col_lo = np.concatenate([np.zeros(n_x), np.full(n_u, -np.inf), np.zeros(n_s)])
+        cost = np.concatenate([_EPS * unit * (dpath @ t_w), t_w, _EXCESS_COST * np.repeat(t_w, nl),
+                               np.asarray(v_cost, dtype=np.float64)])
+        col_lo = np.concatenate([np.zeros(n_x), np.full(n_u, -np.inf), np.zeros(n_s),
+                                 np.full(n_v, -np.inf)])
         res = solve_lp(cost, mat, lo, hi, col_lo=col_lo, time_limit_s=time_limit_s)
         status, solve_s = res.status, res.solve_s
         if res.x is None:

@@ -84,7 +84,8 @@ class _State:
         self.t1 = np.array([p.single_server_s if p.single_server_s is not None else m
                             for p, m in zip(batch, self.multi, strict=True)])
         # iteration = base + network_s + stretch_slope (stretch - 1) (predict.evaluate)
-        self.a = np.where(fixed, self.multi, [p.base_s + p.network_s - p.stretch_slope_s for p in batch])
+        self.a = np.where(fixed, self.multi, [p.base_s + p.network_s + p.background_s - p.stretch_slope_s
+                                              for p in batch])
         self.b = np.where(fixed, 0.0, [p.stretch_slope_s for p in batch])
         self.r = np.array([p.offered_bytes_per_s for p in batch])
         self.cap = view.leaf_uplink_bytes_per_s
@@ -210,6 +211,9 @@ class _State:
         orders = [np.lexsort((-per_leaf, rho)), np.lexsort((rho, -per_leaf))]
         if not self.room_only:
             orders.append(np.lexsort((per_leaf, rho)))
+        fit = self._best_fit_leaves(per_leaf, rho, n)
+        if fit is not None:
+            orders.append(fit)
         for order in orders:
             order = order[has[order]]
             take, room = [], 0
@@ -225,6 +229,26 @@ class _State:
                                   [rank[int(self.leaf[s])] for s in srv]))]
             out.append(self._fill(j, avail, srv, n, keep_order=True))
         return out
+
+    @staticmethod
+    def _best_fit_leaves(per_leaf: np.ndarray, rho: np.ndarray, n: int) -> np.ndarray | None:
+        """Leaves whose whole room fits what is still needed, roomiest first, then the leaf of
+        least room that completes the job (best fit): the other orders may split a job over
+        two roomy leaves and leave two half-used ones to the next job, which then shares."""
+        take: list[int] = []
+        need = n
+        for li in np.lexsort((rho, -per_leaf)).tolist():
+            if 0 < per_leaf[li] <= need:
+                take.append(li)
+                need -= int(per_leaf[li])
+                if need == 0:
+                    break
+        if need > 0:
+            rest = [li for li in range(per_leaf.size) if li not in take and per_leaf[li] >= need]
+            if not rest:
+                return None
+            take.append(min(rest, key=lambda li: (per_leaf[li], rho[li], li)))
+        return np.asarray(take, dtype=np.int64)
 
     def _fill(self, j: int, avail: np.ndarray, servers: np.ndarray, n: int,
               keep_order: bool = False) -> np.ndarray:

@@ -7,9 +7,15 @@ pins every job to its planned GPUs and keeps the plan's order of jobs on every G
 `make_plan` runs the planner over time: whenever GPUs free up (at a predicted job end) or jobs
 arrive, the longest run of queued jobs, in submission order, that fits in the free GPUs is handed
 to the method as one batch (`flowherd.planning.placers.PLANNERS`); the method places them jointly
-(MILP, heuristic) or one after the other (baseline placers). A job's run time is predicted when it
-starts, with the jobs running then (`flowherd.planning.predict.evaluate`); the plan's JCTs are
-predicted at the end with the time overlaps of all jobs.
+(MILP, heuristic) or one after the other (baseline placers). The heuristic, which knows the
+arrivals, also places with the batch the jobs submitted within
+`flowherd.planning.timeline.LOOKAHEAD_SHARE` of the batch's shortest run (started at their
+submission). Run times follow the jobs' progress (a fluid model): whenever a job starts or ends,
+the running jobs' rates are predicted again with the jobs running then
+(`flowherd.planning.predict.evaluate`) and their ends move with the work they have left, so a
+job slowed by later neighbours holds its GPUs as long as predicted, and the jobs pinned behind it
+start when it ends, not when it was first predicted to. The plan's JCTs are predicted at the end
+with the time overlaps of all jobs.
 
 The schedule. The baseline placers and the MILP place; they do not schedule: their timeline is
 the cluster's FIFO queue without backfilling (a job behind a head that does not fit waits). The
@@ -296,7 +302,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
               time_limit_s: float | None = None, seed: int = 0, routes: bool = False,
               check: SimCheck | None = None, backfill: bool | None = None,
               max_utilization: float = DEFAULT_MAX_UTILIZATION, background: Any = None,
-              joint: bool | None = None, window_s: float | None = None) -> Plan:
+              joint: bool | None = None, window_s: float | None = None, routing: str = "ecmp") -> Plan:
     """Plan ``jobs`` on ``fabric`` with ``method`` (module docstring).
 
     Args:
@@ -325,6 +331,9 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
             the routing LP, restore rounds); None: when ``routes``. False with ``routes`` is the
             sequential ablation (placement, then routing).
         window_s: Width of the routing LP's time windows, seconds (None: the span over 50).
+        routing: The scenario's routing of the flows the plan does not route (the background):
+            the profiles' background probe routes it so (`flowherd.planning.predict.
+            background_penalty_s`).
 
     Returns:
         The plan.
@@ -351,7 +360,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ConfigError(f"job names must be unique, got {dup!r} twice (jobs)")
-    profiles = [profile_job(j, view) for j in jobs]
+    profiles = [profile_job(j, view, background, routing) for j in jobs]
     for p in profiles:
         planner.check(view, p)
     deadline = None if time_limit_s is None else wall0 + float(time_limit_s)

@@ -19,8 +19,11 @@ switches (the fabric's ``server_leaf``), which is where placement changes the tr
   a placement that splits TP groups across servers (baseline placers do) is timed on its own
   rank mapping instead (`_fragmented_times`).
 * The **concurrent-traffic estimate**: a job spread over several leaves sends ``leaf_uplink_bytes``
-  per iteration out of each leaf it uses (a ring crosses a leaf boundary once per direction per
-  ring; AllToAll sends ``|A| |B| size / n`` across a cut), at the rate
+  per iteration out of each leaf it uses: the wire bytes each collective's schedule sends across
+  a canonical two-leaf split, the schedule being the one the simulator runs (NCCL's algorithm,
+  protocol and channel count, the per-channel caps folded into its wire fraction;
+  `_schedule_cut`); without a fabric, a ring crosses a leaf boundary once per direction per
+  ring and AllToAll sends ``|A| |B| size / n`` across a cut. They are sent at the rate
   ``leaf_uplink_bytes / network_busy_s`` while its network collectives run (its *peak* load), times the
   share of its time it is active alongside the job being predicted. A leaf's load ``rho`` is the
   sum of these loads over its uplink capacity; a job spread over several leaves runs at
@@ -32,6 +35,11 @@ switches (the fabric's ``server_leaf``), which is where placement changes the tr
   26-35 %; peak loads are within 12 % (uncontended within 0.1 %; tests/planning/test_placers.py).
   Under ECMP, hash collisions slow spread jobs further (up to 2x here), which the model ignores:
   it assumes the even splits that spraying or the planner's routes give.
+* **Background** (``profile_job(..., background, routing)``): a job across servers pays
+  ``background_s`` more per iteration, the slowdown the simulator measures for the job alone
+  among the scenario's background routed by the scenario's routing (`background_penalty_s`):
+  a collective ends with its slowest flow, so a background flow on any of its NICs or uplinks
+  holds it back far more than its share of the bytes. Measured once per job shape.
 * JCT of a training job = queueing (``start_s - submit_s``) + ``iterations`` iteration times; an
   inference job occupies its GPUs for its serving window ``duration_s`` (its traffic is not
   modelled: a deliberate shortcut, serving replicas are placed inside servers) plus the backlog
@@ -161,6 +169,8 @@ class JobProfile:
         leaf_uplink_bytes: Bytes per iteration out of each leaf it uses when spread over leaves.
         network_busy_s: Time its network collectives run per iteration at stretch 1 (their sum,
             overlapped with compute or not), seconds.
+        background_s: Extra iteration time across servers among the scenario's background
+            traffic (`background_penalty_s`; 0 without background), seconds.
         fixed_duration_s: Inference: the serving window, seconds (None for training).
         job: The spec it was made from (for placements that split TP groups).
     """
@@ -178,13 +188,14 @@ class JobProfile:
     network_s: float
     leaf_uplink_bytes: float
     network_busy_s: float = 0.0
+    background_s: float = 0.0
     fixed_duration_s: float | None = None
     job: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def multi_server_s(self) -> float:
-        """Iteration time across servers without contention, seconds."""
-        return self.base_s + self.network_s
+        """Iteration time across servers without contention from other jobs, seconds."""
+        return self.base_s + self.network_s + self.background_s
 
     @property
     def stretch_slope_s(self) -> float:
@@ -232,8 +243,11 @@ def _per_view(cache: dict[tuple[Any, ...], tuple[FabricView, Any]], shape: str, 
     return hit[1]
 
 
-def profile_job(job: TrainingJob | InferenceJob, view: FabricView) -> JobProfile:
-    """The `JobProfile` of ``job`` on a fabric (cached by job shape and fabric view)."""
+def profile_job(job: TrainingJob | InferenceJob, view: FabricView, background: Any = None,
+                routing: str = "ecmp") -> JobProfile:
+    """The `JobProfile` of ``job`` on a fabric (cached by job shape, fabric view, background
+    and its routing); with ``background`` (a `flowherd.sim.cluster.BackgroundSpec`, routed by
+    ``routing``), its ``background_s`` (`background_penalty_s`)."""
     gps = view.gpus_per_server
     n = int(job.world_size)
     gpu = getattr(job.gpu, "name", str(job.gpu))
@@ -251,8 +265,72 @@ def profile_job(job: TrainingJob | InferenceJob, view: FabricView) -> JobProfile
     neutral = dataclasses.replace(job, name="p", tenant="p", submit_s=0.0, iterations=1)
     hit = _per_view(_PROFILES, repr(neutral), view, lambda: _profile_training(
         neutral, gps, view.nvlink_bytes_per_s, view.nic_bytes_per_s, view))
+    if background is not None and getattr(background, "load", 0) > 0:
+        bg = _per_view(_BACKGROUND, repr((neutral, background, routing)), view,
+                       lambda: background_penalty_s(neutral, view, background, routing=routing))
+        hit = dataclasses.replace(hit, background_s=bg)
     return dataclasses.replace(hit, name=job.name, submit_s=float(job.submit_s),
                                iterations=int(job.iterations), job=job)
+
+
+_BACKGROUND: dict[tuple[Any, ...], tuple[FabricView, float]] = {}
+# iterations of the background probe (at least `_PROBE_S` of simulated time)
+_PROBE_ITERATIONS = 8
+_PROBE_S = 8.0
+
+
+def background_penalty_s(job: TrainingJob, view: FabricView, background: Any, *, routing: str = "ecmp",
+                         seed: int = 0) -> float:
+    """Extra iteration time of ``job`` across servers among ``background``, seconds.
+
+    A job's collectives end with their slowest flow, so a background flow that meets any one of
+    its NICs or uplinks holds the whole collective back: far more than the background's share
+    of the bytes (on the embedded default, 5 % background slows a two-leaf job's iteration by
+    13 % where its mean load on the uplinks would give 4 %). The loads model cannot see that, so
+    the simulator measures it once per job shape: the job alone on the canonical servers (the
+    first servers of the fabric, `_collective_timer`'s layout) for at least `_PROBE_S` seconds,
+    with and without the background (drawn from ``seed``, not a scenario's seed: the planner
+    knows the background's statistics, not its flows), ``collective`` fidelity; the difference
+    of the mean iteration times. The job's own pairs are split evenly over their shortest paths
+    (the model's assumption: spraying or the planner's routes), the background goes by
+    ``routing``, as in the scenario: a background flow hashed onto one uplink meets the job
+    there at full size (on the default, ECMP's background slows the job 0.318 s per iteration
+    where sprayed background gives 0.291 s). 0 for a job inside one server or on a fabric too
+    small for the canonical layout.
+    """
+    if view.fabric is None or job.world_size <= view.gpus_per_server:
+        return 0.0
+    gps = view.gpus_per_server
+    per = gps if gps % job.tp == 0 else job.tp
+    servers = -(-job.world_size // per)
+    if servers > view.num_servers or np.any(view.server_capacity[:servers] < per):
+        return 0.0
+    from flowherd.planning.traffic import job_traffic
+    from flowherd.routing.paths import shortest_paths
+    from flowherd.routing.policies import ExplicitRouter
+    from flowherd.sim.cluster import JobRequest, simulate_cluster
+
+    gpus = np.concatenate([view.gpus_of(k)[:per] for k in range(servers)])[:job.world_size]
+    pairs = job_traffic(job, gpus, view.fabric).network(view.fabric)
+    splits = {}
+    for a, b in zip(pairs.src.tolist(), pairs.dst.tolist(), strict=True):
+        paths = shortest_paths(view.fabric, a, b, limit=16)
+        splits[(a, b)] = [(np.asarray(p, dtype=np.int64), 1.0 / len(paths)) for p in paths]
+    router = ExplicitRouter(view.fabric, splits, fallback=routing, seed=seed)
+    one = profile_job(job, view)
+    iters = max(_PROBE_ITERATIONS, math.ceil(_PROBE_S / max(one.base_s + one.network_s, 1e-6)))
+    probe = dataclasses.replace(job, iterations=iters)
+    # the horizon bounds the background flows drawn; a probe slowed more than 4x is cut there
+    horizon_s = 4.0 * iters * (one.base_s + one.network_s)
+    out = []
+    for bg in (None, background):
+        req = JobRequest(name="probe", tenant="probe", spec=probe, submit_s=0.0)
+        res = simulate_cluster(view.fabric, [req],
+                               fidelity="collective", horizon_s=horizon_s, router=router, background=bg,
+                               seed=seed, placements={"probe": tuple(int(g) for g in gpus)})
+        it = np.asarray(res.jobs[0].iteration_s, dtype=np.float64)
+        out.append(float(it.mean()) if it.size else 0.0)
+    return max(0.0, out[1] - out[0])
 
 
 def _serving_s(job: InferenceJob, view: FabricView) -> float:
@@ -393,6 +471,46 @@ def _collective_timer(view: FabricView | None, n_servers: int, per: int) -> Any:
     return timer
 
 
+def _schedule_cut(view: FabricView, n_servers: int, per: int) -> Any:
+    """A ``cut(c)`` for a collective over canonical virtual GPUs (`_collective_timer`'s layout):
+    the wire bytes it sends across the canonical two-leaf split (servers ``< n_servers // 2``
+    on one side), the larger direction. The schedule is the one the simulator runs: NCCL's
+    algorithm, protocol and channels (`flowherd.sim.collective.choose`, `nccl_channels`),
+    built by `flowherd.collectives.algorithms.build_schedule` with its per-channel caps, whose
+    wire fraction (protocol overhead and cap) grows every pair's bytes as the simulator's
+    flows grow (`flowherd.sim.executor`)."""
+    from flowherd.collectives.algorithms import build_schedule
+    from flowherd.collectives.ops import Collective
+    from flowherd.sim.collective import choose, nccl_channels
+
+    canon = np.concatenate([view.gpus_of(k)[:per] for k in range(n_servers)])
+    vserver = np.full(int(canon.max()) + 1, -1, np.int64)
+    vserver[canon] = np.arange(canon.size) // per
+    half = max(1, n_servers // 2)
+    memo: dict[tuple[Any, ...], float] = {}  # cut wire bytes per payload byte of one schedule
+
+    def cut(c: Collective) -> float:
+        if c.n < 2 or c.size_bytes <= 0:
+            return 0.0
+        gpus = tuple(canon[np.asarray(c.gpus, dtype=np.int64)].tolist())
+        one = Collective(op=c.op, gpus=gpus, size_bytes=c.size_bytes, root=c.root,
+                         matrix_bytes=c.matrix_bytes)
+        algo, proto = choose(view.fabric, one)
+        channels = nccl_channels(view.fabric, one)
+        # a schedule's pair bytes are linear in the payload: one build per algorithm choice
+        key = (c.op, gpus, c.root, algo, proto, channels,
+               None if c.matrix_bytes is None else float(c.size_bytes))
+        if key not in memo:
+            sched = build_schedule(one, algo, fabric=view.fabric, protocol=proto, channels=channels)
+            src, dst, size = sched.pair_bytes()
+            a, b = vserver[src] < half, vserver[dst] < half
+            wire = size / sched.wire_fraction
+            memo[key] = float(max(wire[a & ~b].sum(), wire[~a & b].sum())) / float(c.size_bytes)
+        return memo[key] * float(c.size_bytes)
+
+    return cut
+
+
 def _profile_training(job: TrainingJob, gps: int, nvlink: float, nic: float,
                       view: FabricView | None = None) -> JobProfile:
     n = job.world_size
@@ -411,9 +529,13 @@ def _profile_training(job: TrainingJob, gps: int, nvlink: float, nic: float,
     single, base, full, busy = _graph_times(
         graph, server_of_rank, nvlink, nic,
         None if canon_rank is None else (lambda c, inside: timer(_on(c, canon_rank), inside)))
+    cut = None if timer is None else _schedule_cut(view, servers, per)
     cross = 0.0
     for t in graph.tasks:
         for c in t.collectives:
+            if cut is not None:
+                cross += t.count * cut(_on(c, mapping))
+                continue
             side = leaf_a[np.asarray(c.gpus, dtype=np.int64)]
             out_a = _cut_bytes(c.op, c.size_bytes, side)
             out_b = _cut_bytes(c.op, c.size_bytes, ~side)
@@ -535,6 +657,7 @@ def evaluate(view: FabricView, profiles: Sequence[JobProfile], placements: Seque
     offered = np.array([p.offered_bytes_per_s for p in profiles]) * (spread == 2)
     base = np.array([p.base_s for p in profiles])
     net = np.array([p.network_s for p in profiles])
+    bg = np.array([p.background_s for p in profiles])
     busy = np.array([p.network_busy_s for p in profiles])
     for j, (p, g) in enumerate(zip(profiles, placements, strict=True)):
         if spread[j] > 0:
@@ -560,7 +683,7 @@ def evaluate(view: FabricView, profiles: Sequence[JobProfile], placements: Seque
         # stretched collectives last busy * stretch; compute hides at most what it hid at
         # stretch 1 (busy - net), so the exposed part is net + busy (stretch - 1)
         exposed = net + np.maximum(busy, net) * (stretch - 1.0)
-        it = np.where(spread == 0, single, base + exposed)
+        it = np.where(spread == 0, single, base + exposed + bg)
         dur = np.where(fixed, base, iters * it)
         if start_s is None:
             break

@@ -17,7 +17,14 @@ from flowherd.planning.batch import LeafCongestion, leaf_excess
 from flowherd.planning.heuristic import OVERRUN_SLACK
 from flowherd.planning.predict import JobProfile, _server_of, evaluate
 
-__all__ = ["Congestion", "KnownBackground", "Timeline", "run_timeline"]
+__all__ = ["LOOKAHEAD_SHARE", "Congestion", "KnownBackground", "Timeline", "run_timeline"]
+
+# The heuristic (an offline planner: it knows the arrivals) places a batch together with the jobs
+# submitted within this share of the batch's shortest predicted run: jobs that arrive a moment
+# apart are placed as one batch, so the first ones do not take the room the next ones need (on
+# the embedded default, two trainings submitted at 0 s and two at 1 s: placed apart, the service
+# takes a whole leaf and two trainings must share a leaf's uplinks).
+LOOKAHEAD_SHARE = 0.1
 
 
 @dataclass(slots=True, kw_only=True)
@@ -78,6 +85,11 @@ class _Planning:
         self.end = np.full(nj, math.inf)
         self.running: list[int] = []
         self.t = 0.0
+        # progress of the running jobs (`_advance`): the share of each job's work left at
+        # ``t_done`` and its run time at the current rate (with the jobs running now)
+        self.left = np.ones(nj)
+        self.rate_s = np.zeros(nj)
+        self.t_done = 0.0
         self.bounds: list[float] = []
         self.statuses: list[str] = []
         self.risk = 0.0
@@ -129,20 +141,39 @@ class _Planning:
 
     def commit(self, took: list[int], placed: Sequence[np.ndarray]) -> None:
         """Start ``took`` on ``placed`` now; their run times are predicted with the jobs running."""
-        profiles, running = self.profiles, self.running
+        running = self.running
         gpu_slack = self.slack_now()
         for i, g in zip(took, placed, strict=True):
             self.free[g] = False
             self.gpus[i] = g
-            self.start[i] = self.t
+            self.start[i] = max(self.t, self.profiles[i].submit_s)  # a looked-ahead job: its submission
             self.risk += float(np.min(gpu_slack[g]) < OVERRUN_SLACK)
-        now = running + took
-        res_m = evaluate(self.view, [profiles[k] for k in now], [self.gpus[k] for k in now])
-        for k, d in zip(now[len(running):], res_m.duration_s[len(running):], strict=True):
-            self.end[k] = self.t + float(d)
+        self._advance(self.t)
         running.extend(took)
+        self._repredict()
         for i in took:
             self.waiting.remove(i)
+
+    def _advance(self, t: float) -> None:
+        """Move the running jobs' progress to ``t`` at their current rates."""
+        for k in self.running:
+            if self.rate_s[k] > 0:
+                dt = max(0.0, t - max(self.t_done, self.start[k]))
+                self.left[k] = max(0.0, self.left[k] - dt / self.rate_s[k])
+        self.t_done = max(self.t_done, t)
+
+    def _repredict(self) -> None:
+        """The running jobs' run times with the jobs running now, and their ends from the work
+        they have left: a job started or ended changes the others' contention, so their ends
+        move (a fluid progress model; a job's end predicted once at its start would hold the
+        GPUs of a job slowed by later neighbours for too short a time)."""
+        if not self.running:
+            return
+        now = self.running
+        res = evaluate(self.view, [self.profiles[k] for k in now], [self.gpus[k] for k in now])
+        for k, d in zip(now, res.duration_s, strict=True):
+            self.rate_s[k] = float(d)
+            self.end[k] = max(self.t_done, self.start[k]) + self.left[k] * float(d)
 
     def backfill_now(self) -> bool:
         """EASY backfilling (Lifka 1995; Mu'alem and Feitelson 2001) now: the queue's head does
@@ -208,22 +239,37 @@ class _Planning:
 
     def release_ended(self) -> None:
         """Free the GPUs of the running jobs predicted to have ended by now."""
-        for k in [k for k in self.running if self.end[k] <= self.t]:
+        while self.running:
+            k = min(self.running, key=lambda i: (self.end[i], i))
+            if self.end[k] > self.t:
+                break
+            self._advance(float(self.end[k]))
             g = self.gpus[k]
             self.free[g] = True
             self.freed_at[g] = self.end[k]
             self.held_s[g] = self.end[k] - self.start[k]
             self.running.remove(k)
+            self.left[k] = 0.0
+            self._repredict()  # the others run faster without it
+        self._advance(self.t)
 
     def fifo_batch(self) -> list[int]:
-        """The longest run of queued jobs, in submission order, that fits in the free GPUs now."""
+        """The longest run of queued jobs, in submission order, that fits in the free GPUs now;
+        for the heuristic, also the jobs submitted within `LOOKAHEAD_SHARE` of the batch's
+        shortest predicted run from now (placed with it, started at their submission)."""
         batch: list[int] = []
         count = int(self.free.sum())
+        look = self.method == "heuristic"
+        reach = math.inf  # the lookahead's end
         for i in self.waiting:
-            if self.profiles[i].submit_s > self.t or self.profiles[i].world_size > count:
+            p = self.profiles[i]
+            if p.world_size > count or (p.submit_s > self.t and not (look and p.submit_s <= reach)):
                 break
             batch.append(i)
-            count -= self.profiles[i].world_size
+            count -= p.world_size
+            if look:
+                run = p.iterations * p.multi_server_s if p.fixed_duration_s is None else p.fixed_duration_s
+                reach = min(reach, self.t + LOOKAHEAD_SHARE * run)
         return batch
 
     def next_time(self, backfill: bool) -> float:
