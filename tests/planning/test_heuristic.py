@@ -47,6 +47,17 @@ def test_same_seed_same_plan():
     assert a.placements() == b.placements()
 
 
+def test_a_slow_machine_makes_the_same_plan(monkeypatch):
+    # "same scenario and seed, same numbers": the default search stops on rounds and patience,
+    # never on the clock; with a clock that jumps a minute per reading (a machine at any load)
+    # the placement is the one a fast machine finds
+    fabric, jobs = small_instance(1)  # its search halves the greedy's cost: the rounds matter
+    quick = make_plan(fabric, jobs, method="heuristic", seed=3).placements()
+    clock = iter(range(0, 10**9, 60))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(clock)))
+    assert make_plan(fabric, jobs, method="heuristic", seed=3).placements() == quick
+
+
 @pytest.mark.slow
 def test_4096_gpus_200_jobs_within_60_s():
     rng = np.random.default_rng(0)

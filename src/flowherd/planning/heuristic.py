@@ -308,7 +308,9 @@ def heuristic_batch(view: FabricView, batch: Sequence[JobProfile], free: np.ndar
         free: ``bool[G]`` free GPUs.
         running: Jobs already running with their GPUs (fixed leaf load).
         rng: Random generator of the search.
-        time_limit_s: Search time, seconds (None: ``min(10, 0.5 + 0.05 * jobs)``).
+        time_limit_s: Search time, seconds. None (default): no clock; the search ends after
+            ``max_rounds`` or its patience, so the same inputs and seed give the same placement
+            on any machine at any load (a wall-clock stop made plans depend on the load).
         max_rounds: Cap on LNS rounds (None: ``1000 + 50 * jobs``); the search also stops after
             ``150 + 20 * jobs`` rounds without improvement.
         target_cost: A lower bound on the summed run time (seconds); the search stops when it
@@ -332,7 +334,7 @@ def heuristic_batch(view: FabricView, batch: Sequence[JobProfile], free: np.ndar
     """
     t0 = time.perf_counter()
     nj = len(batch)
-    limit = min(10.0, 0.5 + 0.05 * nj) if time_limit_s is None else float(time_limit_s)
+    limit = np.inf if time_limit_s is None else float(time_limit_s)
     rounds = 1000 + 50 * nj if max_rounds is None else int(max_rounds)
     extra = running_leaf_load(view, running)
     extra_mean = None
