@@ -116,7 +116,11 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
         from flowherd.planning.plan import make_plan
 
         if placer in PLANNERS:
-            plan = make_plan(scenario.fabric, scenario.jobs, method=placer, seed=scenario.seed)
+            # the planner sees what `flowherd plan` gives it: the congestion target, the known
+            # background and the routing the run uses
+            plan = make_plan(scenario.fabric, scenario.jobs, method=placer, seed=scenario.seed,
+                             max_utilization=scenario.max_utilization,
+                             background=scenario.background, routing=scenario.routing)
     router: Any = scenario.routing
     planned_start = None
     if plan is not None:
