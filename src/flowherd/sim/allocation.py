@@ -399,12 +399,20 @@ def reallocate(seeds: np.ndarray, now: float, f, link: np.ndarray, frac: np.ndar
     comp, passes, moved = _update(seeds, f.lo, f.hi, link, frac, f.rate, f.rate_new, f.weight, f.prio,
                                   ls.load, ls.cap, ls.cap_eff, ls.cnt, ls.pos, ls.mark, f.mark,
                                   ls.scratch.pos, b_start, b_len, b_flow, b_inc, p_thr, t_thr)
+    apply_rates(comp, now, f, link, frac, ls, on_rates)
+    return passes, moved
+
+
+def apply_rates(comp: np.ndarray, now: float, f, link: np.ndarray, frac: np.ndarray, ls: LinkState,
+                on_rates: Callable[[np.ndarray], None] | None) -> None:
+    """The re-allocated flows ``comp`` take their new rates (``f.rate_new``) at ``now``: the
+    congestion model's hook first, then their bytes so far settled at the old rates and the new
+    ones applied to their links (shared by both re-allocation rules)."""
     if not comp.size:
-        return passes, moved
+        return
     if on_rates is not None:
         on_rates(comp)
     settle(comp, now, False, f.rate, f.rem, f.t0, f.lo, f.hi, link, frac, ls.bytes, ls.nact, ls.load,
            ls.busy_since, ls.busy_s)
     activate(comp, now, f.rate, f.rate_new, f.rem, f.txend, f.lo, f.hi, link, frac, ls.nact, ls.load,
              ls.busy_since)
-    return passes, moved

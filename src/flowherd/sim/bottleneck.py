@@ -37,7 +37,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from flowherd.sim.allocation import LinkState, activate, settle
+from flowherd.sim.allocation import LinkState, apply_rates
 from flowherd.sim.fairshare import fill_subset
 
 __all__ = ["local_update", "reallocate_local"]
@@ -363,12 +363,5 @@ def reallocate_local(started: np.ndarray, ended: np.ndarray, now: float, f, link
                                        f.weight, f.prio, ls.cap, ls.cap_eff, ls.scratch.pos,
                                        ls.mark, f.mark, b_start, b_len, b_flow, b_inc, f.bn,
                                        s.load, s.pmax, s.mlev, s.stamp, s.raw, s.dirty, s.uid)
-    if not comp.size:
-        return passes, moved
-    if on_rates is not None:
-        on_rates(comp)
-    settle(comp, now, False, f.rate, f.rem, f.t0, f.lo, f.hi, link, frac, ls.bytes, ls.nact, ls.load,
-           ls.busy_since, ls.busy_s)
-    activate(comp, now, f.rate, f.rate_new, f.rem, f.txend, f.lo, f.hi, link, frac, ls.nact, ls.load,
-             ls.busy_since)
+    apply_rates(comp, now, f, link, frac, ls, on_rates)
     return passes, moved
