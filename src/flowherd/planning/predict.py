@@ -22,7 +22,8 @@ switches (the fabric's ``server_leaf``), which is where placement changes the tr
   per iteration out of each leaf it uses: the wire bytes each collective's schedule sends across
   a canonical two-leaf split, the schedule being the one the simulator runs (NCCL's algorithm,
   protocol and channel count, the per-channel caps folded into its wire fraction;
-  `_schedule_cut`); without a fabric, a ring crosses a leaf boundary once per direction per
+  `flowherd.planning.collective_probe.schedule_cut`); without a fabric, a ring crosses a leaf
+  boundary once per direction per
   ring and AllToAll sends ``|A| |B| size / n`` across a cut. They are sent at the rate
   ``leaf_uplink_bytes / network_busy_s`` while its network collectives run (its *peak* load), times the
   share of its time it is active alongside the job being predicted. A leaf's load ``rho`` is the
@@ -62,6 +63,7 @@ import numpy as np
 from flowherd.collectives.ops import Op, busbw_factor
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric, LinkKind
+from flowherd.planning.collective_probe import collective_timer, schedule_cut
 from flowherd.sim.placement import server_leaf
 from flowherd.workload.inference import InferenceJob
 from flowherd.workload.opgraph import Task
@@ -226,8 +228,8 @@ def _cut_bytes(op: Op, size_bytes: float, side: np.ndarray) -> float:
 
 
 # Profiles and serving times by job shape and fabric view: both time collectives on the fabric
-# itself (`_collective_timer`, `_serving_s`), so two fabrics with the same servers and link speeds
-# may differ
+# itself (`flowherd.planning.collective_probe.collective_timer`, `_serving_s`), so two fabrics
+# with the same servers and link speeds may differ
 _PROFILES: dict[tuple[Any, ...], tuple[FabricView, JobProfile]] = {}
 _SERVING: dict[tuple[Any, ...], tuple[FabricView, float]] = {}
 
@@ -288,7 +290,8 @@ def background_penalty_s(job: TrainingJob, view: FabricView, background: Any, *,
     of the bytes (on the embedded default, 5 % background slows a two-leaf job's iteration by
     13 % where its mean load on the uplinks would give 4 %). The loads model cannot see that, so
     the simulator measures it once per job shape: the job alone on the canonical servers (the
-    first servers of the fabric, `_collective_timer`'s layout) for at least `_PROBE_S` seconds,
+    first servers of the fabric, `flowherd.planning.collective_probe.collective_timer`'s
+    layout) for at least `_PROBE_S` seconds,
     with and without the background (drawn from ``seed``, not a scenario's seed: the planner
     knows the background's statistics, not its flows), ``collective`` fidelity; the difference
     of the mean iteration times. The job's own pairs are split evenly over their shortest paths
@@ -437,80 +440,6 @@ def _graph(job: TrainingJob):
     return g
 
 
-def _collective_timer(view: FabricView | None, n_servers: int, per: int) -> Any:
-    """A ``timer(c, local)`` for `_graph_times`: the collective alone in the simulator's own model
-    (`flowherd.sim.collective.simulate_collective`, NCCL-like algorithm choice and latencies,
-    spraying), inside server 0 (``local``) or on the canonical servers; None when the fabric is
-    not known or too small for the canonical layout."""
-    if view is None or view.fabric is None or n_servers > view.num_servers:
-        return None
-    if np.any(view.server_capacity[:n_servers] < per):
-        return None
-    from flowherd.collectives.ops import Collective
-    from flowherd.sim.collective import simulate_collective
-
-    canon = np.concatenate([view.gpus_of(k)[:per] for k in range(n_servers)])
-    local = view.gpus_of(0)
-    memo: dict[tuple[Any, ...], float] = {}
-
-    def timer(c: Collective, inside: bool) -> float:
-        ranks = np.asarray(c.gpus, dtype=np.int64)
-        if inside and c.n > local.size:
-            return busbw_factor(c.op, c.n) * c.size_bytes / view.nvlink_bytes_per_s
-        gpus = tuple(local[:c.n].tolist()) if inside else tuple(canon[ranks].tolist())
-        key = (c.op, gpus, float(c.size_bytes), c.root)
-        if key not in memo:
-            if c.n < 2 or c.size_bytes <= 0:
-                memo[key] = 0.0
-            else:
-                one = Collective(op=c.op, gpus=gpus, size_bytes=c.size_bytes, root=c.root,
-                                 matrix_bytes=c.matrix_bytes)
-                memo[key] = simulate_collective(view.fabric, one, fidelity="collective").time_s
-        return memo[key]
-
-    return timer
-
-
-def _schedule_cut(view: FabricView, n_servers: int, per: int) -> Any:
-    """A ``cut(c)`` for a collective over canonical virtual GPUs (`_collective_timer`'s layout):
-    the wire bytes it sends across the canonical two-leaf split (servers ``< n_servers // 2``
-    on one side), the larger direction. The schedule is the one the simulator runs: NCCL's
-    algorithm, protocol and channels (`flowherd.sim.collective.choose`, `nccl_channels`),
-    built by `flowherd.collectives.algorithms.build_schedule` with its per-channel caps, whose
-    wire fraction (protocol overhead and cap) grows every pair's bytes as the simulator's
-    flows grow (`flowherd.sim.executor`)."""
-    from flowherd.collectives.algorithms import build_schedule
-    from flowherd.collectives.ops import Collective
-    from flowherd.sim.collective import choose, nccl_channels
-
-    canon = np.concatenate([view.gpus_of(k)[:per] for k in range(n_servers)])
-    vserver = np.full(int(canon.max()) + 1, -1, np.int64)
-    vserver[canon] = np.arange(canon.size) // per
-    half = max(1, n_servers // 2)
-    memo: dict[tuple[Any, ...], float] = {}  # cut wire bytes per payload byte of one schedule
-
-    def cut(c: Collective) -> float:
-        if c.n < 2 or c.size_bytes <= 0:
-            return 0.0
-        gpus = tuple(canon[np.asarray(c.gpus, dtype=np.int64)].tolist())
-        one = Collective(op=c.op, gpus=gpus, size_bytes=c.size_bytes, root=c.root,
-                         matrix_bytes=c.matrix_bytes)
-        algo, proto = choose(view.fabric, one)
-        channels = nccl_channels(view.fabric, one)
-        # a schedule's pair bytes are linear in the payload: one build per algorithm choice
-        key = (c.op, gpus, c.root, algo, proto, channels,
-               None if c.matrix_bytes is None else float(c.size_bytes))
-        if key not in memo:
-            sched = build_schedule(one, algo, fabric=view.fabric, protocol=proto, channels=channels)
-            src, dst, size = sched.pair_bytes()
-            a, b = vserver[src] < half, vserver[dst] < half
-            wire = size / sched.wire_fraction
-            memo[key] = float(max(wire[a & ~b].sum(), wire[~a & b].sum())) / float(c.size_bytes)
-        return memo[key] * float(c.size_bytes)
-
-    return cut
-
-
 def _profile_training(job: TrainingJob, gps: int, nvlink: float, nic: float,
                       view: FabricView | None = None) -> JobProfile:
     n = job.world_size
@@ -524,12 +453,12 @@ def _profile_training(job: TrainingJob, gps: int, nvlink: float, nic: float,
     leaf_a = server_of_rank < max(1, servers // 2)  # split over two leaves at the middle server
     compute = graph.critical_path_s()
     # ranks sit on canonical GPUs: virtual GPU v = mapping[r] is slot v % per of server v // per
-    timer = _collective_timer(view, servers, per)
+    timer = collective_timer(view, servers, per)
     canon_rank = mapping if timer is not None else None
     single, base, full, busy = _graph_times(
         graph, server_of_rank, nvlink, nic,
         None if canon_rank is None else (lambda c, inside: timer(_on(c, canon_rank), inside)))
-    cut = None if timer is None else _schedule_cut(view, servers, per)
+    cut = None if timer is None else schedule_cut(view, servers, per)
     cross = 0.0
     for t in graph.tasks:
         for c in t.collectives:
