@@ -203,13 +203,14 @@ def network_of(c: Case, model: str):
                                  "min_rto": c.min_rto_s, "slow_start_growth": 1.5, **OVERRIDES})
 
 
-def run_flowherd(c: Case, model: str) -> tuple[np.ndarray, np.ndarray, dict]:
+def run_flowherd(c: Case, model: str, network=None) -> tuple[np.ndarray, np.ndarray, dict]:
     host_bw = c.host_gbps * Gbps
     over = (c.hosts // c.leaves) * c.host_gbps / c.uplink_gbps
     fab = leaf_spine(servers=c.hosts, gpus_per_server=1, leaves=c.leaves, spines=1,
                      nic_bandwidth_bytes_per_s=host_bw, nvlink_bandwidth_bytes_per_s=None,
                      oversubscription=over, link_latency_s=c.delay_us * us)
-    eng = Engine(fab, make_router("shortest", fab), network=network_of(c, model))
+    net = network if network is not None else network_of(c, model)
+    eng = Engine(fab, make_router("shortest", fab), network=net)
     ids = [eng.add_coflow(c.src[i], c.dst[i], c.size[i], at_s=c.start[i], after=c.deps[i])
            for i in range(len(c.src))]
     eng.run()

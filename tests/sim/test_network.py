@@ -176,7 +176,10 @@ def test_a_higher_class_gets_ahead_under_roce():
     # port's queues (0, 1, 2: all lossless) strict priority serves them one after the other:
     # class 0 ends after one transfer time T of the link, class 1 after at least 2 T (plus
     # DCQCN's recovery from the rate it was held at), the unmarked flow after at least 3 T.
-    # Sharing one queue (every class while the map clamped them onto queue 0) all end near 3 T.
+    # Sharing one queue (every class while the map clamped them onto queue 0) all end together
+    # after 3 T plus DCQCN's start transient (three flows starting at line rate into one port are
+    # cut below their share, `dcqcn.start_loss_s`; the RDMA ns-3 fork loses 15% on a 4-to-1
+    # incast, validation/results_roce.json), at most a quarter more.
     fab = _fabric()
     cfg = network_from_mapping("roce")
     size = 10 * MB
@@ -193,8 +196,8 @@ def test_a_higher_class_gets_ahead_under_roce():
     shared = run([0, 0, 0])
     assert t0 == pytest.approx(one, rel=0.02)
     assert t1 >= t0 + one and t2 >= t1 + one
-    for t in shared:
-        assert t == pytest.approx(3 * one, rel=0.05)
+    assert max(shared) - min(shared) < 1e-3 * one
+    assert 3 * one < shared[0] <= 1.25 * 3 * one
 
 
 def test_a_controllers_order_interleaves_two_lockstep_jobs_under_roce():

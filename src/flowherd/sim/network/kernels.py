@@ -292,17 +292,40 @@ def flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q
 
 @njit(cache=True)
 def burst_peaks(comp, lo, hi, link_buf, frac_buf, rtt, line, rem, prio, is_net, load, cap_wire, q, lossless_q,
-                wire_eff, tcp, iw_wire, cnp_interval, pos):
+                wire_eff, tcp, iw_wire, cnp_interval, pos, arrive):
     """The first-window bursts of the fresh flows ``comp`` (`NetworkModel._bursts`): per network
     link they enter (their incidences ``lo``/``hi`` into ``link_buf``/``frac_buf``), the peak
     queue the windows build on top of the standing one when they arrive faster than it
     drains, and whether a lossless flow is among them. Returns (links, peak, lossless), the
     links sorted; empty when no port can fill (a lone flow whose every link drains faster than
-    it arrives). ``pos`` is -1 on entry and exit."""
+    it arrives). ``pos`` is -1 on entry and exit.
+
+    The fresh flows that leave one sender by the same first network link (a NIC's queue pairs
+    or sockets) share it: each starts at ``line / k`` for ``k`` of them (the NIC serves its
+    queues in turn; RoCE NICs start every queue pair at line rate, the arbiter divides it), so
+    on RoCE each sends ``line / k`` times (RTT + CNP interval) before its first cut, and a TCP
+    flow's initial window takes ``k`` times as long to leave."""
+    # k per first network link, counted in `pos` (-1 on entry, put back below)
+    first = np.full(comp.size, -1, np.int64)
+    for i in range(comp.size):
+        f = comp[i]
+        for k in range(lo[f], hi[f]):
+            if is_net[link_buf[k]]:
+                first[i] = link_buf[k]
+                pos[first[i]] -= 1
+                break
+    line = line.copy()
+    for i in range(comp.size):
+        if first[i] >= 0:
+            line[i] /= -1 - pos[first[i]]
+    for i in range(comp.size):
+        if first[i] >= 0:
+            pos[first[i]] = -1
     w = np.empty(comp.size)
     for i in range(comp.size):
         size_wire = rem[comp[i]] / wire_eff
-        # tcp: the initial window; roce: line rate until the first CNP acts (one RTT + interval)
+        # tcp: the initial window; roce: its share of line rate until the first CNP acts (one
+        # RTT + interval)
         w[i] = min(size_wire, iw_wire) if tcp else min(size_wire, line[i] * (rtt[i] + cnp_interval))
     any_net = False
     over = False
@@ -355,8 +378,11 @@ def burst_peaks(comp, lo, hi, link_buf, frac_buf, rtt, line, rem, prio, is_net, 
         lnk = h[j]
         pos[lnk] = -1
         old = load[lnk]
-        if sum_line[j] + old > cap_wire[lnk]:
-            peak[j] = q[lnk] + sum_w[j] + (old - cap_wire[lnk]) * dur[j]
+        # the windows arrive no faster than the links into the port's switch carry them (the
+        # arrival potential, `flow_pass`): behind a narrower ingress they queue there instead
+        a = sum_line[j] if arrive[lnk] <= 0.0 else min(sum_line[j], arrive[lnk])
+        if a + old > cap_wire[lnk]:
+            peak[j] = q[lnk] + sum_w[j] + (old - cap_wire[lnk]) * max(dur[j], sum_w[j] / a)
     return h, peak, ll
 
 
@@ -398,7 +424,7 @@ def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
     if fi.size:
         h2, peak2, ll2 = burst_peaks(comp[fi], lo, hi, link_buf, frac_buf, rtt[fi], line[fi], rem, prio,
                                      is_net, load, cap_wire, q, lossless_q, wire_eff, tcp, iw_wire,
-                                     cnp_interval, pos)
+                                     cnp_interval, pos, arrive)
         any_peak = False
         for j in range(h2.size):
             if peak2[j] > 0:
