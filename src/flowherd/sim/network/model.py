@@ -341,7 +341,10 @@ class NetworkModel:
         extra = np.zeros(comp.size)
         drop = ~ll & (peak > cfg.port_buffer_bytes)
         pausing = np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes))
-        start = ll & (peak > 0) & self.src_is_switch[hot] if cfg.model == "roce" else ll[:0]
+        # the start transient needs every flow of the port among the fresh ones: at most comp.size
+        n_port = eng._b_len[hot]
+        start = (ll & (peak > 0) & self.src_is_switch[hot] & (n_port >= 2) & (n_port <= comp.size)
+                 if cfg.model == "roce" else ll[:0])
         if drop.any() or (pausing.size and self._multi_class) or start.any():
             inc, own = _incidences(f.lo[comp], f.hi[comp])
             links = lk.link[inc]
@@ -361,7 +364,7 @@ class NetworkModel:
                 cls_mask[prio_inc[lossless_inc & (links == lnk)]] = True
             else:  # every flow in the default queue (a lossless one: a flow of it paused the port)
                 cls_mask = self._default_mask
-            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0, cls_mask, hold=self._pfc_hold(eng, lnk))
+            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0, cls_mask, hold=lnk)
         f.lat[comp] += extra
 
     def _dcqcn_start(self, eng: Engine, comp: np.ndarray, links: np.ndarray, own: np.ndarray,
@@ -467,14 +470,15 @@ class NetworkModel:
     def _pause_upstream(self, eng: Engine, lnk: int, t_pause: float, comp: np.ndarray,
                         extra: np.ndarray, depth: int, cls_mask: np.ndarray,
                         order: tuple[np.ndarray, np.ndarray] | None = None,
-                        hold: tuple[float, float] | None = None) -> None:
+                        hold: tuple[float, float] | int | None = None) -> None:
         """Port ``lnk`` pauses, for ``t_pause``, the priority classes ``cls_mask`` (per queue) of the
         links into its switch that feed it: a victim is a flow of one of those classes (PFC
         stops one priority of a link, IEEE 802.1Qbb; the other classes keep moving). What piles
         up before a paused link is its load times the pause, scaled by the paused classes'
         share of its flows.
 
-        A port that stays PFC-bound (``hold``: `_pfc_hold`) keeps pausing the links into it for
+        A port that stays PFC-bound (``hold``: `_pfc_hold`, or the port to ask it of, asked once
+        a paused class has flows on a paused link) keeps pausing the links into it for
         as long as its flows last (``t_c``): a paused link's FIFO then moves the victims' bytes
         at the pace of the congested flows', and the switches upstream serve their ingress
         queues in turn, so a victim moves at about the share ``r_c`` of one congested flow
@@ -500,7 +504,9 @@ class NetworkModel:
             # a paused class moves nothing on the link: each of its victims loses t_pause
             n_cls = pause_victims(eng._b_flow[u0:u0 + un], f.prio, cls_mask, on_sorted, order[0], order[1],
                                   t_pause, extra, f.lat)
-            if hold is not None and n_cls:
+            if isinstance(hold, int) and n_cls:
+                hold = self._pfc_hold(eng, hold)
+            if hold is not None and not isinstance(hold, int) and n_cls:
                 self._held_victims(f, eng._b_flow[u0:u0 + un], cls_mask, on_sorted, order, t_pause, hold,
                                    extra)
             share = 1.0 if n_cls == un else n_cls / un
