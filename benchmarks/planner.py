@@ -363,6 +363,33 @@ def _report(by_kind: dict) -> None:
                 print(f"  congested (paused+marked+dropped) bytes, packed+ECMP / {label}: {ratio:.1f}x "
                       f"({cp.mean() / 1e9:.3f} vs {ch.mean() / 1e9:.3f} GB); mean JCT {label} - packed "
                       f"{m:+.3f} +- {h:.3f} s")
+            _congestion_floor(rows)
+
+
+def _congestion_floor(rows: dict) -> None:
+    """Where the congestion is: the share of each variant's congested bytes in cells at most one
+    job was predicted on (its own collectives and the background: no schedule, placement or
+    routing of the other jobs removes them), per link tier, and the ratio to packed + ECMP a plan
+    would reach with every other congested byte removed (the bound without pacing)."""
+    for label in ("packed", "topology", "heuristic+ecmp", "heuristic"):
+        per = rows.get(label, {})
+        have = [r for r in per.values() if "congested_bytes_one_job" in r]
+        if not have:
+            continue
+        tot = sum(r["congested_bytes"] for r in have)
+        one = sum(r["congested_bytes_one_job"] for r in have)
+        tiers = {t: sum(r["congested_bytes_by_tier"][t] for r in have)
+                 for t in have[0]["congested_bytes_by_tier"]}
+        line = (f"  {label:17s} congested in cells of at most one job: {100 * one / tot if tot else 0:.1f}%; "
+                "by tier " + ", ".join(f"{t} {100 * v / tot if tot else 0:.1f}%" for t, v in tiers.items()))
+        if label.startswith("heuristic") and "packed" in rows:
+            mine = {k: v for k, v in per.items() if "congested_bytes_one_job" in v}
+            cp, ch = _paired(rows["packed"], mine, "congested_bytes")
+            _, floor = _paired(rows["packed"], mine, "congested_bytes_one_job")
+            if floor.sum() > 0:
+                line += (f"; packed+ECMP / its one-job bytes (the bound without pacing): "
+                         f"{cp.sum() / floor.sum():.2f}x (reached {cp.sum() / max(ch.sum(), 1e-9):.2f}x)")
+        print(line)
 
 
 def main() -> None:
