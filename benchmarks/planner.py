@@ -14,13 +14,16 @@ heuristic's solve time and its gap to the LP lower bound (`flowherd.planning.mil
 Simulated (``--simulate``): every variant (`VARIANTS`: the baseline placers, FIFO, the scenario's
 routing; ``topology+backfill``; the heuristic's placement then ECMP, then the windowed MCF; and
 the heuristic, routing-aware placement with the MCF routes) plans the embedded ``default``
-scenario and a trace-driven one on ``--trace-slices`` disjoint windows of 300 Microsoft Philly
-jobs (arrivals compressed 1000x, 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves,
-spraying routes); each plan runs in `flowherd.sim.cluster` under ``--network`` (roce by
-default, stated explicitly), pinned to its GPUs in its order, its routes through
-`ExplicitRouter` (`flowherd.planning.estimate.simulate_plan`). Replicates: on the default its
-own seed and ``--seeds - 1`` held-out ones (background flows and hash draws the planner did not
-see); on the trace each window (no background, spraying: the seed changes nothing). Per cell:
+scenario and a trace-driven one on ``--trace-slices`` disjoint slices of the Microsoft Philly
+trace, each slice ``--seeds`` disjoint windows of `TRACE_JOBS` jobs (``skip`` the slice's start,
+``seed_stride`` the window: the scenario's seed picks the window; arrivals compressed 1000x,
+128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves, spraying routes); each plan runs
+in `flowherd.sim.cluster` under ``--network`` (roce by default, stated explicitly), pinned to
+its GPUs in its order, its routes through `ExplicitRouter`
+(`flowherd.planning.estimate.simulate_plan`). Replicates: on the default its own seed and
+``--seeds - 1`` held-out ones (background flows and hash draws the planner did not see); on the
+trace the windows of a slice (no background, spraying: the simulation seed changes nothing).
+Tables per slice and over every slice. Per cell:
 simulated and predicted mean JCT, the per-link, per-window load error (median, p90) and the
 paused, ECN-marked and dropped bytes (`flowherd.planning.estimate.estimate_check`); per
 scenario: each variant's paired difference to the best baseline placer with its 95% CI, the
@@ -126,15 +129,15 @@ def run_large(seed: int = 0) -> dict[str, float]:
 
 
 TRACE_SCENARIO = {
-    "name": "philly-300",
+    "name": "philly",
     "seed": 11,
     "fabric": {"kind": "leaf-spine", "servers": 32, "gpus_per_server": 4, "gpu": "h100",
                "nic_bandwidth": "400Gbps", "nvlink_bandwidth": "450GB/s", "leaves": 8, "spines": 2,
                "oversubscription": 4, "link_latency": "1us"},
-    "workload": {"traces": [{"path": "philly", "max_jobs": 300, "max_iterations": 30,
-                             "time_scale": 0.001}]},
+    "workload": {"traces": [{"path": "philly", "max_jobs": 300, "max_iterations": 10,
+                             "min_gpus": 2, "gpu_scale": 4, "time_scale": 0.001}]},
     "placement": {"method": "packed"},
-    "simulation": {"fidelity": "collective", "horizon": "2h", "routing": "spray"},
+    "simulation": {"fidelity": "phase", "horizon": "2h", "routing": "spray"},
 }
 
 
@@ -153,10 +156,17 @@ VARIANTS = [(m, m, {}) for m in BASELINES] + [
 ]
 
 
-def trace_slice(k: int) -> dict:
-    """The trace scenario on the k-th disjoint window of 300 Philly jobs (k = 0: the first 300)."""
-    source = {**TRACE_SCENARIO, "name": f"philly-300 window {k} (jobs {300 * k}-{300 * k + 299})"}
-    source["workload"] = {"traces": [{**TRACE_SCENARIO["workload"]["traces"][0], "skip": 300 * k}]}
+TRACE_JOBS = 16  # jobs per trace window (the replicate); a slice is --seeds such windows
+
+
+def trace_slice(k: int, seeds: int = 5, jobs: int = TRACE_JOBS) -> dict:
+    """The trace scenario on the k-th slice of the Philly trace: ``seeds`` disjoint windows of
+    ``jobs`` jobs (skip ``k * seeds * jobs``, seed_stride ``jobs``: seed s is the window of jobs
+    skip + s * jobs onward), each window a replicate; slices do not overlap."""
+    skip = k * seeds * jobs
+    source = {**TRACE_SCENARIO, "name": f"philly slice {k} (jobs {skip}-{skip + seeds * jobs - 1})"}
+    source["workload"] = {"traces": [{**TRACE_SCENARIO["workload"]["traces"][0], "max_jobs": jobs,
+                                      "skip": skip, "seed_stride": jobs}]}
     return source
 
 
@@ -193,17 +203,18 @@ def _cache_add(path, row: dict) -> None:
 
 
 def _instances(kind: str, seeds: int, trace_slices: int, network: str,
-               first_slice: int = 0) -> list[tuple[dict, list[int]]]:
-    """(scenario mapping, simulation seeds) per instance: the default with its own seed and
-    ``seeds - 1`` held-out ones (other background draws and hashes), or one trace window per
-    instance (no background, spraying: the seed changes nothing, the window is the replicate)."""
+               first_slice: int = 0) -> list[tuple[str, dict, list[int]]]:
+    """(report group, scenario mapping, simulation seeds) per instance: the default with its own
+    seed and ``seeds - 1`` held-out ones (other background draws and hashes); the trace, per
+    slice, ``seeds`` windows (the scenario's seed picks the window; no background, spraying: the
+    simulation seed would change nothing, the window is the replicate)."""
     from flowherd.experiments.scenario import read_scenario_mapping
 
     if kind == "default":
         m = {**read_scenario_mapping("default"), "network": network}
-        return [(m, [int(m["seed"])] + [int(m["seed"]) + 1000 + k for k in range(seeds - 1)])]
-    return [({**trace_slice(k), "network": network}, [TRACE_SCENARIO["seed"]])
-            for k in range(first_slice, first_slice + trace_slices)]
+        return [("default", m, [int(m["seed"])] + [int(m["seed"]) + 1000 + k for k in range(seeds - 1)])]
+    return [(f"trace slice {k}", {**trace_slice(k, seeds), "network": network, "seed": s}, [s])
+            for k in range(first_slice, first_slice + trace_slices) for s in range(seeds)]
 
 
 # simulation order: groups of variants, each run replicate by replicate (seed or trace window),
@@ -212,7 +223,7 @@ PRIORITY = (("packed", "heuristic"), ("heuristic+ecmp", "topology"), ("topology+
             ("random", "hetero"))
 
 
-def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5, trace_slices: int = 5,
+def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5, trace_slices: int = 2,
                   network: str = "roce", labels: tuple[str, ...] | None = None, cache: str | None = None,
                   report_only: bool = False, first_slice: int = 0) -> None:
     """Every variant's plan simulated (module docstring), cells in `PRIORITY` order (every
@@ -227,13 +238,13 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
     if not report_only:
         insts = []
         for kind in kinds:
-            for mapping, sim_seeds in _instances(kind, seeds, trace_slices, network, first_slice):
+            for group, mapping, sim_seeds in _instances(kind, seeds, trace_slices, network, first_slice):
                 sc = scenario_from_mapping(mapping)
                 print(f"scenario {sc.name}: {len(sc.jobs)} jobs on {sc.fabric.num_gpus} GPUs, routing "
                       f"{sc.routing}, network {sc.network.model}, "
                       f"background {'yes' if sc.background else 'no'}, "
                       f"seeds {sim_seeds}", flush=True)
-                insts.append((kind, sc, sim_seeds, {}))
+                insts.append((group, sc, sim_seeds, {}))
         variants = {label: (method, opts) for label, method, opts in VARIANTS}
         cells = []
         for group in PRIORITY:
@@ -281,9 +292,12 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
                   flush=True)
     table: dict = {}
     for row in done.values():
-        if "label" in row and row.get("kind") in kinds:
-            per = table.setdefault(row["kind"], {}).setdefault(row["label"], {})
-            per[(row["scenario"], row["seed"])] = row
+        kind = row.get("kind", "")
+        if "label" in row and kind.split(" ")[0] in kinds:
+            groups = [kind] + (["trace (every slice)"] if kind.startswith("trace slice") else [])
+            for g in groups:
+                per = table.setdefault(g, {}).setdefault(row["label"], {})
+                per[(row["scenario"], row["seed"])] = row
     _report(table)
 
 
@@ -295,7 +309,7 @@ def _paired(a: dict, b: dict, key: str = "simulated_mean_jct_s") -> tuple[np.nda
 def _report(by_kind: dict) -> None:
     """Per scenario kind: paired differences to the best baseline (95% CI over the replicates:
     seeds on the default, trace windows on the trace), the gain split, congestion vs packed."""
-    for kind, rows in by_kind.items():
+    for kind, rows in sorted(by_kind.items()):
         print(f"\n== {kind}: replicates per variant " + ", ".join(f"{k} {len(v)}" for k, v in rows.items()))
         base = [b for b in BASELINES if b in rows]
         # the best baseline of a replicate: among the baseline placers simulated on it (a run
@@ -349,6 +363,33 @@ def _report(by_kind: dict) -> None:
                 print(f"  congested (paused+marked+dropped) bytes, packed+ECMP / {label}: {ratio:.1f}x "
                       f"({cp.mean() / 1e9:.3f} vs {ch.mean() / 1e9:.3f} GB); mean JCT {label} - packed "
                       f"{m:+.3f} +- {h:.3f} s")
+            _congestion_floor(rows)
+
+
+def _congestion_floor(rows: dict) -> None:
+    """Where the congestion is: the share of each variant's congested bytes in cells at most one
+    job was predicted on (its own collectives and the background: no schedule, placement or
+    routing of the other jobs removes them), per link tier, and the ratio to packed + ECMP a plan
+    would reach with every other congested byte removed (the bound without pacing)."""
+    for label in ("packed", "topology", "heuristic+ecmp", "heuristic"):
+        per = rows.get(label, {})
+        have = [r for r in per.values() if "congested_bytes_one_job" in r]
+        if not have:
+            continue
+        tot = sum(r["congested_bytes"] for r in have)
+        one = sum(r["congested_bytes_one_job"] for r in have)
+        tiers = {t: sum(r["congested_bytes_by_tier"][t] for r in have)
+                 for t in have[0]["congested_bytes_by_tier"]}
+        line = (f"  {label:17s} congested in cells of at most one job: {100 * one / tot if tot else 0:.1f}%; "
+                "by tier " + ", ".join(f"{t} {100 * v / tot if tot else 0:.1f}%" for t, v in tiers.items()))
+        if label.startswith("heuristic") and "packed" in rows:
+            mine = {k: v for k, v in per.items() if "congested_bytes_one_job" in v}
+            cp, ch = _paired(rows["packed"], mine, "congested_bytes")
+            _, floor = _paired(rows["packed"], mine, "congested_bytes_one_job")
+            if floor.sum() > 0:
+                line += (f"; packed+ECMP / its one-job bytes (the bound without pacing): "
+                         f"{cp.sum() / floor.sum():.2f}x (reached {cp.sum() / max(ch.sum(), 1e-9):.2f}x)")
+        print(line)
 
 
 def main() -> None:
@@ -358,9 +399,9 @@ def main() -> None:
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--simulate", action="store_true", help="only the simulated comparison")
     ap.add_argument("--seeds", type=int, default=5, help="simulation seeds of the default scenario")
-    ap.add_argument("--trace-slices", type=int, default=5,
-                    help="disjoint 300-job windows of the Philly trace (the trace's replicates)")
-    ap.add_argument("--first-slice", type=int, default=0, help="first trace window of the run")
+    ap.add_argument("--trace-slices", type=int, default=2,
+                    help="disjoint slices of the Philly trace, each --seeds windows of TRACE_JOBS jobs")
+    ap.add_argument("--first-slice", type=int, default=0, help="first trace slice of the run")
     ap.add_argument("--network", default="roce", help="network model of the simulations (roce, tcp, ideal)")
     ap.add_argument("--scenarios", default="default,trace", help="default, trace or both")
     ap.add_argument("--variants", default=None, help="comma-separated labels (default: all)")

@@ -188,3 +188,20 @@ def test_a_job_off_the_bottleneck_still_gets_even_splits():
     assert mine.any() and np.array_equal(ll.links, spray.links)
     np.testing.assert_allclose(ll.load[mine].max(), spray.load[mine].max(), rtol=1e-6)
     assert ll.load.max() > 2 * spray.load.max()  # the heavy job sets the window's largest load
+
+
+def test_with_even_ties_an_optimum_no_better_than_spraying_keeps_spraying_s_even_splits():
+    # symmetric two-spine fabric, one job: the even split is an optimum of the LP (closed form:
+    # spraying's loads, first test), and the LP's vertex may route a pair whole over one spine;
+    # the routes keep the even split for every pair with two paths, so each burst spreads
+    f = _fabric()
+    pj = [PlannedJob(job=_job(), gpus=tuple(range(12)), start_s=0.0, iteration_s=0.5)]
+    splits, _ = route_windows(f, pj, target=0.9, window_s=0.5, even_ties=True)
+    multi = [v for v in splits.values() if len(v) > 1]
+    assert multi and all(len(v) == 2 and all(abs(w - 0.5) < 1e-12 for _, w in v) for v in multi)
+    # without even_ties (where the scenario hashes: one path per flow) HiGHS' vertex stays,
+    # here some pair whole on one spine
+    vertex, _ = route_windows(f, pj, target=0.9, window_s=0.5)
+    assert any(len(v) == 1 for k, v in vertex.items() if len(splits[k]) > 1)
+    # where the even split is not optimal (a hot spine: the skewed-background test) the LP's
+    # routes stay: that test's on_hot < shares holds with this rule in place

@@ -95,3 +95,29 @@ def test_the_plans_check_compares_its_estimate_with_the_simulation():
     assert est["active_cells"] > 0
     assert est["congested_bytes"] == 0.0
     assert est["simulated_mean_jct_s"] > 0 and abs(est["jct_error"]) < 1e-6
+
+
+def test_the_check_splits_the_congestion_by_link_tier_and_by_jobs_sharing_a_cell(skewed):
+    # the skewed plan (every cross-leaf pair through spine 0) on roce: the one job congests, so
+    # every congested byte is in a cell one job alone was predicted on, and the tiers add up
+    from flowherd.planning.congestion import PlannedJob, routes_to_splits
+    from flowherd.planning.estimate import TIERS, _jobs_per_cell, estimate_check
+
+    sc, plan, _, used = skewed
+    check = SimCheck(horizon_s=sc.horizon_s, routing="ecmp", fidelity=sc.fidelity, seed=5,
+                     network=load_network("roce"))
+    sim = simulate_plan(sc.fabric, sc.jobs, plan, check)
+    est = estimate_check(sc.fabric, sc.jobs, plan, sim)
+    assert est["congested_bytes"] > 0 and set(est["congested_bytes_by_tier"]) == set(TIERS)
+    np.testing.assert_allclose(sum(est["congested_bytes_by_tier"].values()), est["congested_bytes"],
+                               rtol=1e-9)
+    assert est["congested_bytes_one_job"] == pytest.approx(est["congested_bytes"], rel=1e-9)
+    # the same job twice over the same window: two jobs on every link it uses, none elsewhere
+    j = plan.jobs[0]
+    twice = [PlannedJob(job=sc.jobs[0], gpus=j.gpus, start_s=0.0, iteration_s=j.predicted_iteration_s)] * 2
+    edges = np.array([0.0, 0.5, 1.0]) * twice[0].end_s
+    links = np.asarray(sorted(set(used.tolist()) | {int(x) for x in np.flatnonzero(
+        np.asarray(sc.fabric.link_kind) == np.asarray(sc.fabric.link_kind)[used[0]])}))
+    count = _jobs_per_cell(sc.fabric, twice, routes_to_splits(plan.routes), edges, links)
+    on = np.isin(links, used)
+    assert np.all(count[on] == 2) and count.max() == 2 and np.all(count[~on] % 2 == 0)

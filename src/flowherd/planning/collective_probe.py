@@ -12,7 +12,7 @@ import numpy as np
 from flowherd.collectives.ops import busbw_factor
 
 if TYPE_CHECKING:
-    from flowherd.planning.predict import FabricView
+    from flowherd.planning.view import FabricView
 
 __all__ = ["collective_timer", "schedule_cut"]
 

@@ -28,7 +28,7 @@ from flowherd.fabric.core import Fabric
 from flowherd.planning.congestion import DEFAULT_MAX_UTILIZATION, PlannedJob, predict_link_loads
 from flowherd.planning.sim_check import SimCheck
 
-__all__ = ["ACTIVE_LOAD", "PlanSimulation", "estimate_check", "simulate_plan"]
+__all__ = ["ACTIVE_LOAD", "TIERS", "PlanSimulation", "estimate_check", "simulate_plan"]
 
 ACTIVE_LOAD = 0.01
 
@@ -79,6 +79,31 @@ def _planned(jobs: Sequence[Any], plan: Any) -> list[PlannedJob]:
                        iteration_s=by[j.name].predicted_iteration_s) for j in jobs if j.name in by]
 
 
+TIERS = ("nic", "leaf-up", "spine-down")
+
+
+def _link_tier(fabric: Fabric, links: np.ndarray) -> np.ndarray:
+    """Each network link's tier: "nic" (a NIC's link to or from its leaf), "leaf-up" (towards a
+    higher tier), "spine-down" (towards a lower one)."""
+    tier = np.asarray(fabric.node_tier)
+    a = tier[np.asarray(fabric.link_src)[links]]
+    b = tier[np.asarray(fabric.link_dst)[links]]
+    return np.where((a <= 1) | (b <= 1), "nic", np.where(b > a, "leaf-up", "spine-down"))
+
+
+def _jobs_per_cell(fabric: Fabric, planned: Sequence[PlannedJob], router: Any, edges: np.ndarray,
+                   links: np.ndarray) -> np.ndarray:
+    """``int64[K, W]``: how many jobs' predicted traffic reaches `ACTIVE_LOAD` of each link in
+    each window (the background not counted)."""
+    count = np.zeros((links.size, edges.size - 1), dtype=np.int64)
+    for pj in planned:
+        one = predict_link_loads(fabric, [pj], router=router, edges_s=edges)
+        row = {int(k): i for i, k in enumerate(one.links.tolist())}
+        idx = np.array([row[int(k)] for k in links.tolist()])
+        count += one.load[idx] >= ACTIVE_LOAD
+    return count
+
+
 def estimate_check(fabric: Fabric, jobs: Sequence[Any], plan: Any, sim: PlanSimulation, *,
                    background: Any = None, target: float | None = None) -> dict[str, Any]:
     """Predicted vs simulated per-link, per-window load and the congestion seen (module docstring).
@@ -87,7 +112,9 @@ def estimate_check(fabric: Fabric, jobs: Sequence[Any], plan: Any, sim: PlanSimu
         A JSON-able dict: ``load_error_median`` and ``load_error_p90`` (points of utilization
         over the active cells), ``active_cells``, predicted and simulated network bytes,
         ``marked_bytes``, ``dropped_bytes``, ``paused_bytes`` and their sum
-        ``congested_bytes``, the same for the cells predicted over the target, the predicted
+        ``congested_bytes``, the same for the cells predicted over the target, for the cells
+        one job alone was predicted on (``congested_bytes_one_job``) and per link tier
+        (``congested_bytes_by_tier``, `TIERS`), the predicted
         and simulated mean JCT and their relative difference.
     """
     res = sim.cluster
@@ -123,6 +150,8 @@ def estimate_check(fabric: Fabric, jobs: Sequence[Any], plan: Any, sim: PlanSimu
     paused = cells(res.link_bin_pause_s, cap)
     congested = marked + dropped + paused
     over = p > target + 1e-9
+    sharing = _jobs_per_cell(fabric, _planned(jobs, plan), router, edges, links)[:, :nb]
+    tier = _link_tier(fabric, links)
     pred_jct = float(plan.predicted_mean_jct_s)
     return {
         "load_error_median": float(np.median(err)) if err.size else 0.0,
@@ -133,6 +162,10 @@ def estimate_check(fabric: Fabric, jobs: Sequence[Any], plan: Any, sim: PlanSimu
         "marked_bytes": float(marked.sum()), "dropped_bytes": float(dropped.sum()),
         "paused_bytes": float(paused.sum()), "congested_bytes": float(congested.sum()),
         "congested_bytes_where_predicted_over": float(congested[over].sum()),
+        # where no schedule or placement of other jobs helps: the cells only one job's traffic
+        # (and the background) was predicted on; per tier of the link
+        "congested_bytes_one_job": float(congested[sharing <= 1].sum()),
+        "congested_bytes_by_tier": {t: float(congested[tier == t].sum()) for t in TIERS},
         "cells_predicted_over": int(over.sum()),
         "simulated_max_load": float(simu.max()) if simu.size else 0.0,
         "predicted_mean_jct_s": pred_jct, "simulated_mean_jct_s": sim.mean_jct_s,

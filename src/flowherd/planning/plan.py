@@ -333,7 +333,9 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
         window_s: Width of the routing LP's time windows, seconds (None: the span over 50).
         routing: The scenario's routing of the flows the plan does not route (the background):
             the profiles' background probe routes it so (`flowherd.planning.predict.
-            background_penalty_s`).
+            background_penalty_s`); with "spray" the routes take spraying's even split where
+            it is as good as the LP's optimum (`flowherd.planning.congestion.route_windows`,
+            ``even_ties``).
 
     Returns:
         The plan.
@@ -381,7 +383,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if routes and jobs:
         tl, loads, info["congestion_restore"] = _route_and_restore(
             tl, planner, method, view, profiles, fabric, jobs, seed, deadline, slack_aware, bg, backfill,
-            guard, target, background, window_s)
+            guard, target, background, window_s, routing)
     if check is not None and method == "heuristic" and jobs:
         tl, info["sim_check"] = check_in_simulator(tl, planner, method, view, profiles, fabric, jobs,
                                                     seed, deadline, check, bg, backfill)
@@ -417,7 +419,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if routes:
         route_map = {}
         if jobs and (loads is None or tl.gpus is not loads[2]):  # the check moved jobs: route again
-            loads = _route(fabric, jobs, tl, view, profiles, target, background, window_s)
+            loads = _route(fabric, jobs, tl, view, profiles, target, background, window_s, routing)
         if loads is not None:
             route_map = {f"{a},{b}": [(tuple(int(x) for x in p), float(w)) for p, w in v]
                          for (a, b), v in loads[0].items()}
@@ -446,9 +448,11 @@ def _planned_jobs(jobs: Sequence[Any], tl: Any, view: Any,
 
 
 def _route(fabric: Fabric, jobs: Sequence[Any], tl: Any, view: Any, profiles: Sequence[JobProfile],
-           target: float, background: Any, window_s: float | None) -> tuple[dict, LinkLoads, Any]:
+           target: float, background: Any, window_s: float | None, routing: str = "ecmp"
+           ) -> tuple[dict, LinkLoads, Any]:
+    # ties to spraying's even split where the scenario sprays (flowherd.planning.congestion)
     splits, loads = route_windows(fabric, _planned_jobs(jobs, tl, view, profiles), target=target,
-                                  background=background, window_s=window_s)
+                                  background=background, window_s=window_s, even_ties=routing == "spray")
     return splits, loads, tl.gpus
 
 
@@ -464,7 +468,8 @@ RESTORE_JCT_TOLERANCE = 0.01
 def _route_and_restore(tl: Any, planner: Any, method: str, view: Any, profiles: Sequence[JobProfile],
                        fabric: Fabric, jobs: Sequence[Any], seed: int, deadline: float | None,
                        slack_aware: bool, bg: Any, backfill: bool, guard: Congestion | None, target: float,
-                       background: Any, window_s: float | None) -> tuple[Any, tuple, dict[str, Any]]:
+                       background: Any, window_s: float | None, routing: str = "ecmp"
+                       ) -> tuple[Any, tuple, dict[str, Any]]:
     """Route the timeline's plan (`flowherd.planning.congestion.route_windows`). For the joint
     heuristic, while the routes leave links over the target that a routing could avoid, plan
     again with a tighter leaf guard (moving jobs, shifting starts), and also without the guard
@@ -479,7 +484,7 @@ def _route_and_restore(tl: Any, planner: Any, method: str, view: Any, profiles: 
     submit = np.array([p.submit_s for p in profiles])
 
     def candidate(t: Any, leaf_target: float) -> dict[str, Any]:
-        r = _route(fabric, jobs, t, view, profiles, target, background, window_s)
+        r = _route(fabric, jobs, t, view, profiles, target, background, window_s, routing)
         return {"tl": t, "routes": r, "excess_s": excess(r[1]), "leaf_target": leaf_target,
                 "objective_s": float(np.mean(t.end - submit))}
 
