@@ -64,6 +64,8 @@ CONTROLLERS = [
     ("flowherd/spray", "flowherd", {"spray": True}),  # packet spraying instead of choosing a path
     ("flowherd/util-paths", "flowherd", {"path_metric": "utilization"}),  # adaptive's path choice
     ("flowherd/yield", "flowherd", {"yield_fraction": 1.0}),  # delays that yield to less work left
+    # ... for at most a quarter period, and only while the favoured job's bytes are in flight
+    ("flowherd/drain-yield", "flowherd", {"yield_fraction": 0.25, "yield_burst": False}),
 ]
 LITERATURE = ("adaptive", "cassini", "crux", "sincronia", "varys", "mltcp")
 OURS = ("threshold", "interleave", "flowherd")
@@ -75,7 +77,7 @@ SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cas
                                                          "interleave")},
             **{lab: {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")}
                for lab in ("flowherd", "flowherd/1-class", "flowherd/spray", "flowherd/yield",
-                          "flowherd/util-paths")}}
+                          "flowherd/util-paths", "flowherd/drain-yield")}}
 
 
 def run_one(task: tuple) -> dict:
