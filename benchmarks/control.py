@@ -227,14 +227,14 @@ def print_breakdown(rows: list[dict], labels: list[str], horizon_s: float) -> No
     mean over seeds: a controller of the network shortens the contention directly and the wait
     only through it (jobs that end sooner free their GPUs for the queue)."""
     print(f"where the mean JCT goes (s per job, mean over seeds; horizon {horizon_s:.0f} s):")
-    print(f"  {'controller':<18} {'wait':>8} {'solo run':>9} {'contention':>11} {'total':>8}")
+    print(f"  {'controller':<20} {'wait':>8} {'solo run':>9} {'contention':>11} {'total':>8}")
     for lab in labels:
         rs = [r for r in rows if r["controller"] == lab and r.get("job_detail")]
         if not rs:
             continue
         b = [breakdown(r, horizon_s) for r in rs]
         m = {k: float(np.mean([x[k] for x in b])) for k in ("wait", "solo", "contention")}
-        print(f"  {lab:<18} {m['wait']:>8.2f} {m['solo']:>9.2f} {m['contention']:>11.2f} "
+        print(f"  {lab:<20} {m['wait']:>8.2f} {m['solo']:>9.2f} {m['contention']:>11.2f} "
               f"{sum(m.values()):>8.2f}")
 
 
