@@ -28,7 +28,7 @@ time is measured on a private engine (`flowherd.sim.cluster_runs`): the fabric's
 sharing, the scenario's routing and no background traffic, so contention counts the background's
 share of the links and the network model's losses too.
 
-    python benchmarks/control.py --reuse benchmarks/results/control_buffer_roce.json \
+    python benchmarks/control.py --reuse benchmarks/results/control_roce.json \
         --scenarios heavy --controllers none adaptive cassini flowherd flowherd/drain-yield \
         --network roce          # the stored runs' tables, nothing re-run
 
