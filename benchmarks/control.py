@@ -21,7 +21,16 @@ share of the gap between no control and that bound that a controller closes. The
 bound (`queue_bound_jct_s`) keeps the cluster's FIFO queue for GPUs and lets every job run at its
 solo speed: no network controller does better, so "gap (queue)", the share of the gap to it that
 a controller closes, is the part of the gap a controller can be asked for. Each run's per-job
-submit, start, finish, GPUs, iterations and solo iteration time are in the JSON (``job_detail``).
+submit, start, finish, GPUs, iterations and solo iteration time are in the JSON (``job_detail``),
+and each table is followed by where the mean JCT goes (`breakdown`): the wait in the queue for
+GPUs, the run at solo speed and the rest of the run (contention), per job. The solo iteration
+time is measured on a private engine (`flowherd.sim.cluster_runs`): the fabric's ideal max-min
+sharing, the scenario's routing and no background traffic, so contention counts the background's
+share of the links and the network model's losses too.
+
+    python benchmarks/control.py --reuse benchmarks/results/control_roce.json \
+        --scenarios heavy --controllers none adaptive cassini flowherd flowherd/drain-yield \
+        --network roce          # the stored runs' tables, nothing re-run
 
 With --model, the learning curve saved next to each model (MODEL_curve.csv, by `flowherd train`)
 is printed too. Evaluation seeds default to 0..4: train models on other seeds
@@ -64,6 +73,8 @@ CONTROLLERS = [
     ("flowherd/spray", "flowherd", {"spray": True}),  # packet spraying instead of choosing a path
     ("flowherd/util-paths", "flowherd", {"path_metric": "utilization"}),  # adaptive's path choice
     ("flowherd/yield", "flowherd", {"yield_fraction": 1.0}),  # delays that yield to less work left
+    # ... for at most a quarter period, and only while the favoured job's bytes are in flight
+    ("flowherd/drain-yield", "flowherd", {"yield_fraction": 0.25, "yield_burst": False}),
 ]
 LITERATURE = ("adaptive", "cassini", "crux", "sincronia", "varys", "mltcp")
 OURS = ("threshold", "interleave", "flowherd")
@@ -75,7 +86,7 @@ SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cas
                                                          "interleave")},
             **{lab: {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")}
                for lab in ("flowherd", "flowherd/1-class", "flowherd/spray", "flowherd/yield",
-                          "flowherd/util-paths")}}
+                          "flowherd/util-paths", "flowherd/drain-yield")}}
 
 
 def run_one(task: tuple) -> dict:
@@ -183,6 +194,48 @@ def _gap_closed(rs: list[dict], none_of: dict[int, dict], bound: str = "isolated
         return "n/a"
     m, h = ci95(np.array(g))
     return f"{m:+.1f}%" if not math.isfinite(h) else f"{m:+.1f}+-{h:.1f}%"
+
+
+def horizon_s(path: Path) -> float:
+    """The horizon of a scenario file, seconds (the runs' JCTs are censored at it)."""
+    from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
+
+    return float(scenario_from_mapping(read_scenario_mapping(str(path))).horizon_s)
+
+
+def breakdown(r: dict, horizon_s: float) -> dict[str, float]:
+    """Where one run's mean JCT goes, seconds per job submitted before the horizon: ``wait`` (submit
+    to start, to the horizon for a job that never started), ``solo`` (its run at its solo
+    iteration time, censored at the horizon) and ``contention`` (the rest of its run: what sharing
+    the network cost it). wait + solo + contention = the mean censored JCT."""
+    w, so, co = [], [], []
+    for d in r["job_detail"]:
+        if d["submit_s"] >= horizon_s:
+            continue
+        start = horizon_s if d["start_s"] is None else min(d["start_s"], horizon_s)
+        end = horizon_s if d["finish_s"] is None else min(d["finish_s"], horizon_s)
+        run = max(end - start, 0.0)
+        alone = 0.0 if d["start_s"] is None else min(d["iterations"] * (d["solo_iteration_s"] or 0.0), run)
+        w.append(start - d["submit_s"])
+        so.append(alone)
+        co.append(run - alone)
+    return {"wait": float(np.mean(w)), "solo": float(np.mean(so)), "contention": float(np.mean(co))}
+
+
+def print_breakdown(rows: list[dict], labels: list[str], horizon_s: float) -> None:
+    """Per controller, its mean JCT split into queue wait, solo run and contention (`breakdown`),
+    mean over seeds: a controller of the network shortens the contention directly and the wait
+    only through it (jobs that end sooner free their GPUs for the queue)."""
+    print(f"where the mean JCT goes (s per job, mean over seeds; horizon {horizon_s:.0f} s):")
+    print(f"  {'controller':<20} {'wait':>8} {'solo run':>9} {'contention':>11} {'total':>8}")
+    for lab in labels:
+        rs = [r for r in rows if r["controller"] == lab and r.get("job_detail")]
+        if not rs:
+            continue
+        b = [breakdown(r, horizon_s) for r in rs]
+        m = {k: float(np.mean([x[k] for x in b])) for k in ("wait", "solo", "contention")}
+        print(f"  {lab:<20} {m['wait']:>8.2f} {m['solo']:>9.2f} {m['contention']:>11.2f} "
+              f"{sum(m.values()):>8.2f}")
 
 
 def print_curve(model: Path) -> None:
@@ -303,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label:<18} {m:>9.2f} +-{h:>5.2f} {vs:>8} {gap:>14} {gapq:>14} {p:>9.2f} +-{ph:>5.2f} "
                   f"{s:>9.3f} +-{sh:>5.3f} {fin:>9} {dec:>11.0f} {refused:>8} {bgm:>15} {bgp:>15} "
                   f"{worst:>12.3f} {jain:>6.3f}")
+        print_breakdown(sub, [c[0] for c in ctrls], horizon_s(levels[lvl]))
         # paired comparison on the same seeds: each flowherd policy against each baseline
         ours = [c[0] for c in ctrls if c[0] in OURS or c[0].startswith("rl:")]
         mean_of = {lab: np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])

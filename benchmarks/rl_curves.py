@@ -70,6 +70,30 @@ def _ci(x: np.ndarray) -> str:
     return f"{x.mean():.3f} +-{h:.3f}"
 
 
+def _held_out(args: argparse.Namespace, src: dict, models: dict[str, Path]) -> None:
+    """Mean JCT of no control, the flowherd policy and each learner's model on the test seeds
+    (windows never trained on) and on the same seeds later in the trace, with 95% CIs."""
+    from flowherd.control import make_controller
+    from flowherd.control.herd import HerdController
+    from flowherd.control.model import PolicyController, load_policy
+
+    later = _scenario(skip=args.later_skip)
+    print(f"\nheld-out: mean JCT over test seeds {args.test_seeds} (windows never trained on), 95% CI; "
+          f"'later' = the same seeds {args.later_skip} trace jobs further on")
+    rows = {"none": lambda: make_controller("none"), "flowherd": lambda: HerdController()}
+    for label, (_, actions, _) in zip(models, LEARNERS, strict=True):
+        pol = load_policy(models[label])
+        rows[label] = lambda pol=pol, a=actions: PolicyController(pol, actions=a)
+    base = {}
+    print(f"{'controller':<16} {'test seeds':>16} {'vs none':>8} {'later window':>16} {'vs none':>8}")
+    for label, fac in rows.items():
+        a, b = _jct(fac, src, args.test_seeds), _jct(fac, later, args.test_seeds)
+        base.setdefault("a", a)
+        base.setdefault("b", b)
+        print(f"{label:<16} {_ci(a):>16} {100 * (a.mean() / base['a'].mean() - 1):>+7.1f}% {_ci(b):>16} "
+              f"{100 * (b.mean() / base['b'].mean() - 1):>+7.1f}%", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=4096, help="environment steps of RL per learner")
@@ -84,16 +108,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="SB3 / torch seed of every learner")
     ap.add_argument("--out", type=Path, default=Path("rl_curves"), help="directory for the models")
     ap.add_argument("--figure", type=Path, default=None, help="write the learning-curve figure here")
+    ap.add_argument("--eval-only", action="store_true",
+                    help="train nothing: evaluate the best models an earlier run saved in --out "
+                         "(LABEL.zip) on the held-out seeds and the later window")
     args = ap.parse_args(argv)
 
-    from flowherd.control import make_controller
-    from flowherd.control.herd import HerdController
-    from flowherd.control.model import PolicyController, load_policy
     from flowherd.rl.train import train
 
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     src = _scenario()
+    if args.eval_only:
+        missing = [lab for lab, *_ in LEARNERS if not (args.out / f"{lab}.zip").is_file()]
+        if missing:
+            print(f"error: no saved model {args.out / (missing[0] + '.zip')} (--out, --eval-only)",
+                  file=sys.stderr)
+            return 2
+        _held_out(args, src, {lab: args.out / f"{lab}.zip" for lab, *_ in LEARNERS})
+        print(f"\nwall {time.perf_counter() - t0:.0f} s")
+        return 0
     results = {}
     for label, actions, warm in LEARNERS:
         t = time.perf_counter()
@@ -120,22 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<16} {r.curve[0].mean_jct_s:>11.3f} {best.mean_jct_s:>9.3f} {best.steps:>8} "
               f"{reach:>12} {r.wall_s:>7.0f}")
 
-    # held-out evaluation: unseen seeds (other windows) and a later window of the trace
-    later = _scenario(skip=args.later_skip)
-    print(f"\nheld-out: mean JCT over test seeds {args.test_seeds} (windows never trained on), 95% CI; "
-          f"'later' = the same seeds {args.later_skip} trace jobs further on")
-    rows = {"none": lambda: make_controller("none"), "flowherd": lambda: HerdController()}
-    for label, (_, actions, _) in zip(results, LEARNERS, strict=True):
-        pol = load_policy(results[label].model_path)
-        rows[label] = lambda pol=pol, a=actions: PolicyController(pol, actions=a)
-    base = {}
-    print(f"{'controller':<16} {'test seeds':>16} {'vs none':>8} {'later window':>16} {'vs none':>8}")
-    for label, fac in rows.items():
-        a, b = _jct(fac, src, args.test_seeds), _jct(fac, later, args.test_seeds)
-        base.setdefault("a", a)
-        base.setdefault("b", b)
-        print(f"{label:<16} {_ci(a):>16} {100 * (a.mean() / base['a'].mean() - 1):>+7.1f}% {_ci(b):>16} "
-              f"{100 * (b.mean() / base['b'].mean() - 1):>+7.1f}%", flush=True)
+    _held_out(args, src, {lab: r.model_path for lab, r in results.items()})
 
     if args.figure is not None:
         import matplotlib

@@ -90,6 +90,8 @@ def test_without_classes_paths_go_where_a_new_flow_gets_the_largest_share():
                     link_flows=[1, 2])
     with pytest.raises(ConfigError, match="path_metric"):
         HerdParams(path_metric="hops")
+    with pytest.raises(ConfigError, match="yield_burst"):
+        HerdParams(yield_burst="no")
 
 
 def test_structured_action_is_the_controllers_decision_and_masks_hold():

@@ -181,3 +181,22 @@ def test_a_collective_yields_to_the_burst_of_a_job_with_less_work_left_per_gpu()
     view = _yield_view({"short": 2, "long": 8}, {"short": 2, "long": 32}, cof)
     assert yield_delay_s(_point("short", 0.0), view, learner) == pytest.approx(3e9 / CAP)
     assert yield_delay_s(_point("long", 0.0), view, learner) == 0.0
+
+
+def test_a_yield_waits_for_the_rest_of_the_favoured_burst_only_when_told():
+    from collections import deque
+
+    from flowherd.control.periodic import JobPattern, yield_delay_s
+
+    # short's last burst put 1 s of link 0's capacity there; since its current origin it started
+    # a quarter of it: with ``rest`` the yield adds the unstarted three quarters (0.75 s) to the
+    # 0.3 s its bytes in flight need; without, only those 0.3 s
+    cof = [CoflowState(name="s", job="short", remaining_bytes=3e9, link_idx=[0], link_remaining_bytes=[3e9])]
+    view = _yield_view({"short": 2, "long": 8}, {"short": 8, "long": 8}, cof)
+    learner = PatternLearner()
+    learner.jobs["short"] = JobPattern(onsets=deque([(0.0, {0: 0.25 * CAP})]), origins=[0.0],
+                                       solo_burst_s={0: 1.0})
+    assert learner.burst_progress("short", view) == pytest.approx(0.25)
+    assert yield_delay_s(_point("long", 0.0), view, learner, max_fraction=2.0) == pytest.approx(0.3 + 0.75)
+    assert yield_delay_s(_point("long", 0.0), view, learner, max_fraction=2.0, rest=False) \
+        == pytest.approx(0.3)

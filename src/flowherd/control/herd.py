@@ -109,6 +109,9 @@ class HerdParams:
         yield_fraction: Under a grant without priority classes, a collective yields to the
             bursts of jobs with less work left on its links, for at most this fraction of its
             job's period (`flowherd.control.periodic.yield_delay_s`; 0: never).
+        yield_burst: A yielding collective waits for the rest of the favoured job's burst too
+            (its unstarted part, predicted from its last burst), not only for the bytes it has
+            in flight on the shared links (False).
     """
 
     theta: float = 1.0
@@ -121,6 +124,7 @@ class HerdParams:
     yield_fraction: float = 0.0
     spray: bool = False
     path_metric: str = "share"
+    yield_burst: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) \
@@ -136,7 +140,7 @@ class HerdParams:
         if self.path_metric not in ("utilization", "share"):
             raise ConfigError(f"flowherd path_metric must be 'utilization' or 'share', got "
                               f"{self.path_metric!r} (controller.params.path_metric)")
-        for f in ("balance", "prioritize", "interleave", "spray"):
+        for f in ("balance", "prioritize", "interleave", "spray", "yield_burst"):
             if not isinstance(getattr(self, f), bool):
                 raise ConfigError(f"flowherd {f} must be true or false, got {getattr(self, f)!r} "
                                   f"(controller.{f})")
@@ -260,19 +264,21 @@ def _widest_share(point: DecisionPoint, view: NetworkView) -> tuple[int, ...]:
     the pace of its slowest flow, and a link fully used by one elastic flow (utilization 1, which
     is all the `adaptive` baseline sees) still gives a newcomer half of it, while a link shared by
     five gives a sixth."""
+    # plain floats: a few links per path, where numpy's per-call cost would dominate (same values)
     cap = view.link_capacity_bytes_per_s
-    free = cap * (1.0 - view.link_utilization)
-    n = view.link_flows.astype(np.float64)
+    free = (cap * (1.0 - view.link_utilization)).tolist()
+    capl = cap.tolist()
+    n = view.link_flows.astype(np.float64).tolist()
     choice = []
     for cands in point.candidate_paths:
-        rates = [float(np.min(np.maximum(free[p], cap[p] / (n[p] + 1.0)))) if p.size else math.inf
-                 for p in cands]
-        k = int(np.argmax(rates))  # first of the widest: deterministic ties
+        paths = [p.tolist() for p in cands]
+        rates = [min(max(free[lk], capl[lk] / (n[lk] + 1.0)) for lk in p) if p else math.inf
+                 for p in paths]
+        k = max(range(len(rates)), key=rates.__getitem__)  # first of the widest: deterministic ties
         choice.append(k)
-        p = cands[k]
-        if p.size:
-            free[p] = np.maximum(free[p] - rates[k], 0.0)
-            n[p] += 1.0
+        for lk in paths[k]:
+            free[lk] = max(free[lk] - rates[k], 0.0)
+            n[lk] += 1.0
     return tuple(choice)
 
 
@@ -348,7 +354,7 @@ class HerdController:
             delay = shift if shift > 0 else (_delay(point, view, self.params) if lv.delay else 0.0)
             if lv.delay and cls is None and self.params.yield_fraction > 0:  # the order, by delays
                 delay = max(delay, yield_delay_s(point, view, self.shifter.learner,
-                                                 self.params.yield_fraction))
+                                                 self.params.yield_fraction, self.params.yield_burst))
             splits = spray_splits(point) if lv.paths and cls is None and self.params.balance \
                 and self.params.spray else None
             paths = _paths(point, view, self.params, cls) if lv.paths and splits is None else None

@@ -258,7 +258,7 @@ def interleave_delay_s(point: DecisionPoint, view: NetworkView, learner: Pattern
 
 
 def yield_delay_s(point: DecisionPoint, view: NetworkView, learner: PatternLearner,
-                  max_fraction: float = 1.0) -> float:
+                  max_fraction: float = 1.0, rest: bool = True) -> float:
     """How long a collective of ``point.job`` yields to the bursts of jobs with less work left,
     seconds (0: none): strict priority among jobs, shortest remaining first, with delays only.
 
@@ -268,7 +268,8 @@ def yield_delay_s(point: DecisionPoint, view: NetworkView, learner: PatternLearn
     and whose collectives have bytes left now on a link this one needs. For each, its burst is
     predicted to end when its in-flight bytes there have drained at the link's capacity plus the
     unstarted part of its burst, ``(1 - progress) x W`` (`PatternLearner.burst_progress`; ``W`` its solo burst
-    length there): with this job waiting, it has the link alone. The collective waits for the
+    length there; with ``rest`` False only the bytes in flight count): with this job waiting, it
+    has the link alone. The collective waits for the
     last of those ends, capped at ``max_fraction`` of its job's period (learnt, else the view's).
 
     Why (module docstring of `flowherd.control.herd`): on a shared bottleneck, serving the job
@@ -300,8 +301,8 @@ def yield_delay_s(point: DecisionPoint, view: NetworkView, learner: PatternLearn
         drain = float(np.max(c.link_remaining_bytes[on] / cap[links]))
         q = learner.jobs.get(c.job)
         prog = learner.burst_progress(c.job, view)
-        rest = 0.0 if q is None or prog is None else (1.0 - prog) * q.solo_burst_on(links)
-        end = max(end, point.now_s + drain + rest)
+        more = 0.0 if not rest or q is None or prog is None else (1.0 - prog) * q.solo_burst_on(links)
+        end = max(end, point.now_s + drain + more)
     p = learner.jobs.get(job)
     period = p.period_s if p is not None and p.period_s is not None else me.period_s
     if end <= point.now_s or period is None:

@@ -276,6 +276,14 @@ class ControlHook:
         lat = np.asarray(self.fabric.link_latency_s, dtype=np.float64)
         links, fracs, ptr, lats = [], [], [0], []
         for i, paths in enumerate(cands):
+            if d.path_choice is not None:  # one path: its links, whole (the one-hot row below, faster)
+                p = paths[d.path_choice[i]]
+                ls = p.tolist()
+                links.extend(ls)
+                fracs.extend([1.0] * len(ls))
+                ptr.append(ptr[-1] + len(ls))
+                lats.append(float(lat[p].sum()) if ls else 0.0)
+                continue
             share = (np.eye(len(paths))[d.path_choice[i]] if d.path_choice is not None
                      else np.asarray(d.path_splits[i], dtype=np.float64))
             acc: dict[int, float] = {}
