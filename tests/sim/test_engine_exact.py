@@ -38,3 +38,38 @@ def test_a_case_that_changes_gives_another_digest():
     ref = digest(eng)
     eng._c.finish[3] = np.nextafter(eng._c.finish[3], np.inf)
     assert digest(eng) != ref
+
+
+def _cluster_digest(res) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for j in res.jobs:
+        h.update(np.asarray(j.iteration_end_s, np.float64).tobytes())
+    for a in (res.link_bytes, res.background_finish_s, res.util_by_tier):
+        h.update(np.asarray(a, np.float64).tobytes())
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize("fidelity,bg_rule", [("collective", "exact"), ("phase", "exact"),
+                                              ("phase", "mean")])
+def test_batched_iterations_give_one_add_coflow_per_coflows_run_bit_for_bit(monkeypatch, fidelity,
+                                                                              bg_rule):
+    from flowherd.fabric.generators import leaf_spine
+    from flowherd.sim.cluster import BackgroundSpec, JobRequest, simulate_cluster
+    from flowherd.workload import TrainingJob
+
+    fab = leaf_spine(servers=8, gpus_per_server=8, leaves=2, spines=2, oversubscription=4)
+    jobs = [JobRequest(name=f"j{i}", tenant="t", submit_s=s,
+                       spec=TrainingJob(model="llama3-8b", gpus=g, tp=8, iterations=4, name=f"j{i}",
+                                        submit_s=s))
+            for i, (g, s) in enumerate([(16, 0.0), (24, 0.3), (16, 0.5)])]
+
+    def run():
+        return _cluster_digest(simulate_cluster(
+            fab, jobs, fidelity=fidelity, horizon_s=10.0, placer="packed", seed=1,
+            background=BackgroundSpec(load=0.2, max_flows_per_s=200, fast_forward=bg_rule)))
+
+    batched = run()
+    monkeypatch.setattr(Engine, "_batched", False)
+    assert run() == batched

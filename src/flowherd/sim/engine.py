@@ -52,9 +52,10 @@ from flowherd.sim.allocation import (
     threshold,
 )
 from flowherd.sim.bottleneck import _Scratch, reallocate_local
+from flowherd.sim.coflow_batch import CoflowBatch, add_batch
 from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing, check_weight
-from flowherd.sim.event_loop import RELEASE, heap_push, heap_push_many, run_events
-from flowherd.sim.incidence import COFLOW_COLUMNS, FLOW_COLUMNS, Grow, buckets_add, compact_flows, ranges
+from flowherd.sim.event_loop import RELEASE, drive, heap_push, heap_push_many
+from flowherd.sim.incidence import COFLOW_COLUMNS, FLOW_COLUMNS, Grow, compact_flows, ranges
 from flowherd.sim.input_memo import InputMemo
 from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
 from flowherd.sim.results import SimResult
@@ -101,6 +102,9 @@ class Engine:
 
     # the rate update: "bottleneck" (`flowherd.sim.bottleneck`) or the earlier "closure" rule
     _rule = "bottleneck"
+    # job executors add an iteration as one batch (`add_coflows`); False: one add_coflow per
+    # coflow (the same run, bit for bit; kept to compare with)
+    _batched = True
 
     def __init__(self, fabric: Fabric, router: Router | None, *, record_flows: bool = True,
                  completion_rtol: float = 0.0, network: NetworkConfig | None = None):
@@ -371,6 +375,25 @@ class Engine:
                        np.maximum(at_a + 0.0, self._now), RELEASE, ids)
         return ids
 
+    def add_coflows(self, batch: CoflowBatch, *, at_s: float | None = None, after: Sequence[int] = (),
+                    name: str = "", on_done: Callable[[int, float], None] | None = None) -> int:
+        """Add the coflows of ``batch`` (`flowherd.sim.coflow_batch.make_batch`, checked when it
+        was made) in one call: the same as one `add_coflow` per coflow in batch order.
+
+        Coflow ``i`` of the batch gets id ``first + i``; it starts at ``max(at_s (default:
+        now), finish of its dependencies in the batch, or of every coflow in ``after`` if it has
+        none) + its delay``. Its name is ``name`` plus its suffix; ``on_done`` listens to the
+        batch's last coflow.
+
+        Returns:
+            ``first``, the id of the batch's first coflow.
+
+        Raises:
+            ConfigError: a bad ``at_s``, an unknown ``after`` id, GPUs or links the fabric
+                does not have.
+        """
+        return add_batch(self, batch, at_s=at_s, after=after, name=name, on_done=on_done)
+
     def run(self, until_s: float | None = None) -> None:
         """Process events up to ``until_s`` (inclusive) or, if None, until none are left.
 
@@ -386,7 +409,10 @@ class Engine:
                               "(until_s)")
         self._running = True
         try:
-            self._loop(math.inf if until_s is None else float(until_s))
+            # the rate update is Python's for a congestion model, the closure rule, or a
+            # subclass's _rates (tests check every update there)
+            py = self.network is not None or self._rule == "closure" or type(self)._rates is not Engine._rates
+            drive(self, math.inf if until_s is None else float(until_s), py)
         finally:
             self._running = False
         if until_s is not None:
@@ -480,68 +506,6 @@ class Engine:
         else:
             ed.next[c.dtail[a]] = e
         c.dtail[a] = e
-
-    def _buffers(self) -> None:
-        """Room in the loop's flow buffers for every flow (active, started or ended in a step)."""
-        n = self._f.count
-        if self._act_buf.size < n:
-            grown = np.zeros(2 * n, np.int64)
-            grown[:self._act_buf.size] = self._act_buf
-            self._act_buf = grown
-        for name in ("_started_buf", "_done_buf"):
-            buf = getattr(self, name)
-            if buf.size < n:
-                grown = np.zeros(2 * n, np.int64)
-                grown[:buf.size] = buf
-                setattr(self, name, grown)
-        self._st_i[ev.F_COUNT] = n
-
-    def _loop(self, until: float) -> None:
-        """`event_loop.run_events` up to ``until``, doing in Python what it hands over."""
-        st = self._st_i
-        st[ev.PY_ON_DONE] = self.network is not None
-        st[ev.PY_RATES] = (self.network is not None or self._rule == "closure"
-                           or type(self)._rates is not Engine._rates)
-        while True:
-            self._buffers()
-            f, lk, ls, sc, c, h = self._f, self._links, self._ls, self._ls.local, self._c, self._hp
-            status = run_events(
-                until, st, self._st_f, self._act_buf, self._started_buf, self._done_buf,
-                f.coflow, f.size, f.lat, f.weight, f.prio, f.lo, f.hi, f.start, f.txend, f.finish,
-                f.rem, f.t0, f.rate, f.rate_new, f.mark, f.bn, lk.link, lk.frac, lk.pos,
-                ls.cap, ls.cap_eff, ls.load, ls.bytes, ls.nact, ls.busy_since, ls.busy_s, ls.mark,
-                ls.scratch.pos, sc.load, sc.pmax, sc.mlev, sc.stamp, sc.raw, sc.dirty, sc.uid,
-                self._b_start, self._b_len, self._b_cap, self._b_flow, self._b_inc,
-                c.left, c.last, c.flo, c.fhi, c.base, c.delay, c.start, c.finish, c.waiting,
-                c.alo, c.ahi, c.dhead, c.cb, self._after.cid, self._edges.to, self._edges.next,
-                h.t, h.seq, h.kind, h.cid)
-            if status == ev.S_CALLBACK:
-                cid = int(st[ev.CB_CID])
-                self._cbs.pop(cid)(cid, float(self._st_f[ev.CB_T]))
-            elif status == ev.S_HOOK_DONE:  # NETWORK HOOK 3/4: link state after departures
-                self.network.on_done(self, self._done_buf[:st[ev.N_DONE]].copy(), self._now)
-            elif status == ev.S_ROOM:
-                buckets_add(self, self._started_buf[st[ev.INSERTED]:st[ev.N_STARTED]].copy())
-                st[ev.INSERTED] = st[ev.N_STARTED]
-                st[ev.PHASE] = 3
-            elif status == ev.S_RATES:
-                self._py_rates()
-            elif status == ev.S_AFTER:
-                if st[ev.RATED] and self.num_rate_updates >= self._load_refresh_at:
-                    self._refresh_load()
-                st[ev.RATED] = 0
-                if not self.record_flows and self._dead > max(self._compact_min,
-                                                              2 * (self._f.count - self._dead)):
-                    self._compact()
-            elif status == ev.S_EMPTY:
-                if self._active.size:
-                    raise SimulationError(
-                        f"{self._active.size} flows have rate 0 and nothing is left that could "
-                        f"free capacity for them at t={self._now} s (e.g. flow "
-                        f"{int(self._active[0])}); check link capacities and priorities")
-                return
-            else:
-                return
 
     def _py_rates(self) -> None:
         """The step's rate update in Python: the closure rule, a congestion model, or a

@@ -19,12 +19,18 @@ there when called again.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numba import njit
 
+from flowherd.errors import SimulationError
 from flowherd.sim.allocation import activate, settle
 from flowherd.sim.bottleneck import local_update
-from flowherd.sim.incidence import adj_insert
+from flowherd.sim.incidence import adj_insert, buckets_add
+
+if TYPE_CHECKING:
+    from flowherd.sim.engine import Engine
 from flowherd.sim.step_kernels import count_off, end_flows, soonest, split_done, start_flows
 
 __all__ = [
@@ -37,6 +43,7 @@ __all__ = [
     "S_RATES",
     "S_ROOM",
     "S_UNTIL",
+    "drive",
     "heap_push",
     "heap_push_many",
     "link_coflows",
@@ -315,3 +322,64 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     st_i[RECORD] == 0 and dead > max(st_i[COMPACT_MIN], 2 * (st_i[F_COUNT] - dead))):
                 st_i[RATED] = rated
                 return S_AFTER
+
+
+# ---- the Python side ------------------------------------------------------------------------
+def _buffers(eng: Engine) -> None:
+    """Room in the loop's flow buffers for every flow (active, started or ended in a step)."""
+    n = eng._f.count
+    for name in ("_act_buf", "_started_buf", "_done_buf"):
+        buf = getattr(eng, name)
+        if buf.size < n:
+            grown = np.zeros(2 * n, np.int64)
+            grown[:buf.size] = buf
+            setattr(eng, name, grown)
+    eng._st_i[F_COUNT] = n
+
+
+def drive(eng: Engine, until: float, py_rates: bool) -> None:
+    """`run_events` of engine ``eng`` up to ``until``, doing in Python what it hands over
+    (``py_rates``: the rate updates too, ``eng._py_rates``)."""
+    st = eng._st_i
+    st[PY_ON_DONE] = eng.network is not None
+    st[PY_RATES] = py_rates
+    while True:
+        _buffers(eng)
+        f, lk, ls, sc, c, h = eng._f, eng._links, eng._ls, eng._ls.local, eng._c, eng._hp
+        status = run_events(
+            until, st, eng._st_f, eng._act_buf, eng._started_buf, eng._done_buf,
+            f.coflow, f.size, f.lat, f.weight, f.prio, f.lo, f.hi, f.start, f.txend, f.finish,
+            f.rem, f.t0, f.rate, f.rate_new, f.mark, f.bn, lk.link, lk.frac, lk.pos,
+            ls.cap, ls.cap_eff, ls.load, ls.bytes, ls.nact, ls.busy_since, ls.busy_s, ls.mark,
+            ls.scratch.pos, sc.load, sc.pmax, sc.mlev, sc.stamp, sc.raw, sc.dirty, sc.uid,
+            eng._b_start, eng._b_len, eng._b_cap, eng._b_flow, eng._b_inc,
+            c.left, c.last, c.flo, c.fhi, c.base, c.delay, c.start, c.finish, c.waiting,
+            c.alo, c.ahi, c.dhead, c.cb, eng._after.cid, eng._edges.to, eng._edges.next,
+            h.t, h.seq, h.kind, h.cid)
+        if status == S_CALLBACK:
+            cid = int(st[CB_CID])
+            eng._cbs.pop(cid)(cid, float(eng._st_f[CB_T]))
+        elif status == S_HOOK_DONE:  # NETWORK HOOK 3/4: link state after departures
+            eng.network.on_done(eng, eng._done_buf[:st[N_DONE]].copy(), eng.now_s)
+        elif status == S_ROOM:
+            buckets_add(eng, eng._started_buf[st[INSERTED]:st[N_STARTED]].copy())
+            st[INSERTED] = st[N_STARTED]
+            st[PHASE] = 3
+        elif status == S_RATES:
+            eng._py_rates()
+        elif status == S_AFTER:
+            if st[RATED] and st[UPDATES] >= st[REFRESH_AT]:
+                eng._refresh_load()
+            st[RATED] = 0
+            if not eng.record_flows and st[DEAD] > max(st[COMPACT_MIN], 2 * (eng._f.count - st[DEAD])):
+                eng._compact()
+        elif status == S_EMPTY:
+            act = eng._act_buf[:st[N_ACT]]
+            if act.size:
+                raise SimulationError(
+                    f"{act.size} flows have rate 0 and nothing is left that could free capacity "
+                    f"for them at t={eng.now_s} s (e.g. flow {int(act[0])}); check link "
+                    "capacities and priorities")
+            return
+        else:
+            return
