@@ -79,10 +79,10 @@ def test_path_counts_match_clos_closed_forms():
 @pytest.mark.slow
 def test_k64_fat_tree_counts_1024_core_paths_without_enumerating():
     f = fat_tree(64)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU: the machine may be shared
     assert path_count(f, 0, f.num_gpus - 1) == 32 * 32
     assert path_count(f, 0, 40) == 32  # same pod, other edge switch: one path per aggregation switch
-    assert time.perf_counter() - t0 < 5.0
+    assert time.process_time() - t0 < 5.0
     assert len(shortest_paths(f, 0, f.num_gpus - 1, limit=10)) == 10
 
 

@@ -23,11 +23,16 @@ constant, so nothing is simulated but the events themselves:
 
 Flow completions closer together than a relative ``1e-12`` of the clock are taken as
 simultaneous (the later ones end up to that much early).
+
+The loop itself runs in compiled code (`flowherd.sim.event_loop`): it returns to Python only for
+a coflow that has an ``on_done`` listener, a congestion model's hooks, the closure rule, and
+bookkeeping now and then, so a callback costs only where a consumer listens. Coflows can be
+added one at a time (`add_coflow`), as single-flow batches (`add_flows`) or as a prepared graph
+of many coflows checked once (`add_coflows`, `flowherd.sim.coflow_batch`).
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -37,6 +42,7 @@ import numpy as np
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router, Routes
+from flowherd.sim import event_loop as ev
 from flowherd.sim.allocation import (
     NO_CLASS,
     NO_THRESHOLD,
@@ -45,21 +51,33 @@ from flowherd.sim.allocation import (
     reallocate,
     threshold,
 )
-from flowherd.sim.bottleneck import reallocate_local
+from flowherd.sim.bottleneck import _Scratch, reallocate_local
+from flowherd.sim.coflow_batch import CoflowBatch, add_batch
 from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_timing, check_weight
-from flowherd.sim.incidence import FLOW_COLUMNS, Grow, buckets_add, compact_flows, ranges
+from flowherd.sim.event_loop import RELEASE, drive, heap_push, heap_push_many
+from flowherd.sim.incidence import COFLOW_COLUMNS, FLOW_COLUMNS, Grow, compact_flows, ranges
 from flowherd.sim.input_memo import InputMemo
 from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
 from flowherd.sim.results import SimResult
-from flowherd.sim.step_kernels import count_off, end_flows, soonest, split_done, start_flows
 
 __all__ = ["Engine"]
 
 log = logging.getLogger(__name__)
 
-_TIME_RTOL = 1e-12
-_RELEASE, _DONE = 0, 1
 _NO_I = np.zeros(0, np.int64)
+
+
+def _slot(i: int, kind=int, doc: str = "") -> property:
+    """An attribute kept in the event loop's state array (``_st_i``, or ``_st_f`` for floats)."""
+    arr = "_st_f" if kind is float else "_st_i"
+
+    def get(self):
+        return kind(getattr(self, arr)[i])
+
+    def put(self, v):
+        getattr(self, arr)[i] = v
+
+    return property(get, put, doc=doc)
 
 
 class Engine:
@@ -84,6 +102,9 @@ class Engine:
 
     # the rate update: "bottleneck" (`flowherd.sim.bottleneck`) or the earlier "closure" rule
     _rule = "bottleneck"
+    # job executors add an iteration as one batch (`add_coflows`); False: one add_coflow per
+    # coflow (the same run, bit for bit; kept to compare with)
+    _batched = True
 
     def __init__(self, fabric: Fabric, router: Router | None, *, record_flows: bool = True,
                  completion_rtol: float = 0.0, network: NetworkConfig | None = None):
@@ -113,45 +134,65 @@ class Engine:
         net = network if network is not None else current_network()
         self.network = None if net is None or net.ideal else NetworkModel(net, fabric)
         self._ls = LinkState(fabric.link_capacity_bytes_per_s if self.network is None else self.network.cap)
-        self._now = 0.0
+        self._ls.local = _Scratch(num_links)
+        self._st_i = np.zeros(ev.NUM_I, np.int64)  # the event loop's state (`event_loop` slots)
+        self._st_f = np.zeros(ev.NUM_F)
+        self._st_i[ev.REFRESH_AT] = 1 << 14
+        self._st_i[ev.COMPACT_MIN] = 1 << 16
+        self._st_i[ev.RECORD] = int(record_flows)
+        self._st_f[ev.RTOL] = self.completion_rtol
         self._f = Grow(FLOW_COLUMNS)
         self._links = Grow({"link": (np.int64, 0), "frac": (np.float64, 0.0), "pos": (np.int64, 0)})
-        self._active = np.zeros(0, np.int64)
+        self._act_buf = np.zeros(16, np.int64)  # the active flows are _act_buf[:N_ACT]
+        self._started_buf = np.zeros(16, np.int64)
+        self._done_buf = np.zeros(16, np.int64)
         # flow arrays, Routes and routed pairs already checked (`flowherd.sim.input_memo`)
         self._memo = InputMemo(fabric.num_gpus, num_links)
-        # per coflow (python lists: touched once or twice per coflow, never per flow)
+        # per coflow: columns (`COFLOW_COLUMNS`), its `after` ids in one pool, its dependents as
+        # linked edges, names, and the listeners of the coflows that have one
+        self._c = Grow(COFLOW_COLUMNS)
+        self._after = Grow({"cid": (np.int64, 0)})
+        self._edges = Grow({"to": (np.int64, 0), "next": (np.int64, -1)})
         self._c_name: list[str] = []
-        self._c_flow_lo: list[int] = []
-        self._c_flow_hi: list[int] = []
-        self._c_base: list[float] = []
-        self._c_delay: list[float] = []
-        self._c_after: list[tuple[int, ...]] = []
-        self._c_waiting: list[int] = []
-        self._c_dependents: list[list[int] | None] = []  # None: no dependents (yet)
-        self._c_start: list[float] = []
-        self._c_finish: list[float] = []
-        # flows left and latest flow finish, as arrays: counted off in compiled code
-        self._c = Grow({"left": (np.int64, 0), "last": (np.float64, math.nan)})
-        self._c_on_done: list[Callable[[int, float], None] | None] = []
-        self._heap: list[tuple[float, int, int, int]] = []
-        self._seq = 0
+        self._cbs: dict[int, Callable[[int, float], None]] = {}
+        self._hp = Grow({"t": (np.float64, 0.0), "seq": (np.int64, 0), "kind": (np.int64, 0),
+                         "cid": (np.int64, 0)})  # the event heap, room for two events per coflow
         # per-link buckets of the active flows (their incidences), in one pool
         self._b_start = np.zeros(num_links, np.int64)
         self._b_len = np.zeros(num_links, np.int64)  # also: active flows on the link, any rate
         self._b_cap = np.zeros(num_links, np.int64)
         self._b_flow = np.zeros(1024, np.int64)
         self._b_inc = np.zeros(1024, np.int64)
-        self._b_used = 0
         self._running = False
-        self.num_events = 0
-        self.num_rate_updates = 0
-        self.num_allocation_passes = 0  # max-min computations (a rate update may take several)
-        self.num_flows_reallocated = 0  # sum over the passes of the flows re-allocated
-        # without flow records, finished flows are dropped from the arrays now and then
-        self._pending: set[int] = set()  # coflows added, not yet started
-        self._dead = 0  # flows over (finished or instant) still in the arrays
-        self._compact_min = 1 << 16
-        self._load_refresh_at = 1 << 14
+
+    _now = _slot(ev.NOW, float)
+    num_events = _slot(ev.EVENTS)
+    num_rate_updates = _slot(ev.UPDATES)
+    num_allocation_passes = _slot(ev.PASSES, doc="max-min computations (an update may take several)")
+    num_flows_reallocated = _slot(ev.MOVED, doc="sum over the passes of the flows re-allocated")
+    _dead = _slot(ev.DEAD, doc="flows over (finished or instant) still in the arrays")
+    _b_used = _slot(ev.B_USED)
+    _compact_min = _slot(ev.COMPACT_MIN)
+    _load_refresh_at = _slot(ev.REFRESH_AT)
+
+    @property
+    def _active(self) -> np.ndarray:
+        return self._act_buf[:self._st_i[ev.N_ACT]]
+
+    @_active.setter
+    def _active(self, flows: np.ndarray) -> None:
+        if flows.size > self._act_buf.size:
+            self._act_buf = np.zeros(2 * flows.size, np.int64)
+        self._act_buf[:flows.size] = flows
+        self._st_i[ev.N_ACT] = flows.size
+
+    @property
+    def _c_flow_lo(self) -> np.ndarray:
+        return self._c.flo
+
+    @property
+    def _c_flow_hi(self) -> np.ndarray:
+        return self._c.fhi
 
     # ---- public API ----------------------------------------------------------------------
     @property
@@ -161,7 +202,7 @@ class Engine:
 
     @property
     def num_coflows(self) -> int:
-        return len(self._c_name)
+        return self._c.count
 
     @property
     def num_active_flows(self) -> int:
@@ -200,7 +241,7 @@ class Engine:
             ConfigError: a negative or non-finite size, time or weight, lengths that do not
                 match, an unknown ``after`` id, a GPU id out of range, malformed routes.
         """
-        cid = len(self._c_name)
+        cid = self._c.count
         what = f"coflow {cid}"
         if (type(src) is np.ndarray and type(dst) is np.ndarray and type(size_bytes) is np.ndarray
                 and src.size == 0 and dst.size == 0 and size_bytes.size == 0 and src.ndim == 1
@@ -252,29 +293,32 @@ class Engine:
             self._links.frac[ls] = frc
 
         self._c_name.append(name)
-        self._c_flow_lo.append(fs.start)
-        self._c_flow_hi.append(fs.stop)
-        self._c_base.append(self._now if at_s is None else float(at_s))
-        self._c_delay.append(float(delay_s))
-        self._c_after.append(after_t)
-        self._c_dependents.append(None)
-        self._c_start.append(math.nan)
-        self._c_finish.append(math.nan)
-        self._c.extend(1)
-        self._c_on_done.append(on_done)
-        self._pending.add(cid)
+        c = self._c
+        c.extend(1)
+        c.flo[cid] = fs.start
+        c.fhi[cid] = fs.stop
+        c.base[cid] = self._now if at_s is None else float(at_s)
+        c.delay[cid] = float(delay_s)
+        al = self._after.extend(len(after_t))
+        if after_t:
+            self._after.cid[al] = after_t
+        c.alo[cid] = al.start
+        c.ahi[cid] = al.stop
+        if on_done is not None:
+            c.cb[cid] = True
+            self._cbs[cid] = on_done
         waiting = 0
         for a in set(after_t) if len(after_t) > 1 else after_t:
-            if math.isnan(self._c_finish[a]):
+            if math.isnan(c.finish[a]):
                 waiting += 1
-                deps = self._c_dependents[a]
-                if deps is None:
-                    self._c_dependents[a] = [cid]
-                else:
-                    deps.append(cid)
-        self._c_waiting.append(waiting)
+                self._add_edge(a, cid)
+        c.waiting[cid] = waiting
+        self._heap_room()
         if waiting == 0:
-            self._schedule_release(cid)
+            start = float(c.base[cid])
+            for a in after_t:
+                start = max(start, float(c.finish[a]))
+            self._push(max(start + float(delay_s), self._now), RELEASE, cid)
         return cid
 
     def add_flows(self, src, dst, size_bytes, *, at_s, routes: Routes, name: str = "") -> np.ndarray:
@@ -294,7 +338,7 @@ class Engine:
         Returns:
             ``int64[F]``: the coflow ids (consecutive).
         """
-        c0 = len(self._c_name)
+        c0 = self._c.count
         what = f"coflows {c0}.. (add_flows)"
         src_a, dst_a, size_a = check_flows(src, dst, size_bytes, self.fabric.num_gpus, what)
         n = src_a.size
@@ -319,25 +363,36 @@ class Engine:
         f.hi[fs] = ptr[1:] + ls.start
         self._links.link[ls] = lnk
         self._links.frac[ls] = frc
-        flow_ids = range(fs.start, fs.stop)
         self._c_name.extend([name] * n)
-        self._c_flow_lo.extend(flow_ids)
-        self._c_flow_hi.extend(range(fs.start + 1, fs.stop + 1))
-        base = at_a.tolist()
-        self._c_base.extend(base)
-        self._c_delay.extend([0.0] * n)
-        self._c_after.extend([()] * n)
-        self._c_dependents.extend([None] * n)
-        self._c_start.extend([math.nan] * n)
-        self._c_finish.extend([math.nan] * n)
-        self._c.extend(n)
-        self._c_on_done.extend([None] * n)
-        self._c_waiting.extend([0] * n)
-        self._pending.update(ids.tolist())
-        now = self._now
-        for cid, t in zip(ids.tolist(), base, strict=True):
-            self._push(max(t + 0.0, now), _RELEASE, cid)
+        c = self._c
+        cs = c.extend(n)
+        c.flo[cs] = np.arange(fs.start, fs.stop)
+        c.fhi[cs] = c.flo[cs] + 1
+        c.base[cs] = at_a
+        c.alo[cs] = c.ahi[cs] = self._after.count
+        self._heap_room()
+        heap_push_many(self._hp.t, self._hp.seq, self._hp.kind, self._hp.cid, self._st_i,
+                       np.maximum(at_a + 0.0, self._now), RELEASE, ids)
         return ids
+
+    def add_coflows(self, batch: CoflowBatch, *, at_s: float | None = None, after: Sequence[int] = (),
+                    name: str = "", on_done: Callable[[int, float], None] | None = None) -> int:
+        """Add the coflows of ``batch`` (`flowherd.sim.coflow_batch.make_batch`, checked when it
+        was made) in one call: the same as one `add_coflow` per coflow in batch order.
+
+        Coflow ``i`` of the batch gets id ``first + i``; it starts at ``max(at_s (default:
+        now), finish of its dependencies in the batch, or of every coflow in ``after`` if it has
+        none) + its delay``. Its name is ``name`` plus its suffix; ``on_done`` listens to the
+        batch's last coflow.
+
+        Returns:
+            ``first``, the id of the batch's first coflow.
+
+        Raises:
+            ConfigError: a bad ``at_s``, an unknown ``after`` id, GPUs or links the fabric
+                does not have.
+        """
+        return add_batch(self, batch, at_s=at_s, after=after, name=name, on_done=on_done)
 
     def run(self, until_s: float | None = None) -> None:
         """Process events up to ``until_s`` (inclusive) or, if None, until none are left.
@@ -354,20 +409,10 @@ class Engine:
                               "(until_s)")
         self._running = True
         try:
-            while True:
-                t_flow = self._next_flow_end()
-                t_heap = self._heap[0][0] if self._heap else math.inf
-                t = min(t_flow, t_heap)
-                if t == math.inf:
-                    if self._active.size:
-                        raise SimulationError(
-                            f"{self._active.size} flows have rate 0 and nothing is left that could "
-                            f"free capacity for them at t={self._now} s (e.g. flow "
-                            f"{int(self._active[0])}); check link capacities and priorities")
-                    break
-                if until_s is not None and t > until_s:
-                    break
-                self._step(max(t, self._now))
+            # the rate update is Python's for a congestion model, the closure rule, or a
+            # subclass's _rates (tests check every update there)
+            py = self.network is not None or self._rule == "closure" or type(self)._rates is not Engine._rates
+            drive(self, math.inf if until_s is None else float(until_s), py)
         finally:
             self._running = False
         if until_s is not None:
@@ -375,18 +420,18 @@ class Engine:
 
     def coflow_finish_s(self, coflow: int) -> float | None:
         """When coflow ``coflow`` finished (seconds), or None if it has not (yet)."""
-        if not 0 <= coflow < len(self._c_finish):
-            raise ConfigError(f"unknown coflow {coflow}, expected 0..{len(self._c_finish) - 1} "
+        if not 0 <= coflow < self._c.count:
+            raise ConfigError(f"unknown coflow {coflow}, expected 0..{self._c.count - 1} "
                               "(coflow)")
-        t = self._c_finish[coflow]
+        t = float(self._c.finish[coflow])
         return None if math.isnan(t) else t
 
     def coflow_start_s(self, coflow: int) -> float | None:
         """When coflow ``coflow`` started (seconds), or None if it has not (yet)."""
-        if not 0 <= coflow < len(self._c_start):
-            raise ConfigError(f"unknown coflow {coflow}, expected 0..{len(self._c_start) - 1} "
+        if not 0 <= coflow < self._c.count:
+            raise ConfigError(f"unknown coflow {coflow}, expected 0..{self._c.count - 1} "
                               "(coflow)")
-        t = self._c_start[coflow]
+        t = float(self._c.start[coflow])
         return None if math.isnan(t) else t
 
     def link_load_bytes_per_s(self) -> np.ndarray:
@@ -419,7 +464,7 @@ class Engine:
         on = self._ls.nact > 0
         busy[on] += self._now - self._ls.busy_since[on]
         link_bytes = self.link_bytes_now()
-        finish = np.array(self._c_finish, dtype=np.float64)
+        finish = self._c.finish[:self._c.count].copy()
         rec = self.record_flows
         return SimResult(
             now_s=self._now,
@@ -430,7 +475,7 @@ class Engine:
             flow_start_s=f.start[:n].copy() if rec else None,
             flow_finish_s=f.finish[:n].copy() if rec else None,
             coflow_name=tuple(self._c_name),
-            coflow_start_s=np.array(self._c_start, dtype=np.float64),
+            coflow_start_s=self._c.start[:self._c.count].copy(),
             coflow_finish_s=finish,
             link_bytes=link_bytes,
             link_busy_s=busy,
@@ -441,77 +486,47 @@ class Engine:
 
     # ---- internals -----------------------------------------------------------------------
     def _push(self, t: float, kind: int, cid: int) -> None:
-        heapq.heappush(self._heap, (t, self._seq, kind, cid))
-        self._seq += 1
+        h = self._hp
+        heap_push(h.t, h.seq, h.kind, h.cid, self._st_i, t, kind, cid)
 
-    def _schedule_release(self, cid: int) -> None:
-        start = self._c_base[cid]
-        for a in self._c_after[cid]:
-            start = max(start, self._c_finish[a])
-        start = max(start + self._c_delay[cid], self._now)
-        self._push(start, _RELEASE, cid)
+    def _heap_room(self) -> None:
+        """Room in the heap for two events per coflow (a release and a finish)."""
+        need = 2 * self._c.count + 16 - self._hp.count
+        if need > 0:
+            self._hp.extend(max(need, self._hp.count))
 
-    def _next_flow_end(self) -> float:
-        return soonest(self._active, self._f.txend) if self._active.size else math.inf
+    def _add_edge(self, a: int, cid: int) -> None:
+        """Coflow ``cid`` becomes the last dependent of coflow ``a``."""
+        ed = self._edges
+        e = ed.extend(1).start
+        ed.to[e] = cid
+        c = self._c
+        if c.dhead[a] < 0:
+            c.dhead[a] = e
+        else:
+            ed.next[c.dtail[a]] = e
+        c.dtail[a] = e
 
-    def _step(self, now: float) -> None:
-        """Process every event at ``now`` as one batch, then update rates once."""
-        self._now = now
-        f = self._f
-        links = self._links
-        ls = self._ls
-        done = _NO_I
-        p_done, t_done = NO_CLASS, math.inf
-        act = self._active
-        if act.size:
-            done, keep = split_done(act, f.txend, f.start, now, _TIME_RTOL * abs(now),
-                                    self.completion_rtol)
-            if done.size:
-                self._active = keep
-                # their lowest (class, level) before they end (the closure rule's threshold)
-                p_done, t_done = end_flows(
-                    done, now, f.rate, f.weight, f.prio, f.rem, f.t0, f.lo, f.hi, links.link,
-                    links.frac, ls.bytes, ls.nact, ls.load, ls.busy_since, ls.busy_s, links.pos,
-                    self._b_start, self._b_len, self._b_flow, self._b_inc, f.txend, f.finish, f.lat)
-                if self.network is not None:  # NETWORK HOOK 3/4: link state after departures
-                    self.network.on_done(self, done, now)
-                self._dead += done.size
-                self.num_events += done.size
-                self._flows_done(done)
-        started: list[np.ndarray] = []
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            t, _, kind, cid = heapq.heappop(heap)
-            self.num_events += 1
-            if kind == _RELEASE:
-                s = self._start_coflow(cid, now)
-                if s.size:
-                    started.append(s)
-            else:
-                self._finish_coflow(cid, t)
-        s = _NO_I
-        if started:
-            s = np.concatenate(started) if len(started) > 1 else started[0]
-            self._active = np.concatenate([self._active, s])
-            self._adj_add(s)
-        if (s.size or done.size) and self._active.size:
-            if self._rule == "closure":
-                thr = NO_THRESHOLD
-                if s.size:
-                    p_new, t_new = arrival_threshold(s, f.lo, f.hi, links.link, links.frac, f.weight,
-                                                     f.prio, ls.cap, self._b_start, self._b_len,
-                                                     self._b_flow, self._b_inc)
-                    thr = threshold(p_done, t_done, p_new, t_new)
-                elif p_done != NO_CLASS:
-                    thr = threshold(p_done, t_done, NO_CLASS, math.inf)
-                self._rates_closure(np.concatenate([done, s]), now, thr)
-            else:
-                self._rates(s, done, now)
-            if self.num_rate_updates >= self._load_refresh_at:
-                self._refresh_load()
-        if not self.record_flows and self._dead > max(self._compact_min,
-                                                      2 * (self._f.count - self._dead)):
-            self._compact()
+    def _py_rates(self) -> None:
+        """The step's rate update in Python: the closure rule, a congestion model, or a
+        subclass's `_rates` (tests check every update there)."""
+        st, now = self._st_i, self._now
+        s = self._started_buf[:st[ev.N_STARTED]].copy()
+        done = self._done_buf[:st[ev.N_DONE]].copy()
+        if self._rule == "closure":
+            f, links, ls = self._f, self._links, self._ls
+            p_done, t_done = int(st[ev.P_DONE]), float(self._st_f[ev.T_DONE])
+            thr = NO_THRESHOLD
+            if s.size:
+                p_new, t_new = arrival_threshold(s, f.lo, f.hi, links.link, links.frac, f.weight,
+                                                 f.prio, ls.cap, self._b_start, self._b_len,
+                                                 self._b_flow, self._b_inc)
+                thr = threshold(p_done, t_done, p_new, t_new)
+            elif p_done != NO_CLASS:
+                thr = threshold(p_done, t_done, NO_CLASS, math.inf)
+            self._rates_closure(np.concatenate([done, s]), now, thr)
+        else:
+            self._rates(s, done, now)
 
     def _on_rates(self, now: float):
         # NETWORK HOOK 4/4: start, burst, convergence costs, on the new rates before they apply
@@ -552,42 +567,3 @@ class Engine:
     def _compact(self) -> None:
         """Drop the flows that are over (no flow records are kept) and renumber the rest."""
         compact_flows(self)
-
-    def _adj_add(self, flows: np.ndarray) -> None:
-        buckets_add(self, flows)
-
-    def _flows_done(self, done: np.ndarray) -> None:
-        c = self._c
-        for cid in count_off(done, self._f.coflow, self._f.finish, c.left, c.last).tolist():
-            self._push(float(c.last[cid]), _DONE, cid)
-
-    def _start_coflow(self, cid: int, now: float) -> np.ndarray:
-        f = self._f
-        lo, hi = self._c_flow_lo[cid], self._c_flow_hi[cid]
-        self._c_start[cid] = now
-        self._pending.discard(cid)
-        if lo == hi:  # a pure delay
-            self._c.left[cid] = 0
-            self._c.last[cid] = now
-            self._push(now, _DONE, cid)
-            return _NO_I
-        real, last, n_inst = start_flows(lo, hi, now, f.size, f.lo, f.hi, f.lat, f.start, f.txend,
-                                         f.finish, f.rem, f.t0, f.rate)
-        self._dead += n_inst
-        self._c.left[cid] = real.size
-        self._c.last[cid] = last
-        if real.size == 0:
-            self._push(last, _DONE, cid)
-        return real
-
-    def _finish_coflow(self, cid: int, t: float) -> None:
-        self._c_finish[cid] = t
-        deps = self._c_dependents[cid]
-        if deps is not None:
-            for d in deps:
-                self._c_waiting[d] -= 1
-                if self._c_waiting[d] == 0:
-                    self._schedule_release(d)
-        cb = self._c_on_done[cid]
-        if cb is not None:
-            cb(cid, t)

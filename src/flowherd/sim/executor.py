@@ -35,6 +35,7 @@ from flowherd.collectives.ops import Collective
 from flowherd.collectives.schedule import Schedule
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router, Routes
+from flowherd.sim.coflow_batch import BatchCoflow, CoflowBatch, make_batch
 from flowherd.sim.collective import add_schedule, choose, nccl_channels
 from flowherd.sim.engine import Engine
 from flowherd.workload.opgraph import OpGraph, TaskKind
@@ -92,6 +93,8 @@ class PreparedGraph:
         compute_only_s: Critical path with communication taking no time, seconds.
         gpu_busy_s: GPU-seconds of compute: sum over compute tasks of duration times the ranks of
             its stage.
+        batch: Its ``collective``-fidelity coflows (the tasks, then the end marker) as one
+            `CoflowBatch`, checked once (`add_graph` adds them in one call).
     """
 
     tasks: tuple[PreparedTask, ...]
@@ -99,6 +102,17 @@ class PreparedGraph:
     footprint_links: np.ndarray
     compute_only_s: float
     gpu_busy_s: float
+    batch: CoflowBatch | None = None
+
+
+def _graph_batch(tasks: Sequence[PreparedTask], sinks: tuple[int, ...]) -> CoflowBatch:
+    """The coflows `add_graph` adds at ``collective`` fidelity, as one batch."""
+    cos = [BatchCoflow(deps=t.deps, delay_s=t.delay_s, suffix=f"/t{i}") if t.routes is None else
+           BatchCoflow(deps=t.deps, delay_s=t.delay_s, src=t.src, dst=t.dst, size_bytes=t.size_bytes,
+                       weight=t.weight, routes=t.routes, suffix=f"/t{i}")
+           for i, t in enumerate(tasks)]
+    cos.append(BatchCoflow(deps=sinks if tasks else (), suffix="/end"))
+    return make_batch(cos)
 
 
 class CollectiveCache:
@@ -194,7 +208,8 @@ def prepare_graph(graph: OpGraph, rank_gpu: np.ndarray, cache: CollectiveCache) 
     sinks = tuple(i for i in range(len(tasks)) if i not in waited)
     fp = np.unique(np.concatenate(links)) if links else _NO
     return PreparedGraph(tasks=tuple(tasks), sinks=sinks, footprint_links=fp,
-                         compute_only_s=graph.critical_path_s(), gpu_busy_s=busy)
+                         compute_only_s=graph.critical_path_s(), gpu_busy_s=busy,
+                         batch=_graph_batch(tasks, sinks))
 
 
 def add_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: float | None = None,
@@ -213,8 +228,13 @@ def add_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: floa
         on_done: Called as ``on_done(end_coflow, finish_s)`` at the end.
         task_ids: If given, receives the coflow id of every task (its last one in ``step``).
     """
-    ids: list[int] = []
     after = tuple(after)
+    if fidelity != "step" and graph.batch is not None and engine._batched:
+        c0 = engine.add_coflows(graph.batch, at_s=at_s, after=after, name=name, on_done=on_done)
+        if task_ids is not None:
+            task_ids.extend(range(c0, c0 + graph.batch.num - 1))
+        return c0 + graph.batch.num - 1
+    ids: list[int] = []
     for i, t in enumerate(graph.tasks):
         deps = tuple(ids[d] for d in t.deps) if t.deps else after
         if t.routes is None:
@@ -281,4 +301,5 @@ def contract_graph(graph: PreparedGraph, task_s: np.ndarray, exclusive: np.ndarr
     waited = {d for t in new for d in t.deps}
     sinks = tuple(i for i in range(len(new)) if i not in waited)
     return PreparedGraph(tasks=tuple(new), sinks=sinks, footprint_links=graph.footprint_links,
-                         compute_only_s=graph.compute_only_s, gpu_busy_s=graph.gpu_busy_s)
+                         compute_only_s=graph.compute_only_s, gpu_busy_s=graph.gpu_busy_s,
+                         batch=_graph_batch(new, sinks))

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-__all__ = ["FLOW_COLUMNS", "Grow", "adj_insert", "adj_rebuild", "adj_remove", "buckets_add",
+__all__ = ["COFLOW_COLUMNS", "FLOW_COLUMNS", "Grow", "adj_insert", "adj_rebuild", "adj_remove", "buckets_add",
            "compact_flows", "ranges"]
 
 
@@ -128,6 +128,17 @@ FLOW_COLUMNS = {
 }
 
 
+# per coflow: flows left and latest flow finish (counted off as flows end), its flows
+# ``flo:fhi``, earliest start and delay, start and finish, dependencies not finished, its
+# ``after`` ids (a range of the engine's pool), the first and last edge of its dependents, and
+# whether a listener waits for its end
+COFLOW_COLUMNS = {
+    "left": (np.int64, 0), "last": (np.float64, np.nan), "flo": (np.int64, 0), "fhi": (np.int64, 0),
+    "base": (np.float64, 0.0), "delay": (np.float64, 0.0), "start": (np.float64, np.nan),
+    "finish": (np.float64, np.nan), "waiting": (np.int64, 0), "alo": (np.int64, 0),
+    "ahi": (np.int64, 0), "dhead": (np.int64, -1), "dtail": (np.int64, -1), "cb": (np.bool_, False),
+}
+
 
 def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The concatenated index ranges ``lo[i]:hi[i]`` (incidences of a set of flows)."""
@@ -142,8 +153,9 @@ def compact_flows(eng) -> None:
     n = f.count
     keep = np.zeros(n, bool)
     keep[eng._active] = True
-    for c in eng._pending:
-        keep[eng._c_flow_lo[c]:eng._c_flow_hi[c]] = True
+    c = eng._c
+    pending = np.flatnonzero(np.isnan(c.start[:c.count]) & (c.fhi[:c.count] > c.flo[:c.count]))
+    keep[ranges(c.flo[pending], c.fhi[pending])] = True
     ids = np.flatnonzero(keep)
     new_id = np.full(n, -1, np.int64)
     new_id[ids] = np.arange(ids.size)
@@ -159,11 +171,9 @@ def compact_flows(eng) -> None:
     f.count = ids.size
     f.lo[:ids.size] = np.cumsum(lens) - lens
     f.hi[:ids.size] = np.cumsum(lens)
-    for c in eng._pending:
-        lo, hi = eng._c_flow_lo[c], eng._c_flow_hi[c]
-        if hi > lo:
-            eng._c_flow_lo[c] = int(new_id[lo])
-            eng._c_flow_hi[c] = int(new_id[lo]) + hi - lo
+    lo = new_id[c.flo[pending]]
+    c.fhi[pending] = lo + c.fhi[pending] - c.flo[pending]
+    c.flo[pending] = lo
     eng._active = new_id[eng._active]
     nnz = int((f.hi[eng._active] - f.lo[eng._active]).sum())
     if eng._b_flow.size < 2 * nnz:
