@@ -54,11 +54,11 @@ NCCL_ALGOS = ("ring", "tree")
 
 
 def _cap(fab, coll: Collective, algorithm: str, protocol: str = "simple") -> float:
-    """The wire fraction of the simulated schedule over the protocol's: NCCL's bandwidth against
+    """The rate fraction of the simulated schedule over the protocol's: NCCL's bandwidth against
     the links' (`flowherd.collectives.calibrate.rate_fraction`; 1 off NCCL's algorithms)."""
     sched = build_schedule(coll, algorithm, fabric=fab, protocol=protocol,
                            channels=nccl_channels(fab, coll))
-    return sched.wire_fraction / WIRE_FRACTION[Protocol(protocol)]
+    return sched.rate_fraction / WIRE_FRACTION[Protocol(protocol)]
 
 
 def _alpha(algorithm: str, protocol: str = "simple") -> tuple[float, float]:

@@ -125,6 +125,7 @@ class Engine:
         self._c_flow_hi: list[int] = []
         self._c_base: list[float] = []
         self._c_delay: list[float] = []
+        self._c_min: list[float] = []  # least duration (start to finish), seconds
         self._c_after: list[tuple[int, ...]] = []
         self._c_waiting: list[int] = []
         self._c_dependents: list[list[int] | None] = []  # None: no dependents (yet)
@@ -171,12 +172,13 @@ class Engine:
     def add_coflow(self, src, dst, size_bytes, *, at_s: float | None = None, after: Sequence[int] = (),
                    delay_s: float = 0.0, weight: float = 1.0, priority: int = 0,
                    routes: Routes | None = None, key=None, name: str = "",
-                   on_done: Callable[[int, float], None] | None = None) -> int:
+                   on_done: Callable[[int, float], None] | None = None,
+                   min_duration_s: float = 0.0) -> int:
         """Add a coflow: flows ``src[i] -> dst[i]`` of ``size_bytes[i]`` that start together.
 
         It starts at ``max(at_s (default: now), finish of every coflow in after) + delay_s``
-        (never before now) and finishes when the last byte of its last flow arrives; with no
-        flows it is a pure delay.
+        (never before now) and finishes when the last byte of its last flow arrives, but not
+        before ``min_duration_s`` after its start; with no flows it is a pure delay.
 
         Args:
             src, dst: GPU node ids (arrays or scalars, broadcast to one length).
@@ -192,6 +194,9 @@ class Engine:
             name: For reports.
             on_done: Called as ``on_done(coflow_id, finish_s)`` when the coflow finishes; may
                 add coflows.
+            min_duration_s: Least time from start to finish, seconds (a rate-limited sender's
+                pace, `flowherd.collectives.schedule.Step.min_transfer_s`); its flows keep the
+                rates the links give them.
 
         Returns:
             The coflow id (0, 1, 2, ... in add order).
@@ -214,6 +219,9 @@ class Engine:
             src_a, dst_a, size_a = self._memo.flows(src, dst, size_bytes, weight, what)
         n = src_a.size
         check_timing(at_s, delay_s, priority, what)
+        if min_duration_s != 0.0 and not (math.isfinite(min_duration_s) and min_duration_s >= 0):
+            raise ConfigError(f"min_duration_s must be finite and >= 0, got {min_duration_s!r} "
+                              f"(min_duration_s of {what})")
         if self.network is not None:  # NETWORK HOOK 2/4: controller classes -> port queues
             priority = self.network.port_class(priority)
         after_t = (() if type(after) is tuple and not after
@@ -256,6 +264,7 @@ class Engine:
         self._c_flow_hi.append(fs.stop)
         self._c_base.append(self._now if at_s is None else float(at_s))
         self._c_delay.append(float(delay_s))
+        self._c_min.append(float(min_duration_s))
         self._c_after.append(after_t)
         self._c_dependents.append(None)
         self._c_start.append(math.nan)
@@ -326,6 +335,7 @@ class Engine:
         base = at_a.tolist()
         self._c_base.extend(base)
         self._c_delay.extend([0.0] * n)
+        self._c_min.extend([0.0] * n)
         self._c_after.extend([()] * n)
         self._c_dependents.extend([None] * n)
         self._c_start.extend([math.nan] * n)
@@ -559,7 +569,7 @@ class Engine:
     def _flows_done(self, done: np.ndarray) -> None:
         c = self._c
         for cid in count_off(done, self._f.coflow, self._f.finish, c.left, c.last).tolist():
-            self._push(float(c.last[cid]), _DONE, cid)
+            self._push(max(float(c.last[cid]), self._c_start[cid] + self._c_min[cid]), _DONE, cid)
 
     def _start_coflow(self, cid: int, now: float) -> np.ndarray:
         f = self._f
@@ -569,7 +579,7 @@ class Engine:
         if lo == hi:  # a pure delay
             self._c.left[cid] = 0
             self._c.last[cid] = now
-            self._push(now, _DONE, cid)
+            self._push(now + self._c_min[cid], _DONE, cid)
             return _NO_I
         real, last, n_inst = start_flows(lo, hi, now, f.size, f.lo, f.hi, f.lat, f.start, f.txend,
                                          f.finish, f.rem, f.t0, f.rate)
@@ -577,7 +587,7 @@ class Engine:
         self._c.left[cid] = real.size
         self._c.last[cid] = last
         if real.size == 0:
-            self._push(last, _DONE, cid)
+            self._push(max(last, now + self._c_min[cid]), _DONE, cid)
         return real
 
     def _finish_coflow(self, cid: int, t: float) -> None:
