@@ -31,7 +31,12 @@ def test_intra_server_ring_runs_at_ncclss_nvlink_speed(dgx):
     # ncclTopoDupChannels): 360 GB/s per GPU where its NVLink signals 18 x 25 = 450 GB/s
     coll = Collective(op="allgather", gpus=range(8), size_bytes=1 * GiB)
     sched = build_schedule(coll, "ring", fabric=dgx, channels=24)
-    assert sched.wire_fraction == pytest.approx(12 * 30 / 450, rel=1e-9)
+    assert sched.rate_fraction == pytest.approx(12 * 30 / 450, rel=1e-9)
+    # a rate limit, not more bytes: the flows send the payload (Simple), each of the 7 steps
+    # lasts at least its S/8 per GPU over 360 GB/s
+    assert sched.wire_fraction == 1.0
+    assert [st.min_transfer_s for st in sched.steps] == pytest.approx([GiB / 8 / 360e9] * 7)
+    assert sched.min_transfer_s == pytest.approx(7 / 8 * GiB / 360e9)
     assert rate_fraction(build_schedule(coll, "ring", fabric=dgx, channels=24,
                                         latency_model="fabric"), dgx) == pytest.approx(0.8)
 
@@ -84,6 +89,64 @@ def test_fabric_latency_model_keeps_the_links_full_rate(dgx):
     fab = build_schedule(coll, "ring", fabric=dgx, channels=nccl_channels(dgx, coll),
                          latency_model="fabric")
     nccl = build_schedule(coll, "ring", fabric=dgx, channels=nccl_channels(dgx, coll))
-    assert fab.wire_fraction == 1.0 and fab.adds_path_latency
+    assert fab.rate_fraction == fab.wire_fraction == 1.0 and fab.adds_path_latency
+    assert fab.min_transfer_s == 0.0 and all(st.min_transfer_s == 0.0 for st in fab.steps)
     # across servers: 8 channels x 48 GB/s (sm90SpeedArrayInter) over 8 NICs x 50 GB/s
-    assert nccl.wire_fraction == pytest.approx(384 / 400) and not nccl.adds_path_latency
+    assert nccl.rate_fraction == pytest.approx(384 / 400) and not nccl.adds_path_latency
+    assert nccl.wire_fraction == 1.0  # the bytes NCCL sends: a rate limit, not more bytes
+
+
+@pytest.mark.parametrize("fidelity", ["step", "collective"])
+def test_two_collectives_sharing_nvlink_split_it_not_their_channels_rate(dgx, fidelity):
+    # NCCL's ring channels move 12 x 30 = 360 GB/s per GPU over an NVLink of 450 (search.cc):
+    # a rate limit. Two AllGathers on the same 8 GPUs at once share each GPU's NVLink port
+    # (max-min: 225 GB/s each, below the cap), so each takes 7/8 S / 225 GB/s plus its latency,
+    # 1.6x its time alone, not 2x (which extra wire bytes for the slower channel would give)
+    from flowherd.routing.policies import make_router
+    from flowherd.sim.collective import add_schedule
+    from flowherd.sim.engine import Engine
+
+    size = 1 * GiB
+    coll = Collective(op="allgather", gpus=range(8), size_bytes=size)
+    sched = build_schedule(coll, "ring", fabric=dgx, channels=24)
+    lat = sched.critical_path()[0]
+    times = []
+    for copies in (1, 2):
+        eng = Engine(dgx, make_router("spray", dgx), record_flows=False)
+        done = [add_schedule(eng, sched, fidelity=fidelity, at_s=0.0) for _ in range(copies)]
+        eng.run()
+        times.append([eng.coflow_finish_s(d) for d in done])
+    (alone,), both = times
+    assert alone == pytest.approx(lat + 7 / 8 * size / 360e9, rel=1e-6)
+    for t in both:
+        assert t == pytest.approx(lat + 7 / 8 * size / 225e9, rel=1e-6)
+
+
+@pytest.mark.parametrize("fidelity", ["step", "collective"])
+def test_rate_capped_ring_beside_a_flow_gets_the_links_share(fidelity):
+    # A 2-rank ring AllReduce whose NCCL channels move 48 of the NIC's 50 GB/s, beside a long
+    # flow on its 0 -> 1 NIC link: max-min splits that link 25 / 25 GB/s (the cap does not bind
+    # below it) and the ring's other direction waits for it (its steps in lock step), so the
+    # ring takes S / 25 GB/s plus its latency; extra wire bytes for the slower channel would
+    # have taken 50/48 of that
+    from flowherd.routing.policies import make_router
+    from flowherd.sim.collective import add_schedule
+    from flowherd.sim.engine import Engine
+
+    fab = leaf_spine(servers=2, gpus_per_server=1, leaves=1, spines=1)
+    size = 256 * MiB
+    coll = Collective(op="allreduce", gpus=(0, 1), size_bytes=size)
+    sched = build_schedule(coll, "ring", fabric=fab, channels=nccl_channels(fab, coll))
+    assert sched.rate_fraction == pytest.approx(48 / 50) and sched.wire_fraction == 1.0
+    nic = 50e9
+    times = {}
+    for outside in (False, True):
+        eng = Engine(fab, make_router("spray", fab), record_flows=False)
+        if outside:
+            eng.add_coflow(0, 1, 100 * size, at_s=0.0)
+        ring = add_schedule(eng, sched, fidelity=fidelity, at_s=0.0)
+        eng.run()
+        times[outside] = eng.coflow_finish_s(ring)
+    lat = sched.critical_path()[0]
+    assert times[False] == pytest.approx(lat + size / (48 / 50 * nic), rel=1e-6)
+    assert times[True] == pytest.approx(lat + size / (nic / 2), rel=1e-6)

@@ -193,14 +193,15 @@ def test_schedules_carry_the_cap_and_ncclss_chain_chunks(dgx):
     tree = build_schedule(coll, "tree", fabric=dgx, channels=16)
     # NCCL's channels move 8 x 48 GB/s per server (search.cc sm90SpeedArrayInter) where the 8
     # NICs signal 8 x 50: Ring Simple at 384 / 400 of the links' rate (flowherd.collectives.calibrate)
-    assert ring.wire_fraction == pytest.approx(384 / 400, rel=1e-9)
+    assert ring.rate_fraction == pytest.approx(384 / 400, rel=1e-9)
     # Tree: busBw min(.92 x 384, 8 x 36.0) x .85, algBw half of it (tuning.cc); the per-rail double
     # binary tree sends and receives S/4 through each NIC (S/16 per tree up and down, two children)
     tree_algbw = min(.92 * 384, 8 * 36.0) * .85 * .5
-    assert tree.wire_fraction == pytest.approx(tree_algbw / (4 * 50), rel=1e-6)
+    assert tree.rate_fraction == pytest.approx(tree_algbw / (4 * 50), rel=1e-6)
+    assert ring.wire_fraction == tree.wire_fraction == 1.0  # Simple: the payload on the wire
     # --latency-model fabric: the textbook schedule, no cap
     assert build_schedule(coll, "tree", fabric=dgx, channels=16,
-                          latency_model="fabric").wire_fraction == 1.0
+                          latency_model="fabric").rate_fraction == 1.0
     # Broadcast: each of the 16 channels forwards 512 KiB chunks (Simple), 64 MiB / 16 / 512 KiB
     # = 8 chunks: n - 2 + 8 wavefronts along the 64-rank chain
     bc = build_schedule(Collective(op="broadcast", gpus=range(64), size_bytes=64 << 20), "ring",

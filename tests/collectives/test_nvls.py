@@ -8,7 +8,6 @@ import pytest
 
 from flowherd.collectives import select
 from flowherd.collectives.algorithms import build_schedule
-from flowherd.collectives.nvls import nvls_link_factor
 from flowherd.collectives.ops import Collective
 from flowherd.errors import ConfigError
 from flowherd.fabric.presets import preset
@@ -23,16 +22,24 @@ def dgx():
 
 def test_nvls_puts_s_times_one_plus_one_over_m_on_every_gpu_link(dgx):
     # in-switch reduction: each GPU uploads its buffer once and downloads the result once,
-    # S (1 + 1/m) per link each way, scaled by 1 / (nvlsEfficiency 0.85 x 20.6 / 25)
+    # S (1 + 1/m) per link each way; NCCL's NVLS rate (nvlsEfficiency 0.85 x 20.6 / 25 of the
+    # NVLink, tuning.cc / topo.h) is a rate limit: run as NCCL runs it, the step lasts NCCL's
+    # bandwidth time, its bytes stay S (1 + 1/m)
+    from flowherd.collectives.selector import nccl_model
+
     m, size = 8, 64 * MiB
-    sched = build_schedule(Collective(op="allreduce", gpus=range(m), size_bytes=size), "nvls",
-                           fabric=dgx)
-    src, dst, b = sched.pair_bytes()
-    up = np.bincount(src, weights=b, minlength=m)
-    down = np.bincount(dst, weights=b, minlength=m)
-    want = size * (1 + 1 / m) * nvls_link_factor(dgx, 0)
-    assert np.allclose(up, want) and np.allclose(down, want)
-    assert nvls_link_factor(dgx, 0) == pytest.approx(1 / (0.85 * 20.6 / 25))
+    coll = Collective(op="allreduce", gpus=range(m), size_bytes=size)
+    for sched in (build_schedule(coll, "nvls", fabric=dgx),
+                  build_schedule(coll, "nvls", fabric=dgx, channels=16)):
+        src, dst, b = sched.pair_bytes()
+        up = np.bincount(src, weights=b, minlength=m)
+        down = np.bincount(dst, weights=b, minlength=m)
+        want = size * (1 + 1 / m)
+        assert np.allclose(up, want) and np.allclose(down, want)
+    _, _, tables = nccl_model(dgx, coll.gpus)
+    model_s = size / (tables.bandwidth[(coll.op, "nvls", "simple")] * 1e9)
+    assert sched.min_transfer_s == pytest.approx(model_s, rel=1e-9)
+    assert sched.rate_fraction == pytest.approx(want / 450e9 / model_s, rel=1e-9)
 
 
 def test_nvls_is_one_server_only(dgx):

@@ -54,11 +54,11 @@ NCCL_ALGOS = ("ring", "tree")
 
 
 def _cap(fab, coll: Collective, algorithm: str, protocol: str = "simple") -> float:
-    """The wire fraction of the simulated schedule over the protocol's: NCCL's bandwidth against
+    """The rate fraction of the simulated schedule over the protocol's: NCCL's bandwidth against
     the links' (`flowherd.collectives.calibrate.rate_fraction`; 1 off NCCL's algorithms)."""
     sched = build_schedule(coll, algorithm, fabric=fab, protocol=protocol,
                            channels=nccl_channels(fab, coll))
-    return sched.wire_fraction / WIRE_FRACTION[Protocol(protocol)]
+    return sched.rate_fraction / WIRE_FRACTION[Protocol(protocol)]
 
 
 def _alpha(algorithm: str, protocol: str = "simple") -> tuple[float, float]:
@@ -151,13 +151,14 @@ def test_ll_protocol_doubles_wire_bytes_and_uses_its_latencies():
     res = simulate_collective(fab, coll, algorithm="ring", protocol="ll")
     alpha, base = 0.0, _nccl_latency_s(fab, coll, "ring", "ll")  # NCCL's LL latency, once
     # LL: half of each 8-byte line is a flag, so the payload moves at B / 2, and NCCL caps LL at
-    # llMaxBw (tuning.cc) where that binds: the wire fraction carries the cap
+    # llMaxBw (tuning.cc) where that binds: a rate limit (the steps' least durations), the wire
+    # carries LL's 2x only
     cap = _cap(fab, coll, "ring", "ll")
     assert cap < 1
     expected = alpha_beta_time_s("ring", "allreduce", n, SIZE, alpha_s=alpha,
                                  bandwidth_bytes_per_s=B / 2 * cap, base_s=base)
     assert res.time_s == pytest.approx(expected, rel=1e-6)
-    assert res.wire_bytes == pytest.approx(2 * 2 * (n - 1) * SIZE / cap)
+    assert res.wire_bytes == pytest.approx(2 * 2 * (n - 1) * SIZE)
 
 
 def test_busbw_follows_nccl_tests_conventions():
@@ -203,6 +204,9 @@ def test_fidelities_differ_under_staggered_contention():
     # and both slowdowns add up: T_step ~ T_idle + 2 E / B. In `collective` fidelity each NIC
     # works through its own bytes plus its elephant's at full rate, in parallel:
     # T_coll ~ T_idle + E / B (max-min halves the rate on the shared NIC while both are active).
+    # NCCL's channels move 48 of the NIC's 50 GB/s: a least duration of the coflow, not a per-flow
+    # cap, so at either fidelity the shared NIC's flow runs at 50 after the elephant and
+    # the step or coflow ends up to (1 - 48/50) of its bandwidth time early (measured -2.9%)
     n = 8
     fab = leaf_spine(servers=n + 2, leaves=1, spines=1)
     coll = Collective(op="allreduce", gpus=range(n), size_bytes=SIZE)
@@ -217,8 +221,8 @@ def test_fidelities_differ_under_staggered_contention():
         done = add_schedule(eng, sched, fidelity=fid)
         eng.run()
         times[fid] = eng.coflow_finish_s(done)
-    assert times["step"] == pytest.approx(idle + 2 * e / B, rel=0.02)
-    assert times["collective"] == pytest.approx(idle + e / B, rel=0.02)
+    assert times["step"] == pytest.approx(idle + 2 * e / B, rel=0.04)
+    assert times["collective"] == pytest.approx(idle + e / B, rel=0.04)
 
 
 def test_ecmp_collisions_slow_a_ring_down():
@@ -260,9 +264,9 @@ def test_auto_uses_the_selector():
     small = simulate_collective(fab, Collective(op="allreduce", gpus=range(8), size_bytes=4096))
     big = simulate_collective(fab, Collective(op="allreduce", gpus=range(8), size_bytes=1 << 30))
     assert (small.algorithm, small.protocol) == ("tree", "ll")
-    # LL on the wire: 2x the tree's 2(n-1)S, over NCCL's Tree/LL cap (tuning.cc)
-    cap = _cap(fab, Collective(op="allreduce", gpus=range(8), size_bytes=4096), "tree", "ll")
-    assert small.wire_bytes == pytest.approx(2 * 2 * 7 * 4096 / cap)
+    # LL on the wire: 2x the tree's 2(n-1)S (NCCL's Tree/LL cap, tuning.cc, is a rate limit)
+    assert _cap(fab, Collective(op="allreduce", gpus=range(8), size_bytes=4096), "tree", "ll") < 1
+    assert small.wire_bytes == pytest.approx(2 * 2 * 7 * 4096)
     assert (big.algorithm, big.protocol) == ("ring", "simple")
     assert np.isfinite(small.busbw_bytes_per_s)
 

@@ -12,10 +12,16 @@ the time NCCL's own model (`flowherd.collectives.tuning`, tuning.cc) gives:
   0.92 / 0.85, PAT 0.75) and the bus-to-algorithm conversion (``nRanks / nsteps`` for Ring, NVLS
   and NVLSTree, 0.5 for Tree). `rate_fraction` compares that with what the schedule's own bytes
   would take on the fabric's links (`idle_bound_s`: each GPU's NVLink ports and each NIC, both
-  ways, at their capacity) and folds the ratio into the schedule's wire fraction. Deliberate
-  shortcut: the simulator has no per-flow rate limit, so a slower channel is a flow with more
-  bytes; alone on the fabric it takes NCCL's time, under contention it takes that factor more
-  of the links it shares than NCCL would.
+  ways, at their capacity): the channels move the schedule's payload at that fraction of the
+  ports' rate. It is a rate limit, not more bytes: the flows carry the bytes NCCL sends (payload
+  over the protocol's wire fraction), and every step lasts at least its own busiest port's
+  payload over that fraction of the port's capacity (`Step.min_transfer_s`; the whole schedule
+  as one coflow `Schedule.min_transfer_s`). Alone on the fabric a step takes NCCL's time; on a
+  link it shares, it takes its fair share of the link (a capped channel below its cap runs at
+  the link's share; nobody gives it more bytes to send). Deliberate shortcut: the engine has
+  no per-flow rate limit, so the cap is a least duration of the step; a step's flows may run
+  ahead of the cap on links nobody else wants and then wait, which a capped channel would
+  not, but the step ends when the capped one would whenever its rates hold over the step.
 * **Latency.** NCCL prices a collective's latency in closed form (``baseLat`` + per-hop
   ``hwLat`` over the hops a chunk takes, tuning.cc); a step-synchronous schedule pays its
   slowest hop on every step. `nccl_latency_scale` scales the steps' latencies so that the
@@ -77,6 +83,38 @@ def _ports(fabric: Fabric) -> _Ports:
                   net_out=np.bincount(src[net], cap[net], n), net_in=np.bincount(dst[net], cap[net], n))
 
 
+def _busiest_port_s(src: np.ndarray, dst: np.ndarray, size: np.ndarray, group: np.ndarray,
+                    groups: int, fabric: Fabric) -> np.ndarray | None:
+    """Per group (a step, or one for the whole schedule): its flows' bytes at their busiest port
+    over that port's capacity, seconds (`idle_bound_s`); None where a flow has no such port."""
+    worst = np.zeros(groups)
+    if src.size == 0:
+        return worst
+    p = _ports(fabric)
+    src, dst = src.astype(np.int64), dst.astype(np.int64)
+    server = fabric.gpu_server
+    intra = server[src] == server[dst]
+    loads: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (group, node, bytes, cap)
+    s, d, b, g = src[intra], dst[intra], size[intra], group[intra]
+    loads += [(g, s, b, p.nvl_out), (g, d, b, p.nvl_in)]
+    s, d, b, g = src[~intra], dst[~intra], size[~intra], group[~intra]
+    ns, nd = p.nic_of[s], p.nic_of[d]
+    if np.any(ns < 0) or np.any(nd < 0):
+        return None
+    loads += [(g, s, b, p.pcie_out), (g, ns, b, p.net_out), (g, nd, b, p.net_in), (g, d, b, p.pcie_in)]
+    width = np.int64(fabric.num_nodes)
+    for g, node, b, capacity in loads:
+        if node.size == 0:
+            continue
+        key, inv = np.unique(g * width + node, return_inverse=True)
+        total = np.bincount(inv, b, key.size)
+        cap = capacity[key % width]
+        if np.any(cap <= 0):
+            return None
+        np.maximum.at(worst, key // width, total / cap)
+    return worst
+
+
 def idle_bound_s(schedule: Schedule, fabric: Fabric) -> float | None:
     """The time the schedule's payload takes at full link rate on an idle, non-blocking fabric:
     the most loaded port's bytes over its capacity, seconds. A flow inside a server loads the
@@ -85,30 +123,19 @@ def idle_bound_s(schedule: Schedule, fabric: Fabric) -> float | None:
     receiver's. None where a flow has no such port (no NVLink inside, no NIC across): the bound
     is not known."""
     src, dst, size = schedule.pair_bytes()
-    if src.size == 0:
-        return 0.0
-    p = _ports(fabric)
-    src, dst = src.astype(np.int64), dst.astype(np.int64)
-    server = fabric.gpu_server
-    intra = server[src] == server[dst]
-    loads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (node, bytes, capacity)
-    s, d, b = src[intra], dst[intra], size[intra]
-    loads += [(s, b, p.nvl_out), (d, b, p.nvl_in)]
-    s, d, b = src[~intra], dst[~intra], size[~intra]
-    ns, nd = p.nic_of[s], p.nic_of[d]
-    if np.any(ns < 0) or np.any(nd < 0):
-        return None
-    loads += [(s, b, p.pcie_out), (ns, b, p.net_out), (nd, b, p.net_in), (d, b, p.pcie_in)]
-    worst = 0.0
-    for node, b, capacity in loads:
-        if node.size == 0:
-            continue
-        total = np.bincount(node, b, capacity.size)
-        busy = total > 0
-        if np.any(capacity[busy] <= 0):
-            return None
-        worst = max(worst, float(np.max(total[busy] / capacity[busy])))
-    return worst
+    got = _busiest_port_s(src, dst, size, np.zeros(src.size, np.int64), 1, fabric)
+    return None if got is None else float(got[0])
+
+
+def step_bounds_s(schedule: Schedule, fabric: Fabric) -> np.ndarray | None:
+    """`idle_bound_s` of every step on its own, ``float64[steps]`` seconds (None: not known)."""
+    if not schedule.steps:
+        return np.zeros(0)
+    src = np.concatenate([st.src_gpu for st in schedule.steps])
+    dst = np.concatenate([st.dst_gpu for st in schedule.steps])
+    size = np.concatenate([st.size_bytes for st in schedule.steps])
+    group = np.repeat(np.arange(schedule.num_steps), [st.num_flows for st in schedule.steps])
+    return _busiest_port_s(src, dst, size, group, schedule.num_steps, fabric)
 
 
 def _model(schedule: Schedule, fabric: Fabric):
@@ -121,10 +148,10 @@ def _model(schedule: Schedule, fabric: Fabric):
 
 
 def rate_fraction(schedule: Schedule, fabric: Fabric) -> float:
-    """The wire fraction at which the schedule, alone on the fabric, moves its bytes at NCCL's
-    algorithm bandwidth (module docstring): ``min(protocol wire fraction, idle bound / NCCL's
-    bandwidth time)``; the protocol's own where NCCL has no bandwidth for it or the bound is not
-    known. In (0, 1]."""
+    """The fraction of the ports' rate at which the schedule, alone on the fabric, moves its
+    payload at NCCL's algorithm bandwidth (module docstring): ``min(protocol wire fraction,
+    idle bound / NCCL's bandwidth time)``; the protocol's own where NCCL has no bandwidth for it
+    or the bound is not known. In (0, 1]."""
     got = _model(schedule, fabric)
     wire = schedule.wire_fraction
     if got is None:
@@ -137,6 +164,34 @@ def rate_fraction(schedule: Schedule, fabric: Fabric) -> float:
         return wire
     model_s = float(coll.size_bytes) / (bw_gbps * 1e9)  # GB/s = 10**9 bytes/s (tuning.cc)
     return max(1e-9, min(wire, bound / model_s))
+
+
+def _one_kind_chain(schedule: Schedule) -> bool:
+    """Every step waits for the one before, and all stay inside a server or all do not."""
+    return (all(st.deps == ((i - 1,) if i else ()) for i, st in enumerate(schedule.steps))
+            and len({st.intra_server for st in schedule.steps}) <= 1)
+
+
+def step_floors_s(schedule: Schedule, fabric: Fabric, rate: float) -> np.ndarray | None:
+    """Least durations of the steps at NCCL's channel rate, ``float64[steps]`` seconds (None:
+    not known). A chain of steps of one kind (ring, tree, PAT, NVLS: one step waits for the one
+    before, all over NVLink or all across servers): each step's busiest port's payload over
+    ``rate`` of its capacity (`step_bounds_s`), so the chain alone takes what it took at
+    ``rate`` of the links. A pipeline whose steps overlap (NVLSTree: chunk k's NVLS
+    ReduceScatter beside chunk k-1's AllGather on the same NVLink ports) would run its
+    overlapping steps at the ports' full rate under per-step bounds, and one whose phases take
+    turns (NVLSTree in one chunk: NVLink, network, NVLink) would pay NCCL's rate on each phase
+    in turn: there NCCL's bandwidth time (the idle bound over ``rate``) is spread evenly over
+    the steps of its longest chain, which paces the pipeline at NCCL's algorithm rate (NCCL's
+    model prices NVLSTree as one pipeline, without fill or drain, tuning.cc)."""
+    if _one_kind_chain(schedule):
+        bounds = step_bounds_s(schedule, fabric)
+        return None if bounds is None else bounds / rate
+    whole = idle_bound_s(schedule, fabric)
+    if whole is None:
+        return None
+    hops, _ = schedule.critical_path(np.ones(schedule.num_steps))
+    return np.full(schedule.num_steps, whole / rate / max(hops, 1.0))
 
 
 def nccl_latency_scale(schedule: Schedule, fabric: Fabric) -> float:
@@ -156,9 +211,18 @@ def nccl_latency_scale(schedule: Schedule, fabric: Fabric) -> float:
 
 
 def as_nccl_runs(schedule: Schedule, fabric: Fabric) -> Schedule:
-    """`schedule` with NCCL's bandwidth (`rate_fraction`) and latency (`nccl_latency_scale`)."""
-    wire = rate_fraction(schedule, fabric)
+    """`schedule` with NCCL's bandwidth (`rate_fraction`, as the least durations of its steps
+    and of its bytes as one coflow) and latency (`nccl_latency_scale`)."""
+    rate = rate_fraction(schedule, fabric)
     k = nccl_latency_scale(schedule, fabric)
-    steps = schedule.steps if k == 1.0 else tuple(replace(st, latency_s=st.latency_s * k)
-                                                  for st in schedule.steps)
-    return replace(schedule, steps=steps, wire_fraction=wire)
+    floors = None
+    if rate < schedule.wire_fraction * (1 - 1e-12):
+        floors = step_floors_s(schedule, fabric, rate)
+    if floors is None and k == 1.0:
+        return replace(schedule, rate_fraction=rate)
+    steps = tuple(replace(st, latency_s=st.latency_s * k,
+                          min_transfer_s=0.0 if floors is None else float(floors[i]))
+                  for i, st in enumerate(schedule.steps))
+    whole = idle_bound_s(schedule, fabric) if floors is not None else None
+    return replace(schedule, steps=steps, rate_fraction=rate,
+                   min_transfer_s=0.0 if whole is None else whole / rate)

@@ -6,7 +6,10 @@
   ``S + S/m`` each way, whatever ``m`` (ReduceScatter / AllGather: one of the two halves,
   ``S`` one way and ``S/m`` the other). flowherd's flows run between GPUs, so the switch's
   loads are carried by all-pairs GPU flows sized to put exactly those bytes on every GPU link:
-  on an NVSwitch star the GPU links are the only links, so the times are the same.
+  on an NVSwitch star the GPU links are the only links, so the times are the same. NVLS moves
+  data at ``nvlsEfficiency`` (tuning.cc; 0.85 on Hopper) of NCCL's NVLink rate (20.6 of 25 GB/s
+  per link, topo.h): run as NCCL runs it, that is a rate limit from NCCL's model
+  (`flowherd.collectives.calibrate`), not more bytes.
 * ``nvlstree`` (several servers, AllReduce): NVLS inside each server (a ReduceScatter onto the
   ``m`` heads, one per NIC), NCCL's double binary tree across the servers among the heads of
   each rail, each rail carrying ``S/m``, then the NVLS AllGather (src/device/all_reduce.h,
@@ -32,21 +35,8 @@ from flowherd.collectives.algorithms import (
 )
 from flowherd.collectives.ops import Collective, Op
 from flowherd.collectives.schedule import Schedule
-from flowherd.collectives.topology import GPU_ARCH, NVLINK_EFFICIENCY
-from flowherd.collectives.tuning import NVLS_EFFICIENCY, Arch
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric
-
-_ARCHS = (Arch.VOLTA, Arch.AMPERE, Arch.HOPPER, Arch.BLACKWELL)
-
-
-def nvls_link_factor(fabric: Fabric, gpu: int) -> float:
-    """Link bytes per NVLS byte: NVLS moves data at ``nvlsEfficiency`` (tuning.cc; 0.85 on
-    Hopper) of NCCL's NVLink rate (20.6 of 25 GB/s per link on Hopper, topo.h), so its flows
-    carry ``1 / (0.85 * 20.6 / 25)`` = 1.43x their bytes to take the time NCCL's model gives."""
-    arch = GPU_ARCH.get(str(fabric.gpu_type[int(fabric.gpu_server[gpu])]).lower(), Arch.HOPPER)
-    eff = NVLS_EFFICIENCY[_ARCHS.index(arch)] or NVLS_EFFICIENCY[2]
-    return 1.0 / (eff * NVLINK_EFFICIENCY[arch])
 
 _NVLS_OPS = (Op.ALLREDUCE, Op.REDUCESCATTER, Op.ALLGATHER)
 
@@ -85,7 +75,7 @@ def nvls(coll: Collective, *, fabric: Fabric | None = None, protocol: str = "sim
     m, size = coll.n, float(coll.size_bytes)
     if m > 1:
         up = size * (1 + 1 / m) if coll.op == Op.ALLREDUCE else size
-        _switch_load(b, grid, up * nvls_link_factor(fabric, coll.gpus[0]))
+        _switch_load(b, grid, up)
     return b.build()
 
 
@@ -108,7 +98,7 @@ def nvlstree(coll: Collective, *, fabric: Fabric | None = None, protocol: str = 
     # Up to 64 chunks (MAX_CHUNKS; NCCL's are 32-256 KiB, enqueue.cc): with 16, the tree's fill
     # and drain over 32 servers cost the step fidelity 23% at 4 GiB (5% with 64)
     c = min(_check_chunks(chunks, size / m), 64)
-    intra = size * (1 + 1 / m) / 2 * nvls_link_factor(fabric, coll.gpus[0])  # each half
+    intra = size * (1 + 1 / m) / 2  # each half
     waves = tree_wavefronts(g, 1) if g > 1 else []
     prev_rs, prev_wave, prev_ag = None, [None] * len(waves), None
     for _ in range(c):

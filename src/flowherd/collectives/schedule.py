@@ -5,6 +5,12 @@ for has finished. Chunked pipelining is expressed as more, smaller steps with fi
 dependencies. A step also carries its own fixed latency (the protocol's per-step latency,
 plus the collective's base latency on the steps that start it); the simulator adds it as
 a delay before the step's flows start, and the network's propagation delay on top.
+
+Where NCCL's channels move bytes slower than the links could (their copy loops' rate,
+`flowherd.collectives.calibrate`), a step also has a least duration (`Step.min_transfer_s`):
+its flows send the bytes they send, at the rates the links give them, and the step does not
+end before that time after it starts. Alone on the fabric the step takes that time; sharing a
+link it takes its fair share of the link, as a rate-capped channel would, never more.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ class Step:
         latency_s: Fixed delay before the flows start (protocol per-step latency, plus the
             base latency of the collective on its first steps).
         intra_server: Whether every flow stays inside one server (scale-up domain).
+        min_transfer_s: Least time from the step's start (after `latency_s`) to its last
+            byte, seconds: NCCL's channel rate over the step's busiest port
+            (`flowherd.collectives.calibrate`); 0 where the links' rate is the only limit.
     """
 
     src_gpu: np.ndarray
@@ -37,8 +46,12 @@ class Step:
     deps: tuple[int, ...] = ()
     latency_s: float = 0.0
     intra_server: bool = False
+    min_transfer_s: float = 0.0
 
     def __post_init__(self) -> None:
+        if not self.min_transfer_s >= 0:
+            raise ConfigError(f"a step's min_transfer_s must be >= 0 seconds, got "
+                              f"{self.min_transfer_s!r} (step.min_transfer_s)")
         src = np.asarray(self.src_gpu, dtype=np.int32).ravel()
         dst = np.asarray(self.dst_gpu, dtype=np.int32).ravel()
         size = np.asarray(self.size_bytes, dtype=np.float64).ravel()
@@ -72,10 +85,16 @@ class Schedule:
             applied when the schedule is simulated (`wire_fraction`).
         steps: The steps, in a topological order.
         wire_fraction: Payload bytes per wire byte of the protocol (1 for Simple, 1/2 for LL,
-            120/128 for LL128); where a schedule runs as NCCL runs it, the lower fraction at
-            which its bytes take NCCL's bandwidth on the fabric's links
-            (`flowherd.collectives.calibrate`); the simulator sends ``size_bytes /
-            wire_fraction``.
+            120/128 for LL128); the simulator sends ``size_bytes / wire_fraction``.
+        rate_fraction: Payload bytes per second per byte per second of port capacity at which
+            the schedule moves its bytes alone on an idle fabric: the wire fraction (None, the
+            default) or, where it runs as NCCL runs it, the lower fraction of NCCL's channel
+            rate (`flowherd.collectives.calibrate`). Not more bytes: a rate limit, applied as
+            the steps' `Step.min_transfer_s` and the schedule's `min_transfer_s`; an estimate
+            of the schedule's time alone divides its bytes by it.
+        min_transfer_s: Least time of the whole schedule's bytes as one coflow (the
+            ``collective`` fidelity), seconds, after its critical-path latency: its busiest
+            port's payload over ``rate_fraction`` of its capacity; 0: none.
         adds_path_latency: Whether the simulator adds the network's propagation delay of each
             flow's path on top of the steps' own latencies. False when the steps carry NCCL's
             latencies (``latency_model="nccl"`` of `build_schedule`): NCCL's hop latencies
@@ -90,9 +109,13 @@ class Schedule:
     steps: tuple[Step, ...]
     wire_fraction: float = 1.0
     adds_path_latency: bool = True
+    rate_fraction: float | None = None
+    min_transfer_s: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", tuple(self.steps))
+        if self.rate_fraction is None:
+            object.__setattr__(self, "rate_fraction", self.wire_fraction)
         for i, st in enumerate(self.steps):
             bad = [d for d in st.deps if not 0 <= d < i]
             if bad:
@@ -101,6 +124,12 @@ class Schedule:
         if not 0 < self.wire_fraction <= 1:
             raise ConfigError(f"wire_fraction must be in (0, 1], got {self.wire_fraction} "
                               "(schedule.wire_fraction)")
+        if not 0 < self.rate_fraction <= self.wire_fraction:
+            raise ConfigError(f"rate_fraction must be in (0, wire_fraction = {self.wire_fraction}], "
+                              f"got {self.rate_fraction} (schedule.rate_fraction)")
+        if not self.min_transfer_s >= 0:
+            raise ConfigError(f"min_transfer_s must be >= 0 seconds, got {self.min_transfer_s!r} "
+                              "(schedule.min_transfer_s)")
 
     @property
     def num_steps(self) -> int:

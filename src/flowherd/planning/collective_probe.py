@@ -57,9 +57,9 @@ def schedule_cut(view: FabricView, n_servers: int, per: int) -> Any:
     the wire bytes it sends across the canonical two-leaf split (servers ``< n_servers // 2``
     on one side), the larger direction. The schedule is the one the simulator runs: NCCL's
     algorithm, protocol and channels (`flowherd.sim.collective.choose`, `nccl_channels`),
-    built by `flowherd.collectives.algorithms.build_schedule` with its per-channel caps, whose
-    wire fraction (protocol overhead and cap) grows every pair's bytes as the simulator's
-    flows grow (`flowherd.sim.executor`)."""
+    built by `flowherd.collectives.algorithms.build_schedule`, whose wire fraction (the
+    protocol's overhead) grows every pair's bytes as the simulator's flows grow
+    (`flowherd.sim.executor`); NCCL's per-channel caps are a rate limit, not bytes."""
     from flowherd.collectives.algorithms import build_schedule
     from flowherd.collectives.ops import Collective
     from flowherd.sim.collective import choose, nccl_channels

@@ -282,8 +282,9 @@ def job_traffic(job: Any, gpus: Sequence[int] | np.ndarray, fabric: Fabric, *,
                                        channels=nccl_channels(fabric, coll))
                 s, d, b = sched.pair_bytes()
                 wire = b / sched.wire_fraction
+                # the time alone at NCCL's channel rate (a rate limit, not more bytes: Schedule)
                 lb = link_profile(fabric, TrafficMatrix(src=s.astype(np.int64), dst=d.astype(np.int64),
-                                                        size_bytes=wire), rt)
+                                                        size_bytes=b / sched.rate_fraction), rt)
                 hit = (s.astype(np.int64), d.astype(np.int64), b, lb, sched.critical_path()[0], wire)
             calls[key] = hit
         return hit

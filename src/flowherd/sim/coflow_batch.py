@@ -13,6 +13,7 @@ the engine's columns with a few numpy calls and wires the dependencies in compil
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,10 +46,13 @@ class BatchCoflow:
         weight: Weighted max-min share of each flow (one per flow) or of all.
         routes: One row per flow (None for a pure delay).
         suffix: Appended to the batch's name.
+        min_duration_s: Least time from its start to its finish, seconds
+            (`flowherd.sim.engine.Engine.add_coflow`).
     """
 
     deps: tuple[int, ...] = ()
     delay_s: float = 0.0
+    min_duration_s: float = 0.0
     src: np.ndarray | None = None
     dst: np.ndarray | None = None
     size_bytes: np.ndarray | None = None
@@ -64,6 +68,7 @@ class CoflowBatch:
 
     num: int
     delay_s: np.ndarray
+    min_duration_s: np.ndarray
     dep_ptr: np.ndarray
     dep: np.ndarray
     has_deps: np.ndarray
@@ -91,6 +96,7 @@ def make_batch(coflows: Sequence[BatchCoflow]) -> CoflowBatch:
     """
     n = len(coflows)
     delay = np.zeros(n)
+    least = np.zeros(n)
     dep_ptr = np.zeros(n + 1, np.int64)
     deps: list[int] = []
     srcs, dsts, sizes, weights, lats, links, fracs, lens = [], [], [], [], [], [], [], []
@@ -99,6 +105,10 @@ def make_batch(coflows: Sequence[BatchCoflow]) -> CoflowBatch:
         what = f"coflow {i} of the batch"
         check_timing(None, c.delay_s, 0, what)
         delay[i] = c.delay_s
+        m = c.min_duration_s
+        if m != 0.0 and not (math.isfinite(m) and m >= 0):
+            raise ConfigError(f"min_duration_s must be finite and >= 0, got {m!r} (min_duration_s of {what})")
+        least[i] = m
         for d in c.deps:
             if not 0 <= d < i:
                 raise ConfigError(f"deps must name earlier coflows of the batch (0..{i - 1}), got {d} "
@@ -128,7 +138,7 @@ def make_batch(coflows: Sequence[BatchCoflow]) -> CoflowBatch:
     link = cat(links, np.int64)
     l_ptr = np.concatenate([[0], np.cumsum(cat(lens, np.int64))]).astype(np.int64)
     return CoflowBatch(
-        num=n, delay_s=delay, dep_ptr=dep_ptr, dep=np.array(deps, np.int64),
+        num=n, delay_s=delay, min_duration_s=least, dep_ptr=dep_ptr, dep=np.array(deps, np.int64),
         has_deps=np.diff(dep_ptr) > 0, f_ptr=f_ptr,
         flow_coflow=np.repeat(np.arange(n, dtype=np.int64), np.diff(f_ptr)), src=src, dst=dst,
         size=cat(sizes, np.float64), weight=cat(weights, np.float64), lat=cat(lats, np.float64),
@@ -175,6 +185,7 @@ def add_batch(eng: Engine, batch: CoflowBatch, *, at_s: float | None = None, aft
     c.fhi[cs] = fs.start + batch.f_ptr[1:]
     c.base[cs] = eng.now_s if at_s is None else float(at_s)
     c.delay[cs] = batch.delay_s
+    c.cmin[cs] = batch.min_duration_s
     # the after pool: each coflow's deps, or the batch's after where it has none
     lens = np.where(batch.has_deps, np.diff(batch.dep_ptr), len(after_t))
     ptr = np.zeros(n + 1, np.int64)

@@ -24,7 +24,10 @@ ECMP collisions (the same on every step) 0 %. The `collective` fidelity is never
 it lets a collective's flows run ahead where the steps would have waited.
 
 The protocol applies here: a flow of ``size_bytes`` payload sends ``size_bytes /
-wire_fraction`` bytes (LL 2x, LL128 128/120x).
+wire_fraction`` bytes (LL 2x, LL128 128/120x). NCCL's channel rate is a least duration of each
+step's coflow (`Step.min_transfer_s`; at ``collective`` fidelity the schedule's
+`Schedule.min_transfer_s`), not more bytes: alone a step takes NCCL's time, on a shared link its
+fair share of the link.
 
 Latency is counted once. Under ``latency_model="nccl"`` (the default) the steps carry NCCL's
 latencies, which are end to end and hold the wire's (`Schedule.adds_path_latency` False): the
@@ -238,7 +241,8 @@ def add_schedule(engine: Engine, schedule: Schedule, *, fidelity: str = "step",
         mean = float(size.mean()) if size.size else 1.0
         flow_w = weight * size / mean if mean > 0 else weight
         return engine.add_coflow(src, dst, size / wf, at_s=at_s, after=tuple(after), delay_s=delay,
-                                 routes=routes, name=label, weight=flow_w, priority=priority)
+                                 routes=routes, name=label, weight=flow_w, priority=priority,
+                                 min_duration_s=schedule.min_transfer_s)
     ids: list[int] = []
     step_routes = (_step_routes(engine.router, schedule)
                    if not schedule.adds_path_latency and engine.router is not None else None)
@@ -247,7 +251,8 @@ def add_schedule(engine: Engine, schedule: Schedule, *, fidelity: str = "step",
         ids.append(engine.add_coflow(st.src_gpu, st.dst_gpu, st.size_bytes / wf,
                                      at_s=None if st.deps else at_s, after=deps,
                                      delay_s=st.latency_s, name=f"{label}/step{i}",
-                                     routes=None if step_routes is None else step_routes[i], **kw))
+                                     routes=None if step_routes is None else step_routes[i],
+                                     min_duration_s=st.min_transfer_s, **kw))
     sinks = schedule.sinks()
     if len(sinks) == 1:
         return ids[sinks[0]]

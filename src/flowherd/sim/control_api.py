@@ -320,7 +320,7 @@ class ControlHook:
                 lens = np.diff(t.routes.ptr)
                 lb = np.bincount(t.routes.link, weights=np.repeat(t.size_bytes, lens) * t.routes.frac,
                                  minlength=self._cap.size)
-                dur[i] += float((lb / self._cap).max())
+                dur[i] += max(float((lb / self._cap).max()), t.min_duration_s)
         ef = np.zeros(n)
         for i, t in enumerate(graph.tasks):
             ef[i] = max((ef[d] for d in t.deps), default=0.0) + dur[i]
@@ -440,7 +440,8 @@ class _Walk:
                            on_done=done)
             return
         cid = eng.add_coflow(t.src, t.dst, t.size_bytes, delay_s=t.delay_s + delay, weight=t.weight * weight,
-                             priority=engine_prio, routes=routes, name=f"{self.name}/t{i}", on_done=done)
+                             priority=engine_prio, routes=routes, name=f"{self.name}/t{i}", on_done=done,
+                             min_duration_s=t.min_duration_s)
         # the coflow's links and each route entry's link among them, computed once for every view
         lk_all, inv = np.unique(np.asarray(routes.link, dtype=np.int64), return_inverse=True)
         hook._active[cid] = (self.job, f"{self.name}/t{i}", routes, 0 if prio is None else prio, t.size_bytes,

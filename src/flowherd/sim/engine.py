@@ -212,12 +212,13 @@ class Engine:
     def add_coflow(self, src, dst, size_bytes, *, at_s: float | None = None, after: Sequence[int] = (),
                    delay_s: float = 0.0, weight: float = 1.0, priority: int = 0,
                    routes: Routes | None = None, key=None, name: str = "",
-                   on_done: Callable[[int, float], None] | None = None) -> int:
+                   on_done: Callable[[int, float], None] | None = None,
+                   min_duration_s: float = 0.0) -> int:
         """Add a coflow: flows ``src[i] -> dst[i]`` of ``size_bytes[i]`` that start together.
 
         It starts at ``max(at_s (default: now), finish of every coflow in after) + delay_s``
-        (never before now) and finishes when the last byte of its last flow arrives; with no
-        flows it is a pure delay.
+        (never before now) and finishes when the last byte of its last flow arrives, but not
+        before ``min_duration_s`` after its start; with no flows it is a pure delay.
 
         Args:
             src, dst: GPU node ids (arrays or scalars, broadcast to one length).
@@ -233,6 +234,9 @@ class Engine:
             name: For reports.
             on_done: Called as ``on_done(coflow_id, finish_s)`` when the coflow finishes; may
                 add coflows.
+            min_duration_s: Least time from start to finish, seconds (a rate-limited sender's
+                pace, `flowherd.collectives.schedule.Step.min_transfer_s`); its flows keep the
+                rates the links give them.
 
         Returns:
             The coflow id (0, 1, 2, ... in add order).
@@ -255,6 +259,9 @@ class Engine:
             src_a, dst_a, size_a = self._memo.flows(src, dst, size_bytes, weight, what)
         n = src_a.size
         check_timing(at_s, delay_s, priority, what)
+        if min_duration_s != 0.0 and not (math.isfinite(min_duration_s) and min_duration_s >= 0):
+            raise ConfigError(f"min_duration_s must be finite and >= 0, got {min_duration_s!r} "
+                              f"(min_duration_s of {what})")
         if self.network is not None:  # NETWORK HOOK 2/4: controller classes -> port queues
             priority = self.network.port_class(priority)
         after_t = (() if type(after) is tuple and not after
@@ -299,6 +306,7 @@ class Engine:
         c.fhi[cid] = fs.stop
         c.base[cid] = self._now if at_s is None else float(at_s)
         c.delay[cid] = float(delay_s)
+        c.cmin[cid] = float(min_duration_s)
         al = self._after.extend(len(after_t))
         if after_t:
             self._after.cid[al] = after_t

@@ -180,7 +180,7 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                cap, cap_eff, l_load, l_bytes, l_nact, l_busy_since, l_busy_s, l_mark, s_pos,
                sc_load, sc_pmax, sc_mlev, sc_stamp, sc_raw, sc_dirty, sc_uid,
                b_start, b_len, b_cap, b_flow, b_inc,
-               c_left, c_last, c_flo, c_fhi, c_base, c_delay, c_start, c_finish, c_waiting,
+               c_left, c_last, c_flo, c_fhi, c_base, c_delay, c_min, c_start, c_finish, c_waiting,
                c_alo, c_ahi, c_dhead, c_cb, after_buf, e_to, e_next,
                h_t, h_seq, h_kind, h_cid):
     """Process events up to ``until`` (inclusive; ``inf``: all), in steps exactly as
@@ -228,8 +228,10 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
             st_i[DEAD] += n_done
             st_i[EVENTS] += n_done
             fin = count_off(done_buf[:n_done], f_coflow, f_finish, c_left, c_last)
-            for i in range(fin.size):
-                heap_push(h_t, h_seq, h_kind, h_cid, st_i, c_last[fin[i]], DONE, fin[i])
+            for i in range(fin.size):  # not before its least duration (NCCL's channel rate)
+                cf = fin[i]
+                heap_push(h_t, h_seq, h_kind, h_cid, st_i, max(c_last[cf], c_start[cf] + c_min[cf]),
+                          DONE, cf)
             st_i[COUNTED] = 1
         if st_i[PHASE] == 1:  # the events due now
             now = st_f[NOW]
@@ -246,7 +248,7 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     if lo == hi:  # a pure delay
                         c_left[cid] = 0
                         c_last[cid] = now
-                        heap_push(h_t, h_seq, h_kind, h_cid, st_i, now, DONE, cid)
+                        heap_push(h_t, h_seq, h_kind, h_cid, st_i, now + c_min[cid], DONE, cid)
                         continue
                     real, last, n_inst = start_flows(lo, hi, now, f_size, f_lo, f_hi, f_lat, f_start,
                                                      f_txend, f_finish, f_rem, f_t0, f_rate)
@@ -254,7 +256,7 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     c_left[cid] = real.size
                     c_last[cid] = last
                     if real.size == 0:
-                        heap_push(h_t, h_seq, h_kind, h_cid, st_i, last, DONE, cid)
+                        heap_push(h_t, h_seq, h_kind, h_cid, st_i, max(last, now + c_min[cid]), DONE, cid)
                     n_s = st_i[N_STARTED]
                     started_buf[n_s:n_s + real.size] = real
                     st_i[N_STARTED] = n_s + real.size
@@ -353,7 +355,7 @@ def drive(eng: Engine, until: float, py_rates: bool) -> None:
             ls.cap, ls.cap_eff, ls.load, ls.bytes, ls.nact, ls.busy_since, ls.busy_s, ls.mark,
             ls.scratch.pos, sc.load, sc.pmax, sc.mlev, sc.stamp, sc.raw, sc.dirty, sc.uid,
             eng._b_start, eng._b_len, eng._b_cap, eng._b_flow, eng._b_inc,
-            c.left, c.last, c.flo, c.fhi, c.base, c.delay, c.start, c.finish, c.waiting,
+            c.left, c.last, c.flo, c.fhi, c.base, c.delay, c.cmin, c.start, c.finish, c.waiting,
             c.alo, c.ahi, c.dhead, c.cb, eng._after.cid, eng._edges.to, eng._edges.next,
             h.t, h.seq, h.kind, h.cid)
         if status == S_CALLBACK:

@@ -10,8 +10,9 @@ runs:
   (`flowherd.sim.collective.choose`). At ``collective`` fidelity the task is one coflow: the
   concurrent collectives' aggregate bytes per GPU pair times ``count`` (protocol overhead
   included), flows weighted by their bytes, after a delay of ``count`` times the schedule's
-  critical-path latency minus the last hop's path latency, which the engine adds; exactly
-  what `flowherd.sim.collective.add_schedule` does for one call. At ``step`` fidelity every
+  critical-path latency minus the last hop's path latency, which the engine adds, lasting at
+  least ``count`` times the slowest collective's `Schedule.min_transfer_s` (NCCL's channel
+  rate); exactly what `flowherd.sim.collective.add_schedule` does for one call. At ``step`` fidelity every
   step of every call is a coflow (`add_schedule` with ``fidelity="step"``), the ``count`` calls
   chained, and a pure delay joins the concurrent collectives.
 
@@ -56,6 +57,7 @@ class _CollPlan:
     crit_latency_s: float  # critical path of step + path latencies of one call
     last_latency_s: float  # largest path latency of the pairs (the engine adds it)
     routes: Routes
+    min_transfer_s: float = 0.0  # NCCL's channel rate as a least duration (Schedule)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -69,6 +71,8 @@ class PreparedTask:
         routes: Routes of the flows.
         schedules: The collectives' schedules (for ``step`` fidelity).
         count: Back-to-back calls.
+        min_duration_s: Least time of the coflow from its start, seconds (``count`` calls at
+            NCCL's channel rate, `flowherd.collectives.schedule.Schedule.min_transfer_s`).
     """
 
     deps: tuple[int, ...]
@@ -80,6 +84,7 @@ class PreparedTask:
     routes: Routes | None
     schedules: tuple[Schedule, ...] = ()
     count: int = 1
+    min_duration_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -107,9 +112,10 @@ class PreparedGraph:
 
 def _graph_batch(tasks: Sequence[PreparedTask], sinks: tuple[int, ...]) -> CoflowBatch:
     """The coflows `add_graph` adds at ``collective`` fidelity, as one batch."""
-    cos = [BatchCoflow(deps=t.deps, delay_s=t.delay_s, suffix=f"/t{i}") if t.routes is None else
+    cos = [BatchCoflow(deps=t.deps, delay_s=t.delay_s, suffix=f"/t{i}",
+                       min_duration_s=t.min_duration_s) if t.routes is None else
            BatchCoflow(deps=t.deps, delay_s=t.delay_s, src=t.src, dst=t.dst, size_bytes=t.size_bytes,
-                       weight=t.weight, routes=t.routes, suffix=f"/t{i}")
+                       weight=t.weight, routes=t.routes, suffix=f"/t{i}", min_duration_s=t.min_duration_s)
            for i, t in enumerate(tasks)]
     cos.append(BatchCoflow(deps=sinks if tasks else (), suffix="/end"))
     return make_batch(cos)
@@ -166,7 +172,8 @@ class CollectiveCache:
         crit, _ = sched.critical_path(step_cost)
         return _CollPlan(schedule=sched, src=src.astype(np.int64), dst=dst.astype(np.int64),
                          wire_bytes=size / sched.wire_fraction, crit_latency_s=float(crit),
-                         last_latency_s=float(lat.max()), routes=routes)
+                         last_latency_s=float(lat.max()), routes=routes,
+                         min_transfer_s=sched.min_transfer_s)
 
 
 def prepare_graph(graph: OpGraph, rank_gpu: np.ndarray, cache: CollectiveCache) -> PreparedGraph:
@@ -204,7 +211,8 @@ def prepare_graph(graph: OpGraph, rank_gpu: np.ndarray, cache: CollectiveCache) 
             deps=t.deps, delay_s=delay, src=np.concatenate([p.src for p in plans]),
             dst=np.concatenate([p.dst for p in plans]), size_bytes=size,
             weight=size / mean if mean > 0 else np.ones_like(size), routes=routes,
-            schedules=tuple(p.schedule for p in plans), count=t.count))
+            schedules=tuple(p.schedule for p in plans), count=t.count,
+            min_duration_s=t.count * max(p.min_transfer_s for p in plans)))
     sinks = tuple(i for i in range(len(tasks)) if i not in waited)
     fp = np.unique(np.concatenate(links)) if links else _NO
     return PreparedGraph(tasks=tuple(tasks), sinks=sinks, footprint_links=fp,
@@ -252,7 +260,7 @@ def add_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: floa
         else:
             ids.append(engine.add_coflow(t.src, t.dst, t.size_bytes, at_s=at_s, after=deps,
                                          delay_s=t.delay_s, weight=t.weight, routes=t.routes,
-                                         name=f"{name}/t{i}"))
+                                         name=f"{name}/t{i}", min_duration_s=t.min_duration_s))
     if task_ids is not None:
         task_ids.extend(ids)
     sinks = tuple(ids[s] for s in graph.sinks) if ids else after
@@ -296,7 +304,8 @@ def contract_graph(graph: PreparedGraph, task_s: np.ndarray, exclusive: np.ndarr
         else:
             new.append(PreparedTask(deps=deps, delay_s=t.delay_s, src=t.src, dst=t.dst,
                                     size_bytes=t.size_bytes, weight=t.weight, routes=t.routes,
-                                    schedules=t.schedules, count=t.count))
+                                    schedules=t.schedules, count=t.count,
+                                    min_duration_s=t.min_duration_s))
         where[i] = len(new) - 1
     waited = {d for t in new for d in t.deps}
     sinks = tuple(i for i in range(len(new)) if i not in waited)

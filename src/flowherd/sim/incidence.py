@@ -135,6 +135,7 @@ FLOW_COLUMNS = {
 COFLOW_COLUMNS = {
     "left": (np.int64, 0), "last": (np.float64, np.nan), "flo": (np.int64, 0), "fhi": (np.int64, 0),
     "base": (np.float64, 0.0), "delay": (np.float64, 0.0), "start": (np.float64, np.nan),
+    "cmin": (np.float64, 0.0),  # least duration from start to finish (NCCL's channel rate), s
     "finish": (np.float64, np.nan), "waiting": (np.int64, 0), "alo": (np.int64, 0),
     "ahi": (np.int64, 0), "dhead": (np.int64, -1), "dtail": (np.int64, -1), "cb": (np.bool_, False),
 }
