@@ -3,6 +3,7 @@
     python benchmarks/startup.py               # --help, a 64-GPU collective, simulate default
     python benchmarks/startup.py --with-make   # also `make demo` and `make test` (15+ minutes)
     python benchmarks/startup.py --repeats 9 --skip-simulate
+    python benchmarks/startup.py --skip-simulate --compare-jit   # the collective on both kernel paths
 
 Budgets are for a quiet 2-core machine: `flowherd --help` < 0.3 s, a 64-GPU `collective` < 0.6 s
 (medians of --repeats runs), `make demo` <= 5 min, `make test` <= 10 min. `simulate default` has
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5, help="runs of each short command (median)")
     ap.add_argument("--with-make", action="store_true", help="also time `make demo` and `make test`")
     ap.add_argument("--skip-simulate", action="store_true", help="skip `flowherd simulate default`")
+    ap.add_argument("--compare-jit", action="store_true",
+                    help="also time the collective with FLOWHERD_JIT=1 (numba's JIT, warm cache)")
     args = ap.parse_args(argv)
     fh = _flowherd()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {' '.join(fh)}", flush=True)
@@ -91,6 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, argv_ in (("flowherd --help", ["--help"]), ("flowherd " + " ".join(COLLECTIVE), COLLECTIVE)):
         med, cpu, runs = _median([*fh, *argv_], args.repeats, ROOT)
         _line(name, med, f"median of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)}", cpu)
+    if args.compare_jit:
+        os.environ["FLOWHERD_JIT"] = "1"
+        try:
+            med, cpu, runs = _median([*fh, *COLLECTIVE], args.repeats, ROOT)
+        finally:
+            del os.environ["FLOWHERD_JIT"]
+        print(f"{'  the same, FLOWHERD_JIT=1 (numba JIT, cached)':<78} {med:8.2f} s  CPU {cpu:.2f} s  "
+              f"median of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)}", flush=True)
     if not args.skip_simulate:
         wall, cpu = _time([*fh, "simulate", "default"], cwd=ROOT, timeout_s=3600)
         _line("flowherd simulate default", wall, cpu_s=cpu)
