@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-full test test-all lint bench startup docs browser clean validate ns3
+.PHONY: demo demo-full test test-all lint bench startup docs browser clean validate ns3 aot
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 
 # The quick demo, budgeted at 5 minutes of wall time on 2 quiet cores (it prints the CPU time its
 # simulations took; README, "What the demo shows").
-demo: $(STAMP)
+demo: $(STAMP) aot
 	$(BIN)/flowherd demo
 
 # Every literature baseline and every flowherd policy: several times as long (CASSINI and Crux
@@ -34,17 +34,23 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: sudo apt-get install chromium (the HTML report test needs it)"; fi; }
 
+# The engine's kernels compiled ahead of time (flowherd.sim.aot: a collective then starts without
+# numba). The install builds them; after an edit of a kernel module this rebuilds them (about a
+# minute of CPU); until then the kernels fall back to numba's JIT, same numbers, slower start.
+aot: $(STAMP)
+	$(BIN)/python -m flowherd.sim.aot_build --if-stale
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # ruff, then every test but the long validations (marker `slow`): under 10 minutes on 2 cores.
-test: $(STAMP) browser lint
-	$(BIN)/pytest -q -m "not slow"
+test: $(STAMP) aot browser lint
+	FLOWHERD_REQUIRE_AOT=1 $(BIN)/pytest -q -m "not slow"
 
 # Everything, the slow validations (the full demo on the embedded default, large fabrics,
 # SIGKILL-and-resume sweeps) included: about 20 minutes on 2 cores.
-test-all: $(STAMP) browser lint
-	$(BIN)/pytest -q
+test-all: $(STAMP) aot browser lint
+	FLOWHERD_REQUIRE_AOT=1 $(BIN)/pytest -q
 
 # flowherd's congestion model against ns-3 (validation/README.md; not part of `make test`).
 ns3:
@@ -63,7 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/engine.py
 
 # Start-up and run times against the README's budgets (--with-make adds `make demo` and `make test`).
-startup: $(STAMP)
+startup: $(STAMP) aot
 	$(BIN)/python benchmarks/startup.py
 
 # Regenerate docs/scenario-schema.md from the pydantic models (a test checks it is current).

@@ -21,13 +21,12 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from flowherd.errors import ConfigError
 
 if TYPE_CHECKING:
     import networkx as nx
+    import scipy.sparse as sp
 
 
 class NodeKind(IntEnum):
@@ -203,12 +202,16 @@ class Fabric:
 
     def adjacency(self) -> sp.csr_matrix:
         """Directed adjacency (node x node) with link ids + 1 as values."""
+        import scipy.sparse as sp  # a third of a second of import: only where it is used
+
         n = self.num_nodes
         data = np.arange(1, len(self.link_src) + 1)
         return sp.csr_matrix((data, (self.link_src, self.link_dst)), shape=(n, n))
 
     def check_connected(self) -> None:
         """Raise `ConfigError` unless every GPU can reach every other GPU."""
+        from scipy.sparse.csgraph import connected_components
+
         n_comp, labels = connected_components(self.adjacency(), directed=True, connection="strong")
         gpu_labels = labels[: self.num_gpus]
         if n_comp > 1 and np.any(gpu_labels != gpu_labels[0]):

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from numba import njit
 
+from flowherd.sim.aot import kernel
 from flowherd.sim.fairshare import fill_subset
 
 __all__ = ["NO_CLASS", "NO_THRESHOLD", "LinkState", "activate", "arrival_levels", "arrival_threshold",
@@ -27,7 +27,7 @@ __all__ = ["NO_CLASS", "NO_THRESHOLD", "LinkState", "activate", "arrival_levels"
 _SAT_RTOL = 1e-9
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _movable(f, prio, rate, weight, p_thr, t_thr):
     """Whether flow ``f``'s rate can change: its class is below the threshold's, or it is in
     the threshold's class at a level (rate / weight) of at least ``t_thr``, or it has no rate
@@ -39,7 +39,7 @@ def _movable(f, prio, rate, weight, p_thr, t_thr):
     return r == 0.0 or r >= t_thr * weight[f]
 
 
-@njit(cache=True)
+@kernel
 def _closure(seeds, forced, lo, hi, link_buf, load, cap, b_start, b_len, b_flow, link_mark,
              flow_mark, prio, rate, weight, p_thr, t_thr):
     """The flows whose rates an event can change: active flows reached from the links of the
@@ -90,7 +90,7 @@ def _closure(seeds, forced, lo, hi, link_buf, load, cap, b_start, b_len, b_flow,
 
 
 
-@njit(cache=True)
+@kernel
 def _residual(comp, lo, hi, link_buf, frac_buf, rate, nflows, cap, cap_eff, s_cnt, b_start, b_flow,
               b_inc, link_mark, flow_mark):
     """Set ``cap_eff`` on the links of ``comp`` to what the flows outside ``comp`` leave.
@@ -130,7 +130,7 @@ def _residual(comp, lo, hi, link_buf, frac_buf, rate, nflows, cap, cap_eff, s_cn
             link_mark[link_buf[k]] = False
 
 
-@njit(cache=True)
+@kernel
 def _newly_saturated(comp, lo, hi, link_buf, frac_buf, rate_new, nflows, cap, cap_eff, s_cnt,
                      s_pos, b_start, b_flow, prio, rate, weight, p_thr, t_thr):
     """Links of ``comp`` shared with outside flows whose rates can change (`_movable`) that the
@@ -179,7 +179,7 @@ def _newly_saturated(comp, lo, hi, link_buf, frac_buf, rate_new, nflows, cap, ca
 
 
 
-@njit(cache=True)
+@kernel
 def settle(flows, now, finish, rate, rem, t0, lo, hi, link_buf, frac_buf, link_bytes, link_nact,
             link_load, busy_since, busy_s):
     """Bring ``flows`` to time ``now`` at their current rates (all bytes if ``finish``): credit
@@ -210,7 +210,7 @@ def settle(flows, now, finish, rate, rem, t0, lo, hi, link_buf, frac_buf, link_b
         rate[f] = 0.0
 
 
-@njit(cache=True)
+@kernel
 def activate(flows, now, rate, rate_new, rem, txend, lo, hi, link_buf, frac_buf, link_nact,
               link_load, busy_since):
     """Give ``flows`` their new rates, put them on their links, set their transmission ends."""
@@ -255,7 +255,7 @@ class LinkState:
         self.scratch = Scratch(n)
 
 
-@njit(cache=True)
+@kernel
 def _update(seeds, lo, hi, link, frac, rate, rate_new, weight, prio, load, cap, cap_eff, cnt, pos,
             link_mark, flow_mark, s_pos, b_start, b_len, b_flow, b_inc, p_thr, t_thr):
     """`reallocate`'s passes in one compiled call: the component, its max-min rates (in
@@ -281,7 +281,7 @@ def _update(seeds, lo, hi, link, frac, rate, rate_new, weight, prio, load, cap, 
         forced = np.unique(np.concatenate((forced, more)))
 
 
-@njit(cache=True)
+@kernel
 def arrival_levels(new, lo, hi, link_buf, frac_buf, weight, prio, cap, b_start, b_len, b_flow,
                    b_inc):
     """A lower bound of each flow of ``new``'s level (rate / weight) in the max-min allocation
@@ -317,7 +317,7 @@ def arrival_levels(new, lo, hi, link_buf, frac_buf, weight, prio, cap, b_start, 
     return out
 
 
-@njit(cache=True)
+@kernel
 def arrival_threshold(new, lo, hi, link_buf, frac_buf, weight, prio, cap, b_start, b_len, b_flow,
                       b_inc):
     """The lowest (class, `arrival_levels` bound) among the flows ``new``."""

@@ -35,9 +35,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from numba import njit
 
 from flowherd.sim.allocation import LinkState, apply_rates
+from flowherd.sim.aot import kernel
 from flowherd.sim.fairshare import fill_subset
 
 __all__ = ["local_update", "reallocate_local"]
@@ -61,12 +61,12 @@ class _Scratch:
         self.uid = np.zeros(1, np.int64)  # one id per update: stamps need no reset
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _cur(g, in_c, rate, rate_new):
     return rate_new[g] if in_c[g] else rate[g]
 
 
-@njit(cache=True)
+@kernel
 def _summary(lnk, uid, frac_buf, b_start, b_len, b_flow, b_inc, in_c, rate, rate_new, weight, prio,
              s_load, s_pmax, s_mlev, s_stamp):
     """Load, lowest class with a positive rate and its highest level on ``lnk``, at the current
@@ -94,7 +94,7 @@ def _summary(lnk, uid, frac_buf, b_start, b_len, b_flow, b_inc, in_c, rate, rate
     s_stamp[lnk] = uid
 
 
-@njit(cache=True)
+@kernel
 def _find_bottleneck(f, first, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_len, b_flow, b_inc,
                      in_c, rate, rate_new, weight, prio, s_load, s_pmax, s_mlev, s_stamp):
     """One bottleneck link of ``f`` at the current rates (``first`` tried first), or -1."""
@@ -120,7 +120,7 @@ def _find_bottleneck(f, first, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_
     return -1
 
 
-@njit(cache=True)
+@kernel
 def _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_len, b_flow, b_inc, in_c,
                     rate, rate_new, weight, prio, s_load, s_pmax, s_mlev, s_stamp, grown, n_grown):
     """Bring into ``C`` (at their current rates) the flows outside it that dominate ``f`` on its
@@ -153,7 +153,7 @@ def _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_len, b_f
     return grown, n_grown, best_l
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _put(arr, n, v):
     # int64 only: a dtype taken from the array would be unpickled at every call
     if n == arr.size:
@@ -164,7 +164,7 @@ def _put(arr, n, v):
     return arr
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _put_f(arr, n, v):
     if n == arr.size:
         new = np.empty(2 * arr.size + 16, np.float64)
@@ -174,7 +174,7 @@ def _put_f(arr, n, v):
     return arr
 
 
-@njit(cache=True)
+@kernel
 def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, weight, prio, cap,
                  cap_eff, s_pos, l_mark, in_c, b_start, b_len, b_flow, b_inc, bn, s_load, s_pmax,
                  s_mlev, s_stamp, s_raw, dirty, uid_box):

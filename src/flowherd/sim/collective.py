@@ -43,8 +43,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
 from flowherd.collectives.algorithms import ALGORITHMS, build_schedule
 from flowherd.collectives.nccl import LATENCY_MODELS, PROTOCOLS
@@ -113,6 +111,9 @@ def pair_latency_s(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarr
     Every router of flowherd uses fewest-hop paths, and in the fabrics flowherd builds all
     fewest-hop paths between two GPUs have the same latency.
     """
+    from scipy.sparse import csr_matrix  # scipy's import is a third of a second: here only
+    from scipy.sparse.csgraph import shortest_path
+
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     if src.size == 0:

@@ -24,9 +24,9 @@ on the capacity the classes before it left. A flow with no links gets rate ``+in
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from flowherd.errors import ConfigError
+from flowherd.sim.aot import kernel
 
 __all__ = ["Scratch", "fill_subset", "max_min_rates", "max_min_rates_reference", "max_min_subset"]
 
@@ -37,7 +37,7 @@ _EPS = 1e-12
 
 
 # ---- a binary min-heap of (key, link) in two arrays --------------------------------
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _heap_push(hk, hl, n, key, lnk):
     i = n
     while i > 0:
@@ -52,7 +52,7 @@ def _heap_push(hk, hl, n, key, lnk):
     return n + 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _heap_pop(hk, hl, n):
     # removes the root; caller has read it already
     n -= 1
@@ -75,7 +75,7 @@ def _heap_pop(hk, hl, n):
     return n
 
 
-@njit(cache=True)
+@kernel
 def _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn):
     """Push flow ``i``'s link of lowest level (ties: lowest id) unless a key as low is there."""
     best = np.inf
@@ -100,7 +100,7 @@ def _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn):
     return hk, hl, _heap_push(hk, hl, hn, best, bj)
 
 
-@njit(cache=True)
+@kernel
 def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_pos):
     """Max-min rates of ``flows`` (ids sorted by priority), written into ``rates[flow]``.
 
@@ -241,7 +241,7 @@ class Scratch:
         self.pos = np.zeros(num_links, np.int64)
 
 
-@njit(cache=True)
+@kernel
 def fill_subset(flows, lo, hi, link, frac, weight, priority, capacity, rates, s_pos):
     """`max_min_subset` in compiled code (for callers that are compiled too)."""
     order = np.argsort(priority[flows], kind="mergesort")  # stable

@@ -6,14 +6,14 @@ cluster run's time once the rate updates got local)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from flowherd.sim.allocation import NO_CLASS, settle
+from flowherd.sim.aot import kernel
 from flowherd.sim.incidence import adj_remove
 
 __all__ = ["count_off", "end_flows", "soonest", "split_done", "start_flows"]
 
-@njit(cache=True)
+@kernel
 def soonest(act, txend):
     """The earliest transmission end of the flows ``act`` (+inf if none)."""
     t = np.inf
@@ -24,7 +24,7 @@ def soonest(act, txend):
     return t
 
 
-@njit(cache=True)
+@kernel
 def split_done(act, txend, start, now, time_tol, completion_rtol):
     """``act`` split into the flows that end at ``now`` (transmission end within ``time_tol``
     of it, or, in the approximate mode, within ``completion_rtol`` of the time since the flow
@@ -47,7 +47,7 @@ def split_done(act, txend, start, now, time_tol, completion_rtol):
     return done[:nd], keep[:nk]
 
 
-@njit(cache=True)
+@kernel
 def end_flows(done, now, rate, weight, prio, rem, t0, lo, hi, link_buf, frac_buf, link_bytes,
               link_nact, link_load, busy_since, busy_s, inc_pos, b_start, b_len, b_flow, b_inc,
               txend, finish, lat):
@@ -73,7 +73,7 @@ def end_flows(done, now, rate, weight, prio, rem, t0, lo, hi, link_buf, frac_buf
     return p_min, t_min
 
 
-@njit(cache=True)
+@kernel
 def count_off(done, coflow, finish, c_left, c_last):
     """Count the flows ``done`` off their coflows (flows left, latest finish); returns the
     coflows that have none left, in increasing id order."""
@@ -91,7 +91,7 @@ def count_off(done, coflow, finish, c_left, c_last):
     return np.sort(out[:m])
 
 
-@njit(cache=True)
+@kernel
 def start_flows(lo, hi, now, size, f_lo, f_hi, lat, start, txend, finish, rem, t0, rate):
     """Start the flows ``lo .. hi - 1`` of a coflow at ``now``. Zero-byte and link-less
     (same-GPU) flows are over at once (no rate, only latency). Returns the others (to put on

@@ -8,13 +8,14 @@ event touches (`flowherd.sim.network.model.NetworkModel.on_rates`).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from flowherd.sim.aot import kernel
 
 __all__ = ["burst_peaks", "done_pass", "flow_extras", "flow_pass", "link_update", "pause_victims",
            "rates_pass", "touched_links", "touched_net_links", "upstream_links"]
 
 
-@njit(cache=True)
+@kernel
 def _distinct_links(flows, lo, hi, link_buf, mark, is_net, net_only):
     # first-seen order; a preallocated buffer, not a list (a typed list costs microseconds a call)
     total = 0
@@ -35,19 +36,19 @@ def _distinct_links(flows, lo, hi, link_buf, mark, is_net, net_only):
     return res[:m]
 
 
-@njit(cache=True)
+@kernel
 def touched_links(flows, lo, hi, link_buf, mark):
     """The distinct links of ``flows``, in first-seen order (``mark`` zero on entry and exit)."""
     return _distinct_links(flows, lo, hi, link_buf, mark, mark, False)
 
 
-@njit(cache=True)
+@kernel
 def touched_net_links(flows, lo, hi, link_buf, mark, is_net):
     """The distinct network links of ``flows`` (`touched_links` without the others)."""
     return _distinct_links(flows, lo, hi, link_buf, mark, is_net, True)
 
 
-@njit(cache=True)
+@kernel
 def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q, cap_wire, link_src,
               link_dst, is_net, mark, s_dload, s_rtt, s_cnt):
     """Per flow of ``comp``: base RTT, RTT with the standing queues, line rate (narrowest link),
@@ -136,7 +137,7 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
     return rtt, rtt_q, line, net, t, dload, rtt_l, pot
 
 
-@njit(cache=True)
+@kernel
 def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_rec, marked, is_net,
                 src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes,
                 dq_cls, dq_p, dq_q):
@@ -198,7 +199,7 @@ def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_
     return sat, ch_l[:nch], ch_q[:nch], -1
 
 
-@njit(cache=True)
+@kernel
 def upstream_links(flows, lo, hi, link_buf, link_dst, node, mark):
     """The distinct links of ``flows`` that end at switch ``node`` (the links feeding a port of
     it), sorted (``mark`` zero on entry and exit)."""
@@ -208,7 +209,7 @@ def upstream_links(flows, lo, hi, link_buf, link_dst, node, mark):
     return res
 
 
-@njit(cache=True)
+@kernel
 def pause_victims(flows_u, prio, cls_mask, on_port_sorted, comp_sorted, comp_order, t_pause, extra, lat):
     """Each flow of a paused link whose port queue ``prio[v]`` is a paused class (``cls_mask``)
     and that is not one of the congested port's own (``on_port``) loses ``t_pause``: into
@@ -231,7 +232,7 @@ def pause_victims(flows_u, prio, cls_mask, on_port_sorted, comp_sorted, comp_ord
     return n_cls
 
 
-@njit(cache=True)
+@kernel
 def _slow_start_loss(size, rate, rtt, iw, growth):
     # scalar `fluid.slow_start_loss_s` (the documented reference; tests check they agree)
     r = max(rate, 1e-300)
@@ -246,7 +247,7 @@ def _slow_start_loss(size, rate, rtt, iw, growth):
     return max(t - size / r, 0.0)
 
 
-@njit(cache=True)
+@kernel
 def flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp, setup_rtts, iw,
                 growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai):
     """The start and convergence costs of `NetworkModel.on_rates` per flow of ``comp`` that
@@ -290,7 +291,7 @@ def flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q
     return fresh
 
 
-@njit(cache=True)
+@kernel
 def burst_peaks(comp, lo, hi, link_buf, frac_buf, rtt, line, rem, prio, is_net, load, cap_wire, q, lossless_q,
                 wire_eff, tcp, iw_wire, cnp_interval, pos, arrive):
     """The first-window bursts of the fresh flows ``comp`` (`NetworkModel._bursts`): per network
@@ -386,7 +387,7 @@ def burst_peaks(comp, lo, hi, link_buf, frac_buf, rtt, line, rem, prio, is_net, 
     return h, peak, ll
 
 
-@njit(cache=True)
+@kernel
 def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, start, prio, lat, now,
                rtt_part, q, q_max, cap_wire, link_src, link_dst, is_net, load, b_len, arrive, lossless_q,
                mark, s_dload, s_rtt, s_cnt, pos, tcp, setup_rtts, iw, growth, mss, ramp_gain, dcqcn_timer,
@@ -441,7 +442,7 @@ def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
     return fi, t, nflows, new_load, rtt_l, h, peak, ll, sat, ch_l, ch_q, need
 
 
-@njit(cache=True)
+@kernel
 def done_pass(done, lo, hi, link_buf, scratch, is_net, b_len, load, rtt_part, now, q, q_t, q_int, q_max,
               mark_frac, load_rec, marked, src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes,
               pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q):

@@ -1,0 +1,71 @@
+"""Start-up of `flowherd collective` (issue 16): what a preset collective imports, and that the
+shortcuts taken for it build what the long way builds.
+
+(pydantic is imported in any case: typer 0.29 converts every command option with it.)"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from flowherd.cli.checks import load_fabric_arg
+from flowherd.errors import ConfigError
+from flowherd.fabric.core import Fabric
+from flowherd.fabric.spec import load_fabric
+
+_COLLECTIVE = ("import json, sys; from flowherd.cli import main; "
+               "code = main(['collective', '--op', 'allreduce', '--size', '64MiB', '--gpus', '16', "
+               "'--fabric', 'dgx-superpod-h100-1su', '--json']); "
+               "print(json.dumps(sorted(m for m in ('numba', 'llvmlite', 'highspy', "
+               "'networkx', 'matplotlib', 'flowherd.fabric.spec', 'flowherd.fabric.metrics', "
+               "'flowherd.planning') if m in sys.modules))); sys.exit(code)")
+
+
+def test_a_preset_collective_imports_no_schema_no_planner_no_plotting():
+    out = subprocess.run([sys.executable, "-c", _COLLECTIVE], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result, modules = out.stdout.strip().splitlines()[-2:]
+    assert json.loads(result)["num_gpus"] == 16
+    from flowherd.sim import aot
+
+    expected = [] if aot.mode()[0] == "aot" else ["llvmlite", "numba"]  # the JIT path needs numba
+    assert json.loads(modules) == expected
+
+
+@pytest.mark.parametrize("name", ["dgx-superpod-h100-1su", "ndv2", "dgx1"])
+def test_a_preset_argument_builds_what_load_fabric_builds(name):
+    short, long = load_fabric_arg(name, "--fabric"), load_fabric(name)
+    assert isinstance(short, Fabric) and short.name == long.name
+    for field in Fabric.__dataclass_fields__:
+        a, b = getattr(short, field), getattr(long, field)
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype and np.array_equal(a, b), field
+        else:
+            assert a == b, field
+
+
+def test_an_unknown_preset_still_says_where_to_look():
+    with pytest.raises(ConfigError) as err:
+        load_fabric_arg("dgx-superpod-h100-1sux", "--fabric")
+    msg = str(err.value)
+    assert "dgx-superpod-h100-1su" in msg and "flowherd fabric --list" in msg
+
+
+def test_a_disconnected_preset_is_refused_naming_the_field(monkeypatch):
+    from flowherd.fabric import presets
+
+    broken = presets.preset("dgx1")
+    keep = (broken.link_src != 1) & (broken.link_dst != 1)  # GPU 1 cut off
+    cut = dataclasses.replace(broken, link_src=broken.link_src[keep], link_dst=broken.link_dst[keep],
+                              link_capacity_bytes_per_s=broken.link_capacity_bytes_per_s[keep],
+                              link_latency_s=broken.link_latency_s[keep],
+                              link_kind=broken.link_kind[keep])
+    monkeypatch.setitem(presets.PRESETS._entries, "cut-test", lambda: cut)
+    with pytest.raises(ConfigError, match=r"disconnected.*\(fabric\)"):
+        load_fabric_arg("cut-test", "--fabric")
