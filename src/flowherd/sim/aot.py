@@ -77,6 +77,11 @@ EXPORTS: dict[str, str] = {
         "none", _A, "f8", _F, _F, _F, _F, _A, _A, _A, _F, _A, _F, _F),
     "flowherd.sim.incidence.adj_insert": _sig("UniTuple(i8, 2)", *[_A] * 10, "i8"),
     "flowherd.sim.incidence.adj_rebuild": _sig("i8", *[_A] * 10),
+    "flowherd.sim.event_loop.heap_push": _sig("none", _F, _A, _A, _A, _A, "f8", "i8", "i8"),
+    "flowherd.sim.event_loop.run_events": _sig(  # `flowherd.sim.event_loop.drive` calls it
+        "i8", "f8", _A, _F, _A, _A, _A, _A, _F, _F, _F, _A, _A, _A, _F, _F, _F, _F, _F, _F, _F, _B, _A,
+        _A, _F, _A, _F, _F, _F, _F, _A, _F, _F, _B, _A, _F, _A, _F, _A, _F, _B, _A, _A, _A, _A, _A, _A,
+        _A, _F, _A, _A, _F, _F, _F, _F, _F, _A, _A, _A, _A, _B, _A, _A, _A, _F, _A, _A, _A),
 }
 
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
 
 from flowherd.errors import SimulationError
 from flowherd.sim.allocation import activate, settle
+from flowherd.sim.aot import kernel
 from flowherd.sim.bottleneck import local_update
 from flowherd.sim.incidence import adj_insert, buckets_add
 
@@ -71,7 +71,7 @@ NUM_F = 4
 _TIME_RTOL = 1e-12
 
 
-@njit(cache=True)
+@kernel
 def heap_push(h_t, h_seq, h_kind, h_cid, st_i, t, kind, cid):
     """Push event ``(t, next sequence number)`` (the caller keeps room for it)."""
     n = st_i[HEAP_N]
@@ -94,13 +94,13 @@ def heap_push(h_t, h_seq, h_kind, h_cid, st_i, t, kind, cid):
     st_i[HEAP_N] = n + 1
 
 
-@njit(cache=True)
+@kernel
 def heap_push_many(h_t, h_seq, h_kind, h_cid, st_i, t, kind, cid):
     for i in range(t.size):
         heap_push(h_t, h_seq, h_kind, h_cid, st_i, t[i], kind, cid[i])
 
 
-@njit(cache=True)
+@kernel
 def _heap_pop(h_t, h_seq, h_kind, h_cid, st_i):
     """Drop the first event (the caller read it at index 0)."""
     n = st_i[HEAP_N] - 1
@@ -131,7 +131,7 @@ def _heap_pop(h_t, h_seq, h_kind, h_cid, st_i):
     h_cid[i] = cid
 
 
-@njit(cache=True)
+@kernel
 def _release_time(d, now, c_base, c_delay, c_finish, c_alo, c_ahi, after_buf):
     start = c_base[d]
     for k in range(c_alo[d], c_ahi[d]):
@@ -139,7 +139,7 @@ def _release_time(d, now, c_base, c_delay, c_finish, c_alo, c_ahi, after_buf):
     return max(start + c_delay[d], now)
 
 
-@njit(cache=True)
+@kernel
 def link_coflows(c0, c1, now, c_base, c_delay, c_finish, c_waiting, c_alo, c_ahi, c_dhead,
                  c_dtail, after_buf, e_to, e_next, e_count, h_t, h_seq, h_kind, h_cid, st_i):
     """Wire coflows ``c0 .. c1 - 1`` (their ``after`` lists in place) to their dependencies, in
@@ -173,7 +173,7 @@ def link_coflows(c0, c1, now, c_base, c_delay, c_finish, c_waiting, c_alo, c_ahi
     return e_count
 
 
-@njit(cache=True)
+@kernel
 def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                f_coflow, f_size, f_lat, f_weight, f_prio, f_lo, f_hi, f_start, f_txend, f_finish,
                f_rem, f_t0, f_rate, f_rate_new, f_mark, f_bn, link_buf, frac_buf, inc_pos,

@@ -25,12 +25,13 @@ and a flow takes a CNP in an interval when it can expect at least one marked pac
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from flowherd.sim.aot import kernel
 
 __all__ = ["start_loss_s"]
 
 
-@njit(cache=True)
+@kernel
 def start_loss_s(n, size_wire_bytes, line_bytes_per_s, cap_bytes_per_s, n_ingress, xoff_bytes,
                  kmin_bytes, kmax_bytes, pmax, pkt_bytes, cnp_interval_s, alpha_interval_s, timer_s,
                  fast_recovery_steps, rai_bytes_per_s, rhai_bytes_per_s, g, min_rate_bytes_per_s,
