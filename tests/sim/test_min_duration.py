@@ -4,7 +4,7 @@ are faster, at its flows' end when they are slower, and a pure delay lasts its l
 
 import numpy as np
 import pytest
-from tests.sim.test_engine import B, star, star_routes
+from test_engine import B, star, star_routes
 
 from flowherd.errors import ConfigError
 from flowherd.sim import Engine
