@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from flowherd.errors import InfeasibleError
+from flowherd.fabric.sparse_rows import Csr
 from flowherd.routing.pathsets import _ranges, splitmix64
 
 __all__ = ["ClosTables"]
@@ -46,35 +46,34 @@ class ClosTables:
             np.cumsum(np.bincount(tails, minlength=n), out=ptr[1:])
             self._upc[big_t] = (ptr, lk[o])
         # up-set classes per tier: label of each GPU's up-set, node -> class when a partition
-        upm = sp.csr_matrix((np.ones(up_s.size), (up_s, up_d)), shape=(n, n))
+        upm = Csr.from_coo(up_s, up_d, np.ones(up_s.size), (n, n))
         rng = np.random.default_rng(12345)
         self._gpu_label: list[np.ndarray] = [np.arange(g, dtype=np.int64)]
         self._node_label: list[np.ndarray] = [np.concatenate([np.arange(g), np.full(n - g, -1)])]
         self._num_classes: list[int] = [g]
         self._partition: list[bool] = [True]
-        a1 = upm[:g].tocsr()
-        self._nonempty: list[np.ndarray] = [np.ones(g, dtype=bool), np.diff(a1.indptr) > 0]
+        a1 = upm.take(np.arange(g))
+        self._nonempty: list[np.ndarray] = [np.ones(g, dtype=bool), a1.row_nnz() > 0]
         lab, nl, ncl, part = _classes(a1, rng, n)
         self._gpu_label.append(lab)
         self._node_label.append(nl)
         self._num_classes.append(ncl)
         self._partition.append(part)
         if tmax >= 2:
-            r2 = (a1 @ upm).tocsr()
-            r2.sort_indices()
+            r2 = a1.matmul(upm)
             r1, r2v = rng.random(n), rng.random(n)
-            h = np.stack([r2 @ r1, r2 @ r2v], axis=1)
+            h = np.stack([r2.matvec(r1), r2.matvec(r2v)], axis=1)
             _, first, attach = np.unique(h, axis=0, return_index=True, return_inverse=True)
             attach = attach.ravel()
-            reach = r2[first]
+            reach = r2.take(first)
             for _t in range(2, tmax + 1):
                 alab, nl, ncl, part = _classes(reach, rng, n)
                 self._gpu_label.append(alab[attach])
-                self._nonempty.append((np.diff(reach.indptr) > 0)[attach])
+                self._nonempty.append((reach.row_nnz() > 0)[attach])
                 self._node_label.append(nl)
                 self._num_classes.append(ncl)
                 self._partition.append(part)
-                reach = (reach @ upm).tocsr()
+                reach = reach.matmul(upm)
         # down candidates keyed by (node, class of the next node at tier t)
         self._downc: list[tuple[np.ndarray, np.ndarray, int]] = []
         dl = np.flatnonzero(down_mask)
@@ -222,21 +221,17 @@ class _Half:
     symmetric: bool  # equal path counts to every meeting node
 
 
-def _classes(mat: sp.csr_matrix, rng: np.random.Generator,
+def _classes(mat: Csr, rng: np.random.Generator,
              n: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
     """Rows grouped by support: (class per row, class per node or -1, classes, partition?)."""
-    b = mat.copy().tocsr()
-    b.sum_duplicates()
-    b.sort_indices()
-    b.data[:] = 1.0
+    b = mat.binary()
     r1, r2 = rng.random(n), rng.random(n)
-    h = np.stack([b @ r1, b @ r2], axis=1)
+    h = np.stack([b.matvec(r1), b.matvec(r2)], axis=1)
     _, first, inv = np.unique(h, axis=0, return_index=True, return_inverse=True)
-    rep = b[first]
-    colsum = np.asarray(rep.sum(axis=0)).ravel()
+    rep = b.take(first)
+    colsum = rep.col_sums()
     partition = bool(colsum.max(initial=0) <= 1)
     node_label = np.full(n, -1, dtype=np.int64)
     if partition:
-        rows = np.repeat(np.arange(rep.shape[0]), np.diff(rep.indptr))
-        node_label[rep.indices] = rows
+        node_label[rep.col] = rep.rows_of_entries()
     return inv.ravel().astype(np.int64), node_label, len(first), partition

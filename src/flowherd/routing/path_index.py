@@ -10,11 +10,10 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import shortest_path as _csgraph_shortest_path
 
 from flowherd.errors import ConfigError, InfeasibleError
 from flowherd.fabric.core import Fabric, LinkKind, NodeKind
+from flowherd.fabric.sparse_rows import bfs_hops, by_head, propagate
 from flowherd.routing.clos_tables import ClosTables
 from flowherd.routing.pathsets import PathDag, _empty_dag, _finish_dag, splitmix64
 
@@ -117,29 +116,30 @@ class PathIndex(ClosTables):
         pos = np.full(self._n, -1)
         pos[sw] = np.arange(sw.size)
         m = self._switch[s] & self._switch[d]
-        graph = sp.csr_matrix((np.ones(int(m.sum())), (pos[s[m]], pos[d[m]])),
-                              shape=(sw.size, sw.size))
         leaves = np.unique(d[(kind[s] == NodeKind.NIC) & self._switch[d]])
         if leaves.size == 0:
             return "clos", "no leaves"
         sample = leaves
         if leaves.size > 128:
             sample = np.sort(np.random.default_rng(0).choice(leaves, 64, replace=False))
-        true = _csgraph_shortest_path(graph, unweighted=True, indices=pos[sample])[:, pos[leaves]]
+        # fewest hops between leaves over every switch-to-switch link, by breadth-first search
+        true = bfs_hops(pos[s[m]], pos[d[m]], sw.size, pos[sample])[:, pos[leaves]]
+        # the up-down ones: a leaf meets a sampled leaf after t hops up from both when it is t
+        # hops down from the sample's up-set at t
         updown = np.full(true.shape, np.inf)
-        up_mask = tier[d] > tier[s]
-        up = sp.csr_matrix((np.ones(int(up_mask.sum())), (s[up_mask], d[up_mask])),
-                           shape=(self._n, self._n))
-        reach = sp.csr_matrix((np.ones(leaves.size), (np.arange(leaves.size), leaves)),
-                              shape=(leaves.size, self._n))
-        rows = np.searchsorted(leaves, sample)
-        t = 2
-        while reach.nnz:
-            meet = (reach[rows] @ reach.T).toarray() > 0
-            fresh = meet & np.isinf(updown)
-            updown[fresh] = 2 * (t - 2)
-            reach = (reach @ up).tocsr()
-            reach.data[:] = 1.0
+        up_mask = m & (tier[d] > tier[s])
+        up = by_head(pos[s[up_mask]], pos[d[up_mask]])
+        down = by_head(pos[d[up_mask]], pos[s[up_mask]])
+        above = np.zeros((sw.size, sample.size), dtype=bool)
+        above[pos[sample], np.arange(sample.size)] = True
+        t = 0
+        while above.any():
+            below = above
+            for _ in range(t):
+                below = propagate(below, down)
+            meet = below[pos[leaves]].T
+            updown[meet & np.isinf(updown)] = 2 * t
+            above = propagate(above, up)
             t += 1
         if not np.array_equal(true, updown):
             return "graph", "a valley path between leaves is shorter than the up-down paths"
