@@ -4,6 +4,7 @@
     python benchmarks/startup.py --with-make   # also `make demo` and `make test` (15+ minutes)
     python benchmarks/startup.py --repeats 9 --skip-simulate
     python benchmarks/startup.py --skip-simulate --compare-jit   # the collective on both kernel paths
+    python benchmarks/startup.py --skip-simulate --breakdown     # and its CPU seconds phase by phase
 
 Budgets are for a quiet 2-core machine: `flowherd --help` < 0.3 s, a 64-GPU `collective` < 0.6 s
 (medians of --repeats runs), `make demo` <= 5 min, `make test` <= 10 min. `simulate default` has
@@ -12,7 +13,10 @@ busy machine every wall time is longer, and a ratio to `python -c pass` (also pr
 much; the CPU seconds (user + system of the command, also medians) are what a quiet machine's
 wall time would be for these single-threaded commands, nearly whatever the load. The path the
 engine's kernels take (`flowherd.sim.aot`: compiled ahead of time, or numba's JIT) is printed
-first: the JIT path costs about a second more.
+first: the JIT path costs about a second more. ``--breakdown`` adds the collective's CPU seconds
+phase by phase (`benchmarks/collective_phases.py`: imports, flag parsing, fabric, schedule,
+routing, engine, output; medians of --repeats runs), and whether Python may cache its bytecode
+(``PYTHONDONTWRITEBYTECODE`` set and no ``__pycache__``: every module compiled at every start).
 """
 
 from __future__ import annotations
@@ -75,6 +79,26 @@ def _line(name: str, wall_s: float, detail: str = "", cpu_s: float | None = None
     print(f"{name:<78} {wall_s:8.2f} s  {verdict}{cpu}{'  ' + detail if detail else ''}", flush=True)
 
 
+def _breakdown(repeats: int) -> None:
+    """The collective's phases (`collective_phases.py`, one process per run), medians."""
+    import json
+
+    script = Path(__file__).with_name("collective_phases.py")
+    runs = []
+    for _ in range(repeats):
+        out = subprocess.run([sys.executable, str(script), "--json", *COLLECTIVE], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            raise SystemExit(f"{script.name} failed: {out.stderr[-2000:]}")
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    total = statistics.median(sum(r.values()) for r in runs)
+    print(f"  phases of the collective, CPU seconds (medians of {repeats} runs; total {total:.3f}):",
+          flush=True)
+    for name, s in med.items():
+        print(f"    {name:<24} {s:6.3f} s  {100 * s / total:4.0f}%", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5, help="runs of each short command (median)")
@@ -82,18 +106,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-simulate", action="store_true", help="skip `flowherd simulate default`")
     ap.add_argument("--compare-jit", action="store_true",
                     help="also time the collective with FLOWHERD_JIT=1 (numba's JIT, warm cache)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also the collective's CPU seconds phase by phase (collective_phases.py)")
     args = ap.parse_args(argv)
     fh = _flowherd()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {' '.join(fh)}", flush=True)
     kernels = subprocess.run([sys.executable, "-m", "flowherd.sim.aot_build", "--status"],
                              capture_output=True, text=True, cwd=ROOT)
     print(f"engine kernels: {kernels.stdout.strip() or kernels.stderr.strip()[-300:]}", flush=True)
+    cached = any((ROOT / "src" / "flowherd").glob("__pycache__/*.pyc"))
+    no_write = "set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "unset"
+    print(f"bytecode: PYTHONDONTWRITEBYTECODE={no_write}, flowherd's __pycache__ "
+          f"{'present' if cached else 'absent'}", flush=True)
     base, base_cpu, _ = _median([sys.executable, "-c", "pass"], args.repeats, ROOT)
     print(f"{'python -c pass (the interpreter alone)':<78} {base:8.2f} s  CPU {base_cpu:.2f} s",
           flush=True)
+    cpus = {}
     for name, argv_ in (("flowherd --help", ["--help"]), ("flowherd " + " ".join(COLLECTIVE), COLLECTIVE)):
-        med, cpu, runs = _median([*fh, *argv_], args.repeats, ROOT)
-        _line(name, med, f"median of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)}", cpu)
+        med, cpus[name], runs = _median([*fh, *argv_], args.repeats, ROOT)
+        _line(name, med, f"median of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)}", cpus[name])
+    help_cpu, coll_cpu = cpus.values()
+    print(f"{'  the collective / --help, CPU':<78} {coll_cpu / max(help_cpu, 1e-9):8.2f} x", flush=True)
+    if args.breakdown:
+        _breakdown(args.repeats)
     if args.compare_jit:
         os.environ["FLOWHERD_JIT"] = "1"
         try:

@@ -13,13 +13,27 @@ from pathlib import Path
 from typing import Any
 
 from flowherd.errors import ConfigError, UnknownNameError
-from flowherd.experiments.loading import clip, short_unknown
 from flowherd.experiments.runs import check_seed
 
 __all__ = ["check_count", "check_out_dir", "check_out_file", "check_seed", "error_line", "load_fabric_arg",
            "plain", "short_unknown", "usage_error_line"]
 
 MAX_MESSAGE_CHARS = 600
+
+
+# flowherd.experiments.loading imports yaml (0.03 s of start-up): only when a message needs it
+def clip(value: object) -> str:
+    """`flowherd.experiments.loading.clip`: a short repr of `value` for a message."""
+    from flowherd.experiments.loading import clip as _clip
+
+    return _clip(value)
+
+
+def short_unknown(err: UnknownNameError, field: str, listing: str) -> ConfigError:
+    """`flowherd.experiments.loading.short_unknown`: one line for an unknown name of a long registry."""
+    from flowherd.experiments.loading import short_unknown as _short_unknown
+
+    return _short_unknown(err, field, listing)
 
 
 def error_line(err: BaseException | str) -> str:

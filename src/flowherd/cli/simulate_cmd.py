@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 
 from flowherd.cli import app
 from flowherd.errors import ConfigError
@@ -35,6 +34,8 @@ def _write_out(out_dir: Path, result: dict[str, Any], source: dict[str, Any]) ->
         tmp.write_text(text)
         tmp.replace(out_dir / name)
         written.append(out_dir / name)
+
+    import yaml  # here: `simulate --help` and a run without --out need none
 
     put("scenario.yaml", yaml.safe_dump(source, sort_keys=False))
     put("result.json", json.dumps(result, indent=1))

@@ -1,0 +1,127 @@
+"""Where a `flowherd collective` spends its CPU time, phase by phase (issue 16's start-up).
+
+    python benchmarks/collective_phases.py [--json] [COLLECTIVE ARGS ...]
+
+Runs the command once in this process, as the console script does, with timers around its
+phases, in CPU seconds of this process (``time.process_time``: user + system, nearly the same
+on a busy machine as on a quiet one), and prints one line per phase; ``--json`` prints them as
+one object (``benchmarks/startup.py --breakdown`` takes the medians of several runs). Phases:
+
+* ``interpreter``: Python's start, up to this script's first line;
+* ``cli import``: ``flowherd.cli`` (typer) and the command's module;
+* ``command imports``: what the command imports when it runs (the simulator, the engine and its
+  ahead-of-time compiled kernels, the network models), imported here first to be timed alone;
+* ``parse``: typer's parsing of the flags (typer >= 0.2x coerces each with a pydantic
+  TypeAdapter, and imports pydantic for it);
+* ``fabric``: the preset built and its connectivity checked;
+* ``schedule``: NCCL's algorithm selection, the channels, the steps of the collective;
+* ``routing``: the router, the fabric's path index, every step's routes;
+* ``engine: add flows``, ``engine: run``: the flows handed to the engine, its event loop;
+* ``output``: the table (rich, imported then) or the JSON line;
+* ``rest``: the command's other lines (flag checks, the network model).
+"""
+
+from __future__ import annotations
+
+import time
+
+_T0 = time.process_time()
+
+import contextlib  # noqa: E402
+import functools  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+
+DEFAULT = ["collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "64",
+           "--fabric", "dgx-superpod-h100-1su"]
+PHASES = ("interpreter", "cli import", "command imports", "parse", "fabric", "schedule", "routing",
+          "engine: add flows", "engine: run", "output", "rest")
+
+
+def _timed(acc: dict[str, float], name: str, fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        t = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            acc[name] = acc.get(name, 0.0) + time.process_time() - t
+    return wrapper
+
+
+def measure(argv: list[str]) -> dict[str, float]:
+    """CPU seconds of each phase of ``flowherd *argv`` (a `collective`) run in this process."""
+    acc: dict[str, float] = {"interpreter": _T0}
+    t = time.process_time()
+    import flowherd.cli
+    from flowherd.cli import load_command, main
+
+    load_command(argv[0])
+    acc["cli import"] = time.process_time() - t
+    t = time.process_time()
+    import flowherd.cli.checks as checks
+    import flowherd.collectives.nccl
+    import flowherd.routing.policies as policies
+    import flowherd.sim.collective as sc
+    import flowherd.sim.engine as engine
+    import flowherd.sim.network
+
+    acc["command imports"] = time.process_time() - t
+    checks.load_fabric_arg = _timed(acc, "fabric", checks.load_fabric_arg)
+    for fn in ("choose", "nccl_channels", "build_schedule", "predicted_time_s"):
+        setattr(sc, fn, _timed(acc, "schedule", getattr(sc, fn)))
+    policies.make_router = _timed(acc, "routing", policies.make_router)
+    sc._step_routes = _timed(acc, "routing", sc._step_routes)
+    engine.Engine.add_coflow = _timed(acc, "engine: add flows", engine.Engine.add_coflow)
+    engine.Engine.run = _timed(acc, "engine: run", engine.Engine.run)
+    marks: dict[str, float] = {}
+    simulate = sc.simulate_collective
+
+    @functools.wraps(simulate)
+    def simulate_marked(*args, **kwargs):
+        try:
+            return simulate(*args, **kwargs)
+        finally:
+            marks["simulated"] = time.process_time()
+    sc.simulate_collective = simulate_marked
+    info = next(c for c in flowherd.cli.app.registered_commands if c.name == argv[0])
+    command = info.callback
+
+    @functools.wraps(command)  # typer reads the flags off the wrapped signature
+    def command_marked(*args, **kwargs):
+        marks["body"] = time.process_time()
+        try:
+            return command(*args, **kwargs)
+        finally:
+            marks["done"] = time.process_time()
+    info.callback = command_marked
+    out = io.StringIO()
+    t = time.process_time()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    if code or "simulated" not in marks:
+        raise SystemExit(f"flowherd {' '.join(argv)} failed ({code}): {out.getvalue()[-500:]}")
+    acc["parse"] = marks["body"] - t
+    acc["output"] = marks["done"] - marks["simulated"]
+    work = sum(acc.get(k, 0.0) for k in ("fabric", "schedule", "routing", "engine: add flows",
+                                         "engine: run"))
+    acc["rest"] = marks["simulated"] - marks["body"] - work
+    return {k: acc.get(k, 0.0) for k in PHASES}
+
+
+def main_(argv: list[str]) -> int:
+    as_json = "--json" in argv
+    args = [a for a in argv if a != "--json"] or DEFAULT
+    phases = measure(args)
+    if as_json:
+        print(json.dumps(phases))
+        return 0
+    for name, s in phases.items():
+        print(f"{name:<20} {s:6.3f} CPU-s")
+    print(f"{'total':<20} {sum(phases.values()):6.3f} CPU-s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_(sys.argv[1:]))
