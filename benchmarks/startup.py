@@ -127,8 +127,6 @@ def main(argv: list[str] | None = None) -> int:
         _line(name, med, f"median of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)}", cpus[name])
     help_cpu, coll_cpu = cpus.values()
     print(f"{'  the collective / --help, CPU':<78} {coll_cpu / max(help_cpu, 1e-9):8.2f} x", flush=True)
-    if args.breakdown:
-        _breakdown(args.repeats)
     if args.compare_jit:
         os.environ["FLOWHERD_JIT"] = "1"
         try:
@@ -137,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             del os.environ["FLOWHERD_JIT"]
         print(f"{'  the same, FLOWHERD_JIT=1 (numba JIT, cached)':<78} {med:8.2f} s  CPU {cpu:.2f} s  "
               f"median of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)}", flush=True)
+    if args.breakdown:
+        _breakdown(args.repeats)
     if not args.skip_simulate:
         wall, cpu = _time([*fh, "simulate", "default"], cwd=ROOT, timeout_s=3600)
         _line("flowherd simulate default", wall, cpu_s=cpu)
