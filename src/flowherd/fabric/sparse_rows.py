@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Csr", "bfs_hops", "by_head", "propagate", "reachable"]
+__all__ = ["Csr", "bfs_hops", "hop", "out_links", "reachable"]
 
 
 def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -119,48 +119,47 @@ class Csr:
         return np.bincount(self.col, weights=self.val, minlength=self.ncol)
 
 
-def by_head(tail: np.ndarray, head: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Links tail -> head grouped by head, for `propagate`: (tails, heads, group starts)."""
-    order = np.argsort(head, kind="stable")
-    heads, starts = np.unique(head[order], return_index=True)
-    return np.asarray(tail)[order], heads, starts
+def out_links(tail: np.ndarray, head: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Links tail -> head as a CSR by tail, for `hop`: (pointer ``int64[n + 1]``, heads)."""
+    tail = np.asarray(tail, dtype=np.int64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tail, minlength=n), out=ptr[1:])
+    return ptr, np.asarray(head, dtype=np.int64)[np.argsort(tail, kind="stable")]
 
 
-def propagate(front: np.ndarray, links: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
-    """One hop of many searches at once: the nodes (``bool[n, k]``, column j is search j)
-    reached over `links` (`by_head`) from the nodes of `front` (same shape)."""
-    tails, heads, starts = links
-    out = np.zeros_like(front)
-    if tails.size:
-        out[heads] = np.logical_or.reduceat(front[tails], starts, axis=0)
-    return out
+def hop(search: np.ndarray, node: np.ndarray, links: tuple[np.ndarray, np.ndarray],
+        n: int) -> tuple[np.ndarray, np.ndarray]:
+    """One hop of many searches at once: the distinct (search, node) pairs one link (`links`,
+    `out_links`) beyond the pairs (`search`, `node`), ascending."""
+    ptr, heads = links
+    lens = ptr[node + 1] - ptr[node]
+    key = np.repeat(search, lens) * n + heads[_ranges(ptr[node], lens)]
+    # distinct by marking: linear in searches x nodes, where np.unique sorts (or hashes) the
+    # pairs, several times slower on a large fabric
+    mark = np.zeros((int(search.max()) + 1 if search.size else 0) * n, dtype=bool)
+    mark[key] = True
+    key = np.flatnonzero(mark)
+    return key // n, key % n
 
 
 def bfs_hops(tail: np.ndarray, head: np.ndarray, n: int, sources: np.ndarray) -> np.ndarray:
     """Fewest links from each source to each node over directed links tail -> head:
     ``float64[len(sources), n]``, inf where unreachable (scipy's unweighted shortest_path)."""
     sources = np.asarray(sources, dtype=np.int64)
-    k = sources.size
-    links = by_head(tail, head)
-    dist = np.full((n, k), np.inf)
-    front = np.zeros((n, k), dtype=bool)
-    front[sources, np.arange(k)] = True
-    dist[front] = 0.0
-    hop = 0
-    while front.any():
-        hop += 1
-        front = propagate(front, links) & np.isinf(dist)
-        dist[front] = hop
-    return np.ascontiguousarray(dist.T)
+    links = out_links(tail, head, n)
+    dist = np.full((sources.size, n), np.inf)
+    search, node = np.arange(sources.size), sources
+    dist[search, node] = 0.0
+    hops = 0
+    while node.size:  # breadth first, every search at once: each (search, node) expanded once
+        hops += 1
+        search, node = hop(search, node, links, n)
+        fresh = np.isinf(dist[search, node])
+        search, node = search[fresh], node[fresh]
+        dist[search, node] = hops
+    return dist
 
 
 def reachable(tail: np.ndarray, head: np.ndarray, n: int, source: int) -> np.ndarray:
     """``bool[n]``: the nodes reached from `source` over directed links tail -> head."""
-    links = by_head(np.asarray(tail, dtype=np.int64), np.asarray(head, dtype=np.int64))
-    seen = np.zeros((n, 1), dtype=bool)
-    seen[source] = True
-    front = seen
-    while front.any():
-        front = propagate(front, links) & ~seen
-        seen |= front
-    return seen[:, 0]
+    return np.isfinite(bfs_hops(tail, head, n, np.array([source]))[0])

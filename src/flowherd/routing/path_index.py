@@ -13,7 +13,7 @@ import numpy as np
 
 from flowherd.errors import ConfigError, InfeasibleError
 from flowherd.fabric.core import Fabric, LinkKind, NodeKind
-from flowherd.fabric.sparse_rows import bfs_hops, by_head, propagate
+from flowherd.fabric.sparse_rows import bfs_hops, hop, out_links
 from flowherd.routing.clos_tables import ClosTables
 from flowherd.routing.pathsets import PathDag, _empty_dag, _finish_dag, splitmix64
 
@@ -128,18 +128,21 @@ class PathIndex(ClosTables):
         # hops down from the sample's up-set at t
         updown = np.full(true.shape, np.inf)
         up_mask = m & (tier[d] > tier[s])
-        up = by_head(pos[s[up_mask]], pos[d[up_mask]])
-        down = by_head(pos[d[up_mask]], pos[s[up_mask]])
-        above = np.zeros((sw.size, sample.size), dtype=bool)
-        above[pos[sample], np.arange(sample.size)] = True
+        up = out_links(pos[s[up_mask]], pos[d[up_mask]], sw.size)
+        down = out_links(pos[d[up_mask]], pos[s[up_mask]], sw.size)
+        leaf_col = np.full(sw.size, -1)
+        leaf_col[pos[leaves]] = np.arange(leaves.size)
+        above = (np.arange(sample.size), pos[sample])  # (sample, switch) pairs
         t = 0
-        while above.any():
+        while above[0].size:
             below = above
             for _ in range(t):
-                below = propagate(below, down)
-            meet = below[pos[leaves]].T
+                below = hop(*below, down, sw.size)
+            row, col = below[0], leaf_col[below[1]]
+            meet = np.zeros(true.shape, dtype=bool)
+            meet[row[col >= 0], col[col >= 0]] = True
             updown[meet & np.isinf(updown)] = 2 * t
-            above = propagate(above, up)
+            above = hop(*above, up, sw.size)
             t += 1
         if not np.array_equal(true, updown):
             return "graph", "a valley path between leaves is shorter than the up-down paths"
