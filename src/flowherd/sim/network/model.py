@@ -244,7 +244,7 @@ class NetworkModel:
             return  # flows inside servers only: no network link, nothing to model
         if hot.size:  # a port fills: drops (lossy) or pauses (lossless)
             self._bursts(eng, comp[fi], hot, peak, ll)
-        # per-link state after this update (done in the pass unless DCQCN's table must grow)
+        # per-link state after this update (done in the pass unless DCQCN's table lacks an entry)
         if need >= 0:
             sat = self._set_links(touched, nflows, new_load, rtt_l, now)
         else:
