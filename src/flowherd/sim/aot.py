@@ -82,6 +82,28 @@ EXPORTS: dict[str, str] = {
         "i8", "f8", _A, _F, _A, _A, _A, _A, _F, _F, _F, _A, _A, _A, _F, _F, _F, _F, _F, _F, _F, _B, _A,
         _A, _F, _A, _F, _F, _F, _F, _A, _F, _F, _B, _A, _F, _A, _F, _A, _F, _B, _A, _A, _A, _A, _A, _A,
         _A, _F, _A, _A, _F, _F, _F, _F, _F, _A, _A, _A, _A, _B, _A, _A, _A, _F, _A, _A, _A),
+    # the congestion model's passes (`flowherd.sim.network`, issue 13): a roce or tcp run calls
+    # no JIT kernel either
+    "flowherd.sim.network.packed.rates_step": _sig(
+        f"Tuple(({_A}, {_A}, {_A}, {_F}, {_F}, {_A}, {_F}, {_B}, {_B}, {_A}, {_F}, i8))",
+        _A, _A, _A, _A, _F, _F, _F, _F, _F, _F, _A, _F, "f8", _F, _A, _B, _F, _A, _B, _F, _A, _F, _F, "i8"),
+    "flowherd.sim.network.packed.done_step": _sig(
+        f"Tuple(({_A}, {_B}, {_A}, {_F}, i8))",
+        _A, _A, _A, _A, _A, _F, "f8", _F, _A, _B, _F, _A, _F, _F, "i8"),
+    "flowherd.sim.network.kernels.link_update": _sig(
+        f"Tuple(({_B}, {_A}, {_F}, i8))",
+        _A, _A, _F, _F, "f8", _F, _F, _F, _F, _F, _F, _F, _B, _B, _F, _F, _F, "f8", "b1", "f8", "f8", "f8",
+        _A, _F, _F, "i8"),
+    "flowherd.sim.network.burst_kernels.burst_members": _sig(
+        f"Tuple(({_B}, {_B}, {_A}, {_A}, {_B}, {_A}, {_F}, {_F}, {_A}, i8))",
+        _A, _A, _A, _A, _B, _A, _F, _B, "b1", "f8", "f8", _A, _A, _F, _F, "f8", _A, _A, _B, _B, _A, _F, "i8"),
+    "flowherd.sim.network.burst_kernels.burst_apply": _sig(
+        f"Tuple((i8, i8, {_A}, {_F}))",
+        _A, _A, _A, _A, _B, _A, _F, _F, _F, _A, _A, _A, _A, _A, _B, _F, _F, _F, _B, _B, "b1", _A, _F, _B, _B,
+        _F, _A, _A, _F, _F, _A, _F, "i8", "f8", "f8", "f8", "f8", "f8", "i8", _A, _A, _B),
+    "flowherd.sim.network.dcqcn.start_loss_stepped_s": _sig(
+        "f8", "i8", "f8", "f8", "f8", "i8", "f8", "f8", "f8", "f8", "f8", "f8", "f8", "f8", "i8", "f8", "f8",
+        "f8", "f8", "f8", "f8"),
 }
 
 

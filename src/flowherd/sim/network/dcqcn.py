@@ -28,7 +28,7 @@ import numpy as np
 
 from flowherd.sim.aot import kernel
 
-__all__ = ["start_loss_s"]
+__all__ = ["start_loss_s", "start_loss_stepped_s"]
 
 
 @kernel
@@ -41,6 +41,18 @@ def start_loss_s(n, size_wire_bytes, line_bytes_per_s, cap_bytes_per_s, n_ingres
     ``cap_bytes_per_s`` (module docstring): the integrated finish (the last byte leaves the
     queue) minus ``n * size / cap``; never negative. ``n_ingress`` ingress queues share the
     port's queue for PFC's per-ingress Xoff. Seconds; steps of ``dt_s`` up to ``t_max_s``."""
+    return start_loss_stepped_s(n, size_wire_bytes, line_bytes_per_s, cap_bytes_per_s, n_ingress, xoff_bytes,
+                                kmin_bytes, kmax_bytes, pmax, pkt_bytes, cnp_interval_s, alpha_interval_s,
+                                timer_s, fast_recovery_steps, rai_bytes_per_s, rhai_bytes_per_s, g,
+                                min_rate_bytes_per_s, dt_s, t_max_s)
+
+
+@kernel
+def start_loss_stepped_s(n, size_wire_bytes, line_bytes_per_s, cap_bytes_per_s, n_ingress, xoff_bytes,
+                         kmin_bytes, kmax_bytes, pmax, pkt_bytes, cnp_interval_s, alpha_interval_s, timer_s,
+                         fast_recovery_steps, rai_bytes_per_s, rhai_bytes_per_s, g, min_rate_bytes_per_s,
+                         dt_s, t_max_s):
+    """`start_loss_s` with its step and horizon given (the compiled one takes every argument)."""
     if n * line_bytes_per_s <= cap_bytes_per_s or size_wire_bytes <= 0:
         return 0.0
     r = line_bytes_per_s

@@ -137,26 +137,33 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
     return rtt, rtt_q, line, net, t, dload, rtt_l, pot
 
 
+@kernel(inline="always")
+def _saturated(lnk, n, load, is_net, src_is_switch, arrive, cap, cap_wire, sat_rtol):
+    # a switch port loaded to its capacity whose flows can arrive faster than it drains
+    return (is_net[lnk] and src_is_switch[lnk] and n > 0 and load >= cap[lnk] * (1.0 - sat_rtol)
+            and arrive[lnk] > cap_wire[lnk] * (1.0 + sat_rtol))
+
+
 @kernel
 def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_rec, marked, is_net,
                 src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes,
-                dq_cls, dq_p, dq_q):
+                dq_cls, dq_p, dq_q, dq_w):
     """`NetworkModel._set_links` in one pass: integrate each link's queue and marks up to ``now``,
     then set its new standing queue and marking fraction (DCTCP's closed form, `fluid.dctcp_queue`
     and `fluid.dctcp_mark_fraction`, when ``tcp``; else DCQCN's fixed point, tabulated per
-    capacity class ``dq_cls[link]`` and flow count in ``dq_p`` / ``dq_q``), capped at
-    ``q_cap_bytes``. Returns (congested per link of ``links``, the links whose queue changed,
-    their new queues, -1); or, touching nothing, (..., n) when the DCQCN table must first
-    cover ``n`` flows."""
+    capacity class ``dq_cls[link]`` and flow count in ``dq_p`` / ``dq_q``, rows of ``dq_w``),
+    capped at ``q_cap_bytes``. Returns (congested per link of ``links``, the links whose queue
+    changed, their new queues, -1); or, touching nothing, (..., i) when the table lacks the
+    entry of congested link ``links[i]`` (NaN: not solved yet, or beyond the row)."""
     m = links.size
     sat = np.zeros(m, np.bool_)
-    if not tcp:
-        n_max = 0
+    if not tcp:  # every entry of DCQCN's table this update looks up is there (not NaN)
         for i in range(m):
-            if is_net[links[i]] and nflows[i] > n_max:
-                n_max = nflows[i]
-        if n_max >= dq_p.shape[1]:
-            return sat, np.empty(0, np.int64), np.empty(0), n_max
+            lnk = links[i]
+            n = nflows[i]
+            if _saturated(lnk, n, load[i], is_net, src_is_switch, arrive, cap, cap_wire, sat_rtol) and (
+                    n >= dq_w or np.isnan(dq_q[dq_cls[lnk] * dq_w + n])):
+                return sat, np.empty(0, np.int64), np.empty(0), i
     ch_l = np.empty(m, np.int64)
     ch_q = np.empty(m)
     nch = 0
@@ -169,8 +176,7 @@ def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_
         qn = 0.0
         mk = 0.0
         n = nflows[i]
-        if (is_net[lnk] and src_is_switch[lnk] and n > 0 and load[i] >= cap[lnk] * (1.0 - sat_rtol)
-                and arrive[lnk] > cap_wire[lnk] * (1.0 + sat_rtol)):
+        if _saturated(lnk, n, load[i], is_net, src_is_switch, arrive, cap, cap_wire, sat_rtol):
             sat[i] = True
             if tcp:
                 nf = max(float(n), 1.0)
@@ -183,9 +189,9 @@ def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_
                 w = (cap_wire[lnk] * rtt[i] + k_bytes) / pkt_bytes / nf
                 mk = min(1.0, np.sqrt(2.0 / max(w, 1e-9)))
             else:
-                c = dq_cls[lnk]
-                qn = min(dq_q[c, n], q_cap_bytes)
-                mk = dq_p[c, n]
+                e = dq_cls[lnk] * dq_w + n
+                qn = min(dq_q[e], q_cap_bytes)
+                mk = dq_p[e]
         if abs(qn - q[lnk]) > 1e-9 * max(qn, 1.0):
             ch_l[nch] = lnk
             ch_q[nch] = qn
@@ -393,7 +399,7 @@ def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
                mark, s_dload, s_rtt, s_cnt, pos, tcp, setup_rtts, iw, growth, mss, ramp_gain, dcqcn_timer,
                dcqcn_steps, dcqcn_rai, wire_eff, iw_wire, cnp_interval, pfc_xoff, port_buffer,
                q_t, q_int, mark_frac, load_rec, marked, src_is_switch, cap, sat_rtol, k_bytes, pkt_bytes,
-               q_cap_bytes, dq_cls, dq_p, dq_q):
+               q_cap_bytes, dq_cls, dq_p, dq_q, dq_w):
     """`flow_pass`, `flow_extras`, `burst_peaks` and `link_update` of one rate update in one
     compiled call (the call overhead, not the work, dominates updates of a few flows): the
     costs are added to ``lat``, the touched links' arrival potentials written to ``arrive``, the
@@ -402,8 +408,8 @@ def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
     ``mark``). Returns (positions in ``comp`` of the fresh flows, touched network links, their
     flow counts, new loads and mean RTTs, the burst links, peaks, lossless, and
     `link_update`'s four results); the burst arrays are empty when no port fills. When
-    `link_update` needs a larger DCQCN table (its last result >= 0) it has touched nothing and
-    the caller updates the links after growing it; everything else is done."""
+    `link_update` needs an entry of DCQCN's table (its last result >= 0) it has touched nothing
+    and the caller updates the links after solving it; everything else is done."""
     rtt, rtt_q, line, net, t, dload, rtt_l, pot = flow_pass(
         comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q, cap_wire, link_src, link_dst,
         is_net, mark, s_dload, s_rtt, s_cnt)
@@ -438,14 +444,15 @@ def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
             h, peak, ll = h2, peak2, ll2
     sat, ch_l, ch_q, need = link_update(t, nflows, new_load, rtt_l, now, q, q_t, q_int, q_max, mark_frac,
                                         load_rec, marked, is_net, src_is_switch, arrive, cap, cap_wire,
-                                        sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q)
+                                        sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q,
+                                        dq_w)
     return fi, t, nflows, new_load, rtt_l, h, peak, ll, sat, ch_l, ch_q, need
 
 
 @kernel
 def done_pass(done, lo, hi, link_buf, scratch, is_net, b_len, load, rtt_part, now, q, q_t, q_int, q_max,
               mark_frac, load_rec, marked, src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes,
-              pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q):
+              pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q, dq_w):
     """`NetworkModel.on_done` in one compiled call: the network links of the flows ``done``
     and `link_update` of them (a link's RTT without its flows at hand: three hops through it,
     host-leaf-host). Returns (links, then `link_update`'s four results)."""
@@ -459,5 +466,5 @@ def done_pass(done, lo, hi, link_buf, scratch, is_net, b_len, load, rtt_part, no
         rtt[j] = 3.0 * rtt_part[t[j]]
     sat, ch_l, ch_q, need = link_update(t, nflows, ld, rtt, now, q, q_t, q_int, q_max, mark_frac, load_rec,
                                         marked, is_net, src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp,
-                                        k_bytes, pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q)
+                                        k_bytes, pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q, dq_w)
     return t, sat, ch_l, ch_q, need

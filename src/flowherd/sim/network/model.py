@@ -62,15 +62,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from flowherd.fabric.core import Fabric, LinkKind, NodeKind
-from flowherd.sim.network import dcqcn, fluid
+from flowherd.sim.network import dcqcn, fluid, packed
+from flowherd.sim.network.burst_kernels import burst_apply, burst_members
 from flowherd.sim.network.config import NetworkConfig
-from flowherd.sim.network.kernels import (
-    done_pass,
-    link_update,
-    pause_victims,
-    rates_pass,
-    upstream_links,
-)
+from flowherd.sim.network.kernels import link_update
+from flowherd.sim.network.packed import done_step, rates_step
 
 if TYPE_CHECKING:
     from flowherd.sim.engine import Engine
@@ -150,23 +146,30 @@ class NetworkModel:
         # round trip of a packet over a link and back: propagation both ways plus the
         # store-and-forward serialization of a full packet
         lat = np.asarray(fabric.link_latency_s, dtype=np.float64)
-        self.rtt_part = 2.0 * lat + np.where(self.is_net, self.pkt_wire / self.cap_wire, 0.0)
-        src = np.asarray(fabric.link_src)
-        self.link_src = src
-        self.link_dst = np.asarray(fabric.link_dst)
-        self.src_is_switch = np.asarray(fabric.node_kind)[src] == NodeKind.SWITCH
-        self.q = np.zeros(num_links)
-        self.q_t = np.zeros(num_links)
-        self.q_int = np.zeros(num_links)
-        self.q_max = np.zeros(num_links)
-        self.mark = np.zeros(num_links)
-        self.load = np.zeros(num_links)
-        self.arrive = np.zeros(num_links)  # arrival potential (below), bytes per second
-        self._mark = np.zeros(num_links, np.bool_)
-        self._s_dload = np.zeros(num_links)
-        self._s_rtt = np.zeros(num_links)
-        self._s_cnt = np.zeros(num_links, np.int64)
-        self.marked = np.zeros(num_links)
+        # the per-link state in three flat arrays (`packed`: a compiled call takes three arguments,
+        # not twenty-five); each attribute is a view of its row
+        self._lf = np.zeros(len(packed.LF) * num_links)
+        self._li = np.zeros(len(packed.LI) * num_links, np.int64)
+        self._lb = np.zeros(len(packed.LB) * num_links, np.bool_)
+        row = {**{k: self._lf[i * num_links:(i + 1) * num_links] for i, k in enumerate(packed.LF)},
+               **{k: self._li[i * num_links:(i + 1) * num_links] for i, k in enumerate(packed.LI)},
+               **{k: self._lb[i * num_links:(i + 1) * num_links] for i, k in enumerate(packed.LB)}}
+        self.rtt_part = row["rtt_part"]
+        self.rtt_part[:] = 2.0 * lat + np.where(self.is_net, self.pkt_wire / self.cap_wire, 0.0)
+        row["is_net"][:] = self.is_net
+        row["cap_wire"][:] = self.cap_wire
+        row["cap"][:] = self.cap
+        self.is_net, self.cap_wire, self.cap = row["is_net"], row["cap_wire"], row["cap"]
+        self.link_src, self.link_dst = row["link_src"], row["link_dst"]
+        self.link_src[:] = fabric.link_src
+        self.link_dst[:] = fabric.link_dst
+        self.src_is_switch = row["src_is_switch"]
+        self.src_is_switch[:] = np.asarray(fabric.node_kind)[self.link_src] == NodeKind.SWITCH
+        self.q, self.q_t, self.q_int, self.q_max = row["q"], row["q_t"], row["q_int"], row["q_max"]
+        self.mark, self.load, self.marked = row["mark"], row["load"], row["marked"]
+        self.arrive = row["arrive"]  # arrival potential (below), bytes per second
+        self._mark = row["scratch"]
+        self._s_dload, self._s_rtt, self._s_cnt = row["s_dload"], row["s_rtt"], row["s_cnt"]
         self.drops = np.zeros(num_links)
         self.pause = np.zeros(num_links)
         self._lossless_q = np.array([cfg.queue_is_lossless(q) for q in range(cfg.queues)], bool)
@@ -177,16 +180,45 @@ class NetworkModel:
         self.num_pauses = 0
         self._series: list[tuple[float, np.ndarray, np.ndarray]] = []
         self._series_n = 0
-        self._pauses: list[tuple[float, int, float]] = []
-        self._pos = np.full(num_links, -1, np.int64)  # scratch of `kernels.burst_peaks`
-        # DCQCN's fixed point by capacity class and flow count (`_dcqcn_table`)
+        self._pauses: list[tuple[float, np.ndarray, np.ndarray]] = []  # (start, links, durations)
+        self._pauses_n = 0
+        self._fpos = np.full(0, -1, np.int64)  # per-flow scratch of `burst_kernels.burst_apply`
+        self._fmark = np.zeros(0, np.int64)
+        self._pos = row["pos"]  # scratch of `kernels.burst_peaks`, -1 between calls
+        self._pos[:] = -1
+        # DCQCN's fixed point by capacity class and flow count (`_dcqcn_fill`)
         self._dq_caps, cls = np.unique(self.cap_wire[self.is_net], return_inverse=True)
-        self._dq_cls = np.zeros(num_links, np.int64)  # only network links ever hold a queue
+        self._dq_cls = row["dq_cls"]  # only network links ever hold a queue
         self._dq_cls[self.is_net] = cls
-        self._dq_p = np.zeros((self._dq_caps.size, 1))
-        self._dq_q = np.zeros((self._dq_caps.size, 1))
+        self._dq_p = np.full((self._dq_caps.size, 64), np.nan)
+        self._dq_q = np.full((self._dq_caps.size, 64), np.nan)
         self._now = 0.0
         self._start_cache: dict[tuple, float] = {}  # `_start_loss`
+        self._dq_args = self._dq_views()
+        # the constants of `packed.rates_step` / `done_step`, in the order of `packed.CF`, `packed.CI`
+        tcp = cfg.model == "tcp"
+        self._tcp = tcp
+        k_bytes = float(cfg.ecn_kmin_bytes)
+        q_cap = float(cfg.port_buffer_bytes if tcp else cfg.pfc_xoff_bytes)
+        cf = dict(iw=cfg.init_cwnd_packets * cfg.payload_bytes, growth=cfg.slow_start_growth,
+                  mss=cfg.payload_bytes, ramp_gain=cfg.ramp_gain, dcqcn_timer=cfg.dcqcn_timer_s,
+                  dcqcn_rai=cfg.dcqcn_rai_bytes_per_s, wire_eff=self._wire_eff,
+                  iw_wire=cfg.init_cwnd_packets * self.pkt_wire, cnp_interval=cfg.dcqcn_cnp_interval_s,
+                  pfc_xoff=cfg.pfc_xoff_bytes, port_buffer=cfg.port_buffer_bytes, sat_rtol=_SAT_RTOL,
+                  k_bytes=k_bytes, pkt_bytes=self.pkt_wire, q_cap_bytes=q_cap)
+        self._cf = np.array([float(cf[k]) for k in packed.CF])
+        self._cf_named = cf
+        self._buffer, self._xoff = float(cfg.port_buffer_bytes), float(cfg.pfc_xoff_bytes)
+        ci = dict(tcp=int(tcp), setup_rtts=cfg.setup_rtts, dcqcn_steps=cfg.dcqcn_fast_recovery_steps)
+        self._ci = np.array([int(ci[k]) for k in packed.CI], np.int64)
+        # `kernels.link_update`'s per-link state and constants (`_link_args`)
+        self._lu_args = (self.q, self.q_t, self.q_int, self.q_max, self.mark, self.load, self.marked,
+                         self.src_is_switch, self.arrive, self.cap, self.cap_wire, _SAT_RTOL, tcp, k_bytes,
+                         float(self.pkt_wire), q_cap, self._dq_cls)
+
+    def _dq_views(self) -> tuple[np.ndarray, np.ndarray, int]:
+        # DCQCN's table as the kernels take it: flat rows of one width
+        return self._dq_p.reshape(-1), self._dq_q.reshape(-1), int(self._dq_q.shape[1])
 
     # ---- hooks (called by the engine) ------------------------------------------------------
     def port_class(self, priority: int) -> int:
@@ -200,27 +232,19 @@ class NetworkModel:
         """The engine re-allocated ``comp`` (old rates in ``rate``, new in ``rate_new``)."""
         f, lk = eng._f, eng._links
         self._now = now
-        cfg = self.cfg
-        tcp = cfg.model == "tcp"
+        tcp = self._tcp
         # per flow: base RTT, RTT with the standing queues on its path (what a starting flow's
         # round trips take), line rate; setup, slow start and convergence costs onto the flows'
         # latency; per link: load change, RTT, arrival potential; the first-window bursts
-        fi, touched, nflows, new_load, rtt_l, hot, peak, ll, sat, ch_l, ch_q, need = rates_pass(
+        fi, touched, nflows, new_load, rtt_l, hot, peak, ll, sat, ch_l, ch_q, need = rates_step(
             comp, f.lo, f.hi, lk.link, lk.frac, f.rate, f.rate_new, f.rem, f.size, f.start, f.prio, f.lat,
-            now, self.rtt_part, self.q, self.q_max, self.cap_wire, self.link_src, self.link_dst, self.is_net,
-            eng._ls.load, eng._b_len, self.arrive, self._lossless_q, self._mark, self._s_dload, self._s_rtt,
-            self._s_cnt, self._pos, tcp, cfg.setup_rtts, cfg.init_cwnd_packets * cfg.payload_bytes,
-            cfg.slow_start_growth, cfg.payload_bytes, cfg.ramp_gain, cfg.dcqcn_timer_s,
-            cfg.dcqcn_fast_recovery_steps, cfg.dcqcn_rai_bytes_per_s, self._wire_eff,
-            cfg.init_cwnd_packets * self.pkt_wire, cfg.dcqcn_cnp_interval_s, cfg.pfc_xoff_bytes,
-            cfg.port_buffer_bytes, self.q_t, self.q_int, self.mark, self.load, self.marked,
-            self.src_is_switch, self.cap, _SAT_RTOL, cfg.ecn_kmin_bytes, self.pkt_wire,
-            cfg.port_buffer_bytes if tcp else cfg.pfc_xoff_bytes, self._dq_cls, self._dq_p, self._dq_q)
+            now, eng._ls.load, eng._b_len, self._lossless_q, self._lf, self._li, self._lb, self._cf, self._ci,
+            *self._dq_args)
         if not touched.size:
             return  # flows inside servers only: no network link, nothing to model
         if hot.size:  # a port fills: drops (lossy) or pauses (lossless)
             self._bursts(eng, comp[fi], hot, peak, ll)
-        # per-link state after this update (done in the pass unless DCQCN's table must grow)
+        # per-link state after this update (done in the pass unless DCQCN's table lacks an entry)
         if need >= 0:
             sat = self._set_links(touched, nflows, new_load, rtt_l, now)
         else:
@@ -269,10 +293,10 @@ class NetworkModel:
         the source sent them; a short flow pays the queues on its path in its round trips,
         `on_rates`.)"""
         f, lk = eng._f, eng._links
-        touched, _, ch_l, ch_q, need = done_pass(done, f.lo, f.hi, lk.link, self._mark, self.is_net,
-                                                 eng._b_len, eng._ls.load, self.rtt_part, now,
-                                                 *self._link_args())
-        if need >= 0:  # DCQCN's table must grow first: nothing was touched
+        touched, _, ch_l, ch_q, need = done_step(done, f.lo, f.hi, lk.link, eng._b_len, eng._ls.load, now,
+                                                 self._lf, self._li, self._lb, self._cf, self._ci,
+                                                 *self._dq_args)
+        if need >= 0:  # DCQCN's table needs an entry first: nothing was touched
             self._set_links(touched, eng._b_len[touched], eng._ls.load[touched], self._rtt_of(touched), now)
         else:
             self._record(now, ch_l, ch_q)
@@ -284,12 +308,7 @@ class NetworkModel:
 
     def _link_args(self) -> tuple:
         """The per-link state and constants `kernels.link_update` takes after ``now``."""
-        cfg = self.cfg
-        tcp = cfg.model == "tcp"
-        return (self.q, self.q_t, self.q_int, self.q_max, self.mark, self.load, self.marked,
-                self.src_is_switch, self.arrive, self.cap, self.cap_wire, _SAT_RTOL, tcp, cfg.ecn_kmin_bytes,
-                self.pkt_wire,
-                cfg.port_buffer_bytes if tcp else cfg.pfc_xoff_bytes, self._dq_cls, self._dq_p, self._dq_q)
+        return (*self._lu_args, *self._dq_args)
 
     def _record(self, now: float, ch_l: np.ndarray, ch_q: np.ndarray) -> None:
         if ch_l.size and self._series_n < _SERIES_MAX:
@@ -305,25 +324,26 @@ class NetworkModel:
             sat, ch_l, ch_q, need = link_update(links, nflows, load, rtt, now, *a[:7], self.is_net, *a[7:])
             if need < 0:
                 break
-            self._dcqcn_table(int(need))
+            self._dcqcn_fill(links[need:need + 1], nflows[need:need + 1])
         self._record(now, ch_l, ch_q)
         return sat
 
-    def _dcqcn_table(self, n_max: int) -> None:
-        """DCQCN's fixed point (`fluid.dcqcn_fixed_point`) for 0..``n_max`` flows per capacity
-        class, grown on demand (doubling) so that `kernels.link_update` only looks it up."""
-        have = self._dq_p.shape[1]
-        if n_max < have:
-            return
-        width = max(2 * have, n_max + 1, 64)
-        caps = self._dq_caps
-        p = np.zeros((caps.size, width))
-        qq = np.zeros((caps.size, width))
-        p[:, :have], qq[:, :have] = self._dq_p, self._dq_q
-        for c, cw in enumerate(caps.tolist()):
-            for n in range(max(have, 1), width):
-                p[c, n], qq[c, n] = self._dcqcn(n, cw)
-        self._dq_p, self._dq_q = p, qq
+    def _dcqcn_fill(self, links: np.ndarray, nflows: np.ndarray) -> None:
+        """DCQCN's fixed point (`fluid.dcqcn_fixed_point`) for ``nflows`` flows on each of
+        ``links``, into the table `kernels.link_update` looks it up in (per capacity class and
+        flow count; an entry is solved the first time a port needs it, NaN until then)."""
+        for lnk, n in zip(links.tolist(), nflows.tolist(), strict=True):
+            have = self._dq_q.shape[1]
+            if n >= have:
+                width = max(2 * have, n + 1)
+                p = np.full((self._dq_caps.size, width), np.nan)
+                qq = p.copy()
+                p[:, :have], qq[:, :have] = self._dq_p, self._dq_q
+                self._dq_p, self._dq_q = p, qq
+                self._dq_args = self._dq_views()
+            c = self._dq_cls[lnk]
+            if np.isnan(self._dq_q[c, n]):
+                self._dq_p[c, n], self._dq_q[c, n] = self._dcqcn(n, float(self._dq_caps[c]))
 
     def _dcqcn(self, n: int, cap_wire: float) -> tuple[float, float]:
         c = self.cfg
@@ -335,83 +355,50 @@ class NetworkModel:
                 ll: np.ndarray) -> None:
         """The first-window bursts of the fresh flows ``comp`` fill the ports ``hot`` to ``peak``
         (`kernels.burst_peaks`; ``ll``: a lossless flow is among them): lossy ports above the
-        buffer drop, lossless ones above PFC Xoff pause their upstream links. The extra time
-        goes onto the flows' latency (victims of a pause get theirs directly)."""
-        cfg, f, lk = self.cfg, eng._f, eng._links
-        extra = np.zeros(comp.size)
-        drop = ~ll & (peak > cfg.port_buffer_bytes)
-        pausing = np.flatnonzero(ll & (peak > cfg.pfc_xoff_bytes))
-        # the start transient needs every flow of the port among the fresh ones: at most comp.size
-        n_port = eng._b_len[hot]
-        start = (ll & (peak > 0) & self.src_is_switch[hot] & (n_port >= 2) & (n_port <= comp.size)
-                 if cfg.model == "roce" else ll[:0])
-        if drop.any() or (pausing.size and self._multi_class) or start.any():
-            inc, own = _incidences(f.lo[comp], f.hi[comp])
-            links = lk.link[inc]
-        if drop.any():
-            self._drop(f, comp, links, own, hot, peak, drop, extra)
-        if start.any():
-            self._dcqcn_start(eng, comp, links, own, hot[start], extra)
-        if pausing.size and self._multi_class:
-            # PFC pauses per priority (IEEE 802.1Qbb): the lossless classes of the burst's flows
-            prio_inc = f.prio[comp[own]]
-            lossless_inc = self.is_net[links] & self._lossless_q[prio_inc]
-        for j in pausing.tolist():
-            lnk = int(hot[j])
-            t_pause = float(peak[j] - cfg.pfc_xon_bytes) / self.cap_wire[lnk]
-            if self._multi_class:
-                cls_mask = np.zeros(cfg.queues, np.bool_)
-                cls_mask[prio_inc[lossless_inc & (links == lnk)]] = True
-            else:  # every flow in the default queue (a lossless one: a flow of it paused the port)
-                cls_mask = self._default_mask
-            self._pause_upstream(eng, lnk, t_pause, comp, extra, 0, cls_mask, hold=lnk)
-        f.lat[comp] += extra
+        buffer drop (the flows whose first windows were lost wait a retransmission timeout,
+        module docstring), lossless ones above PFC Xoff pause their upstream links
+        (`burst_kernels.burst_apply`), and where the fresh flows are all the flows of a switch
+        port they pay DCQCN's start transient (`_start_loss`). The extra time goes onto the
+        flows' latency (victims of a pause get theirs directly)."""
+        cfg, f, lk, cf = self.cfg, eng._f, eng._links, self._cf_named
+        while True:
+            drop, pausing, ptr, idx, ok, n, size_wire, line, n_in, need = burst_members(
+                comp, f.lo, f.hi, lk.link, self.is_net, hot, peak, ll, cfg.model == "roce", self._buffer,
+                self._xoff, self._pos, eng._b_len, f.rem, self.cap_wire, self._wire_eff, self.link_src,
+                self.link_dst, self.src_is_switch, self._mark, self._dq_cls, *self._dq_args[1:])
+            if need < 0:
+                break
+            # a pausing port may be PFC-bound (`burst_kernels.burst_apply`): DCQCN's queue for its
+            # flows, solved once
+            ports = hot[pausing & (eng._b_len[hot] >= 2) & self.src_is_switch[hot]]
+            self._dcqcn_fill(ports, eng._b_len[ports])
+        start_loss = np.full(hot.size, np.nan)
+        if ok.any():
+            for j in np.flatnonzero(ok).tolist():
+                start_loss[j] = self._start_loss(int(n[j]), float(size_wire[j]), float(line[j]),
+                                                 float(self.cap_wire[hot[j]]), int(n_in[j]))
+        elif not (drop.any() or pausing.any()):
+            return
+        if self._fpos.size < f.rem.size:
+            self._fpos = np.full(f.rem.size, -1, np.int64)
+            self._fmark = np.zeros(f.rem.size, np.int64)
+        n_to, n_rec, rec_u, rec_t = burst_apply(
+            comp, f.lo, f.hi, lk.link, self.is_net, f.prio, f.rate_new, f.rem, f.lat, eng._b_start,
+            eng._b_len, eng._b_flow, self.link_src, self.link_dst, self.src_is_switch, self.cap,
+            self.cap_wire, eng._ls.load, self._lossless_q, self._default_mask, self._multi_class, hot, peak,
+            drop, pausing, start_loss, ptr, idx, self.drops, self.pause, self._dq_cls, *self._dq_args[1:],
+            self._buffer, self._xoff, float(cfg.pfc_xon_bytes), float(cfg.min_rto_s), float(cf["iw_wire"]),
+            _PFC_DEPTH, self._fpos, self._fmark, self._mark)
+        self.num_timeouts += n_to
+        self.num_pauses += n_rec
+        self._add_pauses(rec_u, rec_t)
 
-    def _dcqcn_start(self, eng: Engine, comp: np.ndarray, links: np.ndarray, own: np.ndarray,
-                     ports: np.ndarray, extra: np.ndarray) -> None:
-        """The fresh flows ``comp`` that are all the flows of a switch port among ``ports`` start
-        there together at their line rates: each loses DCQCN's start transient
-        (`dcqcn.start_loss_s`: rates cut below the port's share while the queue, held at PFC's
-        Xoff per ingress, stays marked), for ``n`` flows of the port's mean size and line share
-        and the port's ingress queues. A port where steady flows are joined by new ones is left
-        to the convergence ramp. A flow on several such ports takes the largest loss."""
-        f = eng._f
-        first = np.full(comp.size, -1, np.int64)  # each flow's first network link: its NIC's
-        net_inc = self.is_net[links]
-        rev = np.flatnonzero(net_inc)[::-1]
-        first[own[rev]] = links[rev]  # the last write per flow is its first network incidence
-        k_first = np.bincount(first[first >= 0], minlength=self.cap_wire.size)
-        per_flow = np.zeros(comp.size)
-        for lnk in ports.tolist():
-            sel = np.unique(own[links == lnk])
-            n = sel.size
-            if n < 2 or n < eng._b_len[lnk]:
-                continue
-            fl = comp[sel]
-            size_wire = float(f.rem[fl].mean()) / self._wire_eff
-            ok = first[sel] >= 0
-            line = float(np.mean(self.cap_wire[first[sel][ok]] / k_first[first[sel][ok]])) if ok.any() \
-                else float(self.cap_wire[lnk])
-            loss = self._start_loss(n, size_wire, line, float(self.cap_wire[lnk]),
-                                    self._tree_ingress(eng, fl))
-            np.maximum.at(per_flow, sel, loss)
-        extra += per_flow
-
-    def _tree_ingress(self, eng: Engine, fl: np.ndarray) -> int:
-        """The most ingress links the flows ``fl`` enter one switch port of their paths by. A
-        port held at PFC's Xoff per ingress queue pauses the links into it, their queues fill in
-        turn (congestion spreading), and the queue that DCQCN's marks come from is the largest
-        of the tree: the port where the most ingress queues, each at Xoff, converge."""
-        f, lk = eng._f, eng._links
-        inc, own = _incidences(f.lo[fl], f.hi[fl])
-        links = lk.link[inc]
-        same = own[1:] == own[:-1]  # consecutive incidences of one flow: (upstream, link)
-        up, dn = links[:-1][same], links[1:][same]
-        keep = self.is_net[dn] & self.src_is_switch[dn] & (self.link_dst[up] == self.link_src[dn])
-        if not keep.any():
-            return 1
-        pairs = np.unique(dn[keep] * self.cap_wire.size + up[keep])
-        return int(np.bincount(pairs // self.cap_wire.size).max())
+    def _add_pauses(self, links: np.ndarray, dur_s: np.ndarray) -> None:
+        # the pause episodes' records, at most _SERIES_MAX in all (the rest only counted)
+        k = min(links.size, _SERIES_MAX - self._pauses_n)
+        if k > 0:
+            self._pauses.append((self._now, links[:k].copy(), dur_s[:k].copy()))
+            self._pauses_n += k
 
     def _start_loss(self, n: int, size_wire: float, line: float, cap: float, n_in: int) -> float:
         # memoized on a grid of 1% in size and line share (a cluster run repeats the same starts)
@@ -420,121 +407,14 @@ class NetworkModel:
         hit = self._start_cache.get(key)
         if hit is None:
             c = self.cfg
-            hit = self._start_cache[key] = dcqcn.start_loss_s(
-                n, size_wire, line, cap, n_in, c.pfc_xoff_bytes, c.ecn_kmin_bytes, c.ecn_kmax_bytes,
-                c.ecn_pmax, self.pkt_wire, c.dcqcn_cnp_interval_s, c.dcqcn_alpha_interval_s, c.dcqcn_timer_s,
-                c.dcqcn_fast_recovery_steps, c.dcqcn_rai_bytes_per_s, 10.0 * c.dcqcn_rai_bytes_per_s,
-                c.dcqcn_g, _DCQCN_MIN_RATE)
+            hit = self._start_cache[key] = dcqcn.start_loss_stepped_s(
+                n, size_wire, line, cap, n_in, float(c.pfc_xoff_bytes), float(c.ecn_kmin_bytes),
+                float(c.ecn_kmax_bytes), float(c.ecn_pmax), float(self.pkt_wire),
+                float(c.dcqcn_cnp_interval_s), float(c.dcqcn_alpha_interval_s), float(c.dcqcn_timer_s),
+                int(c.dcqcn_fast_recovery_steps), float(c.dcqcn_rai_bytes_per_s),
+                10.0 * c.dcqcn_rai_bytes_per_s, float(c.dcqcn_g), _DCQCN_MIN_RATE,
+                1e-6, 0.05)  # start_loss_s's step and horizon
         return hit
-
-    def _drop(self, f, comp: np.ndarray, links: np.ndarray, own: np.ndarray, hot: np.ndarray,
-              peak: np.ndarray, drop: np.ndarray, extra: np.ndarray) -> None:
-        """Lossy ports ``hot[drop]`` overflow: the excess is dropped and the flows whose first
-        windows were lost wait a retransmission timeout (module docstring)."""
-        cfg = self.cfg
-        sel = self.is_net[links]
-        li, fi = links[sel], own[sel]
-        lossless_f = self._lossless_q[np.clip(f.prio[comp], 0, cfg.queues - 1)]
-        timed_out = np.zeros(comp.size, bool)  # a flow waits one timeout for its lost window
-        for j in np.flatnonzero(drop).tolist():
-            lnk = int(hot[j])
-            over = float(peak[j] - cfg.port_buffer_bytes)
-            self.drops[lnk] += over
-            on = np.unique(fi[li == lnk])  # fresh flows on the port, in id order: the last lose
-            on = on[~lossless_f[on]]
-            k = min(on.size, int(np.ceil(over / (cfg.init_cwnd_packets * self.pkt_wire))))
-            hit = on[on.size - k:] if k else on[:0]
-            hit = hit[~timed_out[hit]]
-            extra[hit] += cfg.min_rto_s
-            timed_out[hit] = True
-            self.num_timeouts += hit.size
-
-    def _pfc_hold(self, eng: Engine, lnk: int) -> tuple[float, float] | None:
-        """Whether lossless port ``lnk`` stays PFC-bound after its first burst: DCQCN's fixed-point
-        queue for its flows (`fluid.dcqcn_fixed_point`) above Xoff times its ingress queues (PFC
-        counts per ingress queue), so the links into it keep being paused for as long as its
-        flows last. Then (the share of one of its flows, that time), else None."""
-        n = int(eng._b_len[lnk])
-        if n < 2 or not self.src_is_switch[lnk]:
-            return None
-        f, lk = eng._f, eng._links
-        b0 = eng._b_start[lnk]
-        on_port = eng._b_flow[b0:b0 + n]
-        n_in = upstream_links(on_port, f.lo, f.hi, lk.link, self.link_dst, self.link_src[lnk],
-                              self._mark).size
-        if self._dcqcn(n, float(self.cap_wire[lnk]))[1] <= self.cfg.pfc_xoff_bytes * max(n_in, 1):
-            return None
-        cap = float(self.cap[lnk])
-        return cap / n, float(f.rem[on_port].sum()) / cap
-
-    def _pause_upstream(self, eng: Engine, lnk: int, t_pause: float, comp: np.ndarray,
-                        extra: np.ndarray, depth: int, cls_mask: np.ndarray,
-                        order: tuple[np.ndarray, np.ndarray] | None = None,
-                        hold: tuple[float, float] | int | None = None) -> None:
-        """Port ``lnk`` pauses, for ``t_pause``, the priority classes ``cls_mask`` (per queue) of the
-        links into its switch that feed it: a victim is a flow of one of those classes (PFC
-        stops one priority of a link, IEEE 802.1Qbb; the other classes keep moving). What piles
-        up before a paused link is its load times the pause, scaled by the paused classes'
-        share of its flows.
-
-        A port that stays PFC-bound (``hold``: `_pfc_hold`, or the port to ask it of, asked once
-        a paused class has flows on a paused link) keeps pausing the links into it for
-        as long as its flows last (``t_c``): a paused link's FIFO then moves the victims' bytes
-        at the pace of the congested flows', and the switches upstream serve their ingress
-        queues in turn, so a victim moves at about the share ``r_c`` of one congested flow
-        (the congestion tree's head-of-line blocking; Guo et al., SIGCOMM 2016, Sec. 4). A
-        victim with ``rem`` bytes at rate ``r`` then loses ``rem / r_c - rem / r`` if it ends
-        within ``t_c``, else ``t_c (1 - r_c / r)`` (at least ``t_pause``)."""
-        if depth >= _PFC_DEPTH or not self.src_is_switch[lnk]:
-            return  # a NIC's own queue: the host just waits (its flows are the congested ones)
-        f, lk = eng._f, eng._links
-        if order is None:
-            o = np.argsort(comp, kind="stable")
-            order = (comp[o], o)
-        b0, bn = eng._b_start[lnk], eng._b_len[lnk]
-        on_port = eng._b_flow[b0:b0 + bn]
-        ups = upstream_links(on_port, f.lo, f.hi, lk.link, self.link_dst, self.link_src[lnk], self._mark)
-        on_sorted = np.sort(on_port)
-        for u in ups.tolist():
-            self.pause[u] += t_pause
-            self.num_pauses += 1
-            if len(self._pauses) < _SERIES_MAX:
-                self._pauses.append((self._now, u, t_pause))
-            u0, un = eng._b_start[u], eng._b_len[u]
-            # a paused class moves nothing on the link: each of its victims loses t_pause
-            n_cls = pause_victims(eng._b_flow[u0:u0 + un], f.prio, cls_mask, on_sorted, order[0], order[1],
-                                  t_pause, extra, f.lat)
-            if isinstance(hold, int) and n_cls:
-                hold = self._pfc_hold(eng, hold)
-            if hold is not None and not isinstance(hold, int) and n_cls:
-                self._held_victims(f, eng._b_flow[u0:u0 + un], cls_mask, on_sorted, order, t_pause, hold,
-                                   extra)
-            share = 1.0 if n_cls == un else n_cls / un
-            backlog = float(eng._ls.load[u]) * t_pause * share  # what piles up before the paused link
-            if backlog > self.cfg.pfc_xoff_bytes:
-                self._pause_upstream(eng, u, (backlog - self.cfg.pfc_xon_bytes) / self.cap_wire[u], comp,
-                                     extra, depth + 1, cls_mask, order, hold)
-
-    @staticmethod
-    def _held_victims(f, flows_u: np.ndarray, cls_mask: np.ndarray, on_sorted: np.ndarray,
-                      order: tuple[np.ndarray, np.ndarray], t_pause: float, hold: tuple[float, float],
-                      extra: np.ndarray) -> None:
-        """The victims of a link a PFC-bound port keeps pausing (`_pause_upstream`, ``hold``) lose
-        what moving at the congested flows' share costs them beyond the ``t_pause`` they got."""
-        r_c, t_c = hold
-        v = flows_u[cls_mask[f.prio[flows_u]]]
-        v = v[~np.isin(v, on_sorted)]
-        r = np.maximum(f.rate_new[v], 1e-300)
-        v, r = v[r > r_c], r[r > r_c]
-        if not v.size:
-            return
-        rem = f.rem[v]
-        loss = np.where(rem <= r_c * t_c, rem / r_c - rem / r, t_c * (1.0 - r_c / r))
-        more = np.maximum(loss - t_pause, 0.0)
-        j = np.minimum(np.searchsorted(order[0], v), order[0].size - 1)
-        fresh = order[0][j] == v
-        np.add.at(extra, order[1][j[fresh]], more[fresh])
-        f.lat[v[~fresh]] += more[~fresh]
 
     # ---- output --------------------------------------------------------------------------
     def stats(self, now: float) -> NetworkStats:
@@ -548,13 +428,14 @@ class NetworkModel:
             qb = np.concatenate([s[2] for s in self._series])
         else:
             t, lnk, qb = np.zeros(0), np.zeros(0, np.int64), np.zeros(0)
+        z = np.zeros(0)
         return NetworkStats(model=self.cfg.model, now_s=now,
                             queue_mean_bytes=q_int / now if now > 0 else np.zeros_like(q_int),
                             queue_max_bytes=self.q_max.copy(), pause_s=self.pause.copy(),
                             ecn_marked_bytes=marked, drop_bytes=self.drops.copy(), series_t_s=t,
                             series_link=lnk, series_queue_bytes=qb,
-                            pause_t_s=np.array([p[0] for p in self._pauses], dtype=np.float64),
-                            pause_link=np.array([p[1] for p in self._pauses], dtype=np.int64),
-                            pause_dur_s=np.array([p[2] for p in self._pauses], dtype=np.float64),
+                            pause_t_s=np.concatenate([np.full(p[1].size, p[0]) for p in self._pauses] + [z]),
+                            pause_link=np.concatenate([p[1] for p in self._pauses] + [z.astype(np.int64)]),
+                            pause_dur_s=np.concatenate([p[2] for p in self._pauses] + [z]),
                             num_timeouts=self.num_timeouts,
                             num_pauses=self.num_pauses)
