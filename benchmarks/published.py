@@ -36,15 +36,23 @@ which are reserved for an external check):
 
 What is fitted on what: the GPU-level ``sustained_fraction`` of `flowherd.workload.compute` is
 fitted per GPU type (least squares on the log error) on the 8 LLM Foundry fit rows of that type
-(A100 0.92, H100 0.86); every other constant comes from kernel measurements, and the held-out
-LLM Foundry rows, the Megatron-LM rows and BLOOM are not fitted on. Known residuals (measured with
-the command below): the MPT-13b rows without activation checkpointing at 4,096 tokens per
-micro-batch run 11-12% slower than modelled on H100 at 8, 32 and 64 GPUs alike (so not the
-network); rows with full recomputation run 2-10.5% faster than modelled (the most: H100 7b at
-8,192 tokens, where the Triton attention kernel's H100 speed is derived, not measured); the A100
-70b PURE row on 32 GPUs (micro-batch 2) 12% slower; BLOOM 12% slower, of which about 3
-points are the collective model running NVLink at the link's capacity (NVLink at 1/1.7 of it:
--2.9 points; that rate is issue 11's).
+(A100 0.939, H100 0.877); every other constant comes from kernel measurements or from the ported
+NCCL model (the SMs NCCL's blocks hold beside FSDP's layers: `compute.comm_interference_s`), and
+the held-out LLM Foundry rows, the Megatron-LM rows and BLOOM are not fitted on.
+
+What the frameworks really do (read in their sources, not guessed): the LLM Foundry runs used the
+``mosaicml/pytorch:2.0.1`` image (``sweep.sh`` at the commit above; ``setup.py``: torch < 2.1.1)
+and ``activation_checkpointing_reentrant: false``; torch 2.0's ``checkpoint(use_reentrant=False)``
+is ``_checkpoint_without_reentrant``, which reruns the whole wrapped block at the first unpack (the
+early-stopping recomputation that skips the ops after the last saved tensor came with torch 2.1),
+so full recomputation repeats every op of each MPT block, as modelled. Megatron-DeepSpeed's
+TFLOP/s (BLOOM) is ``24 * 4 * B s L h^2 (1 + s / 6h + V / 16Lh)`` with checkpointing, which equals
+flowherd's hardware FLOPs of the same run (4 passes of every layer, 3 of the logits).
+
+Known residuals (measured with the command below): rows with full recomputation at 32-64k tokens
+per micro-batch run 6-9% faster than modelled (H100 and A100 alike, growing with the sequence:
+the Triton attention kernel's speed is derived from FlashAttention-2's, not measured); BLOOM runs
+13% slower than modelled (its FLOP count is not the cause, above; not yet explained).
 
 Usage::
 
