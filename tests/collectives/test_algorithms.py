@@ -5,16 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flowherd.collectives.algorithms import (
-    ALGORITHMS,
-    build_schedule,
-    fold,
-    nccl_btree,
-    nccl_dtree,
-    tree_depths,
-)
+from flowherd.collectives.algorithms import ALGORITHMS, build_schedule, fold
 from flowherd.collectives.ops import Collective, Op
 from flowherd.collectives.schedule import Schedule
+from flowherd.collectives.trees import nccl_btree, nccl_dtree, tree_depths
 from flowherd.errors import ConfigError, UnknownNameError
 from flowherd.fabric.generators import leaf_spine
 from flowherd.units import MiB

@@ -63,3 +63,23 @@ def test_pat_takes_log2_steps_at_one_gpu_per_server(dgx):
                            fabric=dgx)
     assert sched.num_steps == 5 and sched.algorithm == "pat"
     assert sched.total_bytes() == pytest.approx(31 * 32 * MiB)  # every rank gets (n-1)/n of S
+
+
+@pytest.mark.parametrize("n", [6, 7])
+def test_nvls_on_part_of_a_server_has_one_head_per_gpu_in_use(dgx, n):
+    # NCCL trims the topology to the communicator's GPUs; NVLS needs 2 or more of them
+    # (transport/nvls.cc, ncclNvlsInit: gpuCount < 2 -> off) and, inside one node, pulls evenly
+    # from all of them: minChannels = maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs) (graph/search.cc,
+    # ncclTopoCompute); its bus bandwidth is heads x min(bwIntra x nvlsEfficiency x (heads-1)/heads
+    # x 2 for AllReduce, bwInter) (graph/tuning.cc, ncclTopoTuneModel)
+    from flowherd.collectives.selector import nccl_model, predicted_time_s
+
+    comm, _, _ = nccl_model(dgx, list(range(n)))
+    g = comm.graphs["nvls"]
+    assert g.n_channels == n and comm.nvls_support
+    s = select(dgx, list(range(n)), "allreduce", GiB)
+    nvls_s = predicted_time_s(dgx, list(range(n)), "allreduce", GiB, "nvls", "simple")
+    busbw = GiB * 2 * (n - 1) / n / nvls_s / 1e9
+    model = n * min(g.bw_intra * 0.85 * (n - 1) / n * 2, g.bw_inter)
+    assert busbw == pytest.approx(model, rel=0.01)
+    assert s.algorithm in ("nvls", "ring") and s.predicted_time_s <= nvls_s

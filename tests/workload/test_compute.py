@@ -166,9 +166,11 @@ def test_fsdp_gathers_parameters_in_their_own_dtype():
     assert fp32["dp"] == pytest.approx(bf16["dp"])  # reduce-scatters stay in grad_bytes
 
 
-def test_fsdp_prepares_each_gradient_before_its_reduce_scatter():
+def test_fsdp_prepares_each_gradient_before_its_reduce_scatter(monkeypatch):
     # PyTorch FSDP _post_backward_hook / _reduce_grad: cast to the reduce dtype (FP32 -> BF16: 4 + 2
-    # bytes per element) and pre-divide in place (2 + 2), once per layer and micro-batch
+    # bytes per element) and pre-divide in place (2 + 2), once per layer and micro-batch; the
+    # interference of the gathers is a rule of its own (test_fsdp_layer_passes_pay_...)
+    monkeypatch.setattr(cm, "comm_interference_s", lambda *a, **k: 0.0)
     kw = dict(model=_GPT, gpus=4, global_batch=8, seq_len=1024, param_bytes=4)
     z2, z3 = TrainingJob(**kw, zero_stage=2), TrainingJob(**kw, fsdp=True)
     g = z3.gpu
@@ -214,3 +216,51 @@ def test_triton_flash_attention_runs_at_the_published_fraction_of_flashattention
     tri = {o.name: o for o in cm.layer_ops(_GPT, 0, g, attention="triton", **kw)}
     fla = {o.name: o for o in cm.layer_ops(_GPT, 0, g, **kw)}
     assert tri["attention"].fwd_s > fla["attention"].fwd_s and tri["qkv"] == fla["qkv"]
+
+
+def test_comm_interference_is_nccl_sm_share_of_the_overlap():
+    # one CUDA block per NCCL channel (NCCL's NCCL_MAX_NCHANNELS documentation): a compute task beside
+    # a collective loses channels / SMs of the overlap, the shorter of the two
+    g = GPUS["h100"]
+    km = cm.kernel_model(g)
+    bw = g.scaleup_bytes_per_s * km.nccl_ring_fraction
+    assert km.sm_count == 132 and cm.kernel_model(GPUS["a100"]).sm_count == 108  # whitepapers
+    short = cm.comm_interference_s(1.0, 0.1 * bw, g)  # the collective is the shorter
+    assert short == pytest.approx(km.nccl_channels / km.sm_count * 0.1, rel=1e-12)
+    long_ = cm.comm_interference_s(0.05, 0.1 * bw, g)  # the compute task is
+    assert long_ == pytest.approx(km.nccl_channels / km.sm_count * 0.05, rel=1e-12)
+    assert cm.comm_interference_s(1.0, 0.0, g) == 0.0 == cm.comm_interference_s(0.0, 1e9, g)
+
+
+@pytest.mark.parametrize("gpu", ["h100", "a100"])
+def test_interference_constants_are_the_ported_nccl_models_ring_on_one_server(gpu):
+    from flowherd.collectives import select
+    from flowherd.fabric.generators import leaf_spine
+
+    g = GPUS[gpu]
+    km = cm.kernel_model(g)
+    fab = leaf_spine(servers=2, gpus_per_server=8, leaves=1, spines=1,
+                     nvlink_bandwidth_bytes_per_s=g.scaleup_bytes_per_s, gpu_type=gpu)
+    size = 1e9
+    s = select(fab, list(range(8)), "allgather", size)
+    assert (s.algorithm, s.channels) == ("ring", km.nccl_channels)
+    busbw = size * 7 / 8 / s.predicted_time_s
+    assert busbw / g.scaleup_bytes_per_s == pytest.approx(km.nccl_ring_fraction, rel=0.02)
+
+
+def test_fsdp_layer_passes_pay_the_interference_of_their_gathers():
+    # FSDP over 8 GPUs against the same job on 1 GPU (no gathers): every layer's forward is longer by
+    # exactly the interference of gathering one layer's parameters (7/8 of them sent per GPU)
+    m = ModelShape(name="u", layers=4, hidden=4096, heads=32, ffn_hidden=16384, vocab=2)
+    kw = dict(model=m, fsdp=True, seq_len=2048, micro_batch=1)
+    one = TrainingJob(gpus=1, global_batch=1, **kw).iteration_graph()
+    eight = TrainingJob(gpus=8, global_batch=8, **kw).iteration_graph()
+    g = GPUS["h100"]
+
+    def fwd(graph):
+        return [t.duration_s for t in graph.tasks if t.kind == TaskKind.COMPUTE and t.phase == "fwd"]
+
+    base, got = fwd(one), fwd(eight)
+    gather = m.layer_dense_params(1) * 2 * 7 / 8
+    assert got[1] - base[1] == pytest.approx(cm.comm_interference_s(base[1], gather, g), rel=1e-9)
+    assert got[1] > base[1]

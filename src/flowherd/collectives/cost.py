@@ -22,8 +22,9 @@ import math
 
 import numpy as np
 
-from flowherd.collectives.algorithms import _tree_edges, default_chunks, fold, tree_wavefronts
+from flowherd.collectives.algorithms import default_chunks, fold
 from flowherd.collectives.ops import Op
+from flowherd.collectives.trees import tree_edges, tree_wavefronts
 from flowherd.errors import ConfigError
 
 
@@ -75,7 +76,7 @@ def tree_max_rank_bytes(n: int, size_bytes: float) -> float:
     ``n >= 4``: inner node with two children in one tree, leaf in the other)."""
     if n == 1:
         return 0.0
-    child, parent, _, _ = _tree_edges(n)
+    child, parent, _, _ = tree_edges(n)
     # each edge carries S/2 up (reduce) and S/2 down (broadcast)
     out = np.bincount(child, minlength=n) + np.bincount(parent, minlength=n)
     return float(out.max()) * size_bytes / 2

@@ -31,10 +31,10 @@ from flowherd.collectives.algorithms import (
     _unsupported,
     halving_doubling,
     server_grid,
-    tree_wavefronts,
 )
 from flowherd.collectives.ops import Collective, Op
 from flowherd.collectives.schedule import Schedule
+from flowherd.collectives.trees import tree_wavefronts
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric
 

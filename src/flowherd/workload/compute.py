@@ -60,13 +60,16 @@ Fitted constants and their measurements:
   FlashAttention-2 itself reaches up to 230 TFLOP/s on A100 and 335 on H100 (same section), so the
   H100's FlashAttention-2 fractions are the A100's scaled by 335 / 230 in TFLOP/s.
 * ``sustained_fraction``: what a training run keeps of the kernel speeds measured one kernel at a
-  time (host-side gaps between kernels, clocks under sustained load, kernels sharing the GPU with
-  NCCL), fitted per GPU type (least squares on the log of the throughput error) on the 8 + 8
-  MosaicML LLM Foundry MPT rows of ``benchmarks/published.py`` (1B-70B, FSDP on 8-64 GPUs,
-  FP32 weights under autocast, Triton flash attention, as those runs were configured): A100 0.92,
-  H100 0.86. The table's other rows, the Megatron-LM rows and BLOOM are not fitted on. (An
-  earlier fit, with the H100 attention at FlashAttention-3 speed and no weight casts, had put
-  H100 at 0.70: the MPT runs' slower kernel, not the GPU, lost that speed.)
+  time (host-side gaps between kernels, clocks under sustained load), fitted per GPU type (least
+  squares on the log of the throughput error) on the 8 + 8 MosaicML LLM Foundry MPT rows of
+  ``benchmarks/published.py`` (1B-70B, FSDP on 8-64 GPUs, FP32 weights under autocast, Triton
+  flash attention, as those runs were configured): A100 0.939, H100 0.877. The table's other rows,
+  the Megatron-LM rows and BLOOM are not fitted on. (Before `comm_interference_s` the same fit gave
+  0.92 / 0.86 and left the runs with much FSDP traffic per token 11-12% faster than measured and
+  the long-sequence ones 8-10% slower: one constant absorbed two effects.)
+* Communication beside compute (`comm_interference_s`): NCCL's blocks hold ``nccl_channels`` of
+  the ``sm_count`` SMs while a collective overlaps a kernel (no fitted constant: the SM counts of
+  the whitepapers, the channels and ring bandwidth of flowherd's ported NCCL model).
 
 GPUs without measurements of their own borrow the constants of the closest part (H200: H100
 compute; B200 and MI300X: H100 shape constants and sustained fraction, with their MAMF plateau,
@@ -89,6 +92,7 @@ __all__ = [
     "LayerTimes",
     "OpTime",
     "attention_time_s",
+    "comm_interference_s",
     "fsdp_grad_prep_s",
     "gemm_efficiency",
     "gemm_time_s",
@@ -122,6 +126,14 @@ class KernelModel:
         sustained_fraction: What a training run keeps of the kernel speeds measured in isolation
             (power-limited clocks under sustained load, framework gaps between kernels); scales
             `layer_times` and `head_times`, not the single-kernel functions.
+        sm_count: Streaming multiprocessors of the GPU.
+        nccl_channels: Channels (one CUDA block each, on one SM) of NCCL's ring on the GPU's
+            8-GPU NVLink server (`flowherd.collectives.select`: ring / Simple, 24 on DGX A100 and
+            DGX H100).
+        nccl_ring_fraction: That ring's bus bandwidth as a fraction of the NVLink bandwidth
+            (the same model: 356 of 450 GB/s on DGX H100, 238 of 300 on DGX A100).
+        nccl_net_fraction: The bus bandwidth of NCCL's rings across servers as a fraction of the
+            server's NICs (the same model, 4 DGX A100 with 8 x 200 Gb/s: 188 of 200 GB/s).
     """
 
     name: str
@@ -136,20 +148,25 @@ class KernelModel:
     hbm_fraction: float = 0.8
     kernel_overhead_s: float = 2e-6
     sustained_fraction: float = 0.87
+    sm_count: int = 132
+    nccl_channels: int = 24
+    nccl_ring_fraction: float = 0.79
+    nccl_net_fraction: float = 0.94
 
 
 KERNEL_MODELS: dict[str, KernelModel] = {
     # FlashAttention-2 on H100: "up to 335 TFLOPs/s" against 230 on A100 (Dao 2023, section 4.1),
     # the A100 fractions below scaled by 335 / 230 in TFLOP/s
-    "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.86,
+    "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.877,
                         fa2_fwd_fraction=0.276, fa2_bwd_fraction=0.230),
-    "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.86,
+    "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.877,
                         fa2_fwd_fraction=0.276, fa2_bwd_fraction=0.230),
     "a100": KernelModel(name="a100", gemm_peak_fraction=0.861, gemm_k_half=85.0, gemm_overhead_s=6.52e-6,
-                        attention_fwd_fraction=0.60, attention_bwd_fraction=0.50, sustained_fraction=0.92),
-    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776, sustained_fraction=0.86),
+                        attention_fwd_fraction=0.60, attention_bwd_fraction=0.50, sustained_fraction=0.939,
+                        sm_count=108),
+    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776, sustained_fraction=0.877, sm_count=148),
     "mi300x": KernelModel(name="mi300x", gemm_peak_fraction=0.598, attention_fwd_fraction=0.40,
-                          attention_bwd_fraction=0.30, sustained_fraction=0.86),
+                          attention_bwd_fraction=0.30, sustained_fraction=0.877, sm_count=304),
 }
 
 ATTENTION = ("flash", "unfused", "triton")  # attention kernels of `layer_ops`
@@ -219,6 +236,32 @@ def optimizer_step_s(params: float, gpu: GpuSpec, *,
                      bytes_per_param: float = OPTIMIZER_BYTES_PER_PARAM) -> float:
     """Adam step over ``params`` parameters of one rank's shard: bytes over HBM bandwidth, seconds."""
     return params * bytes_per_param / gpu.memory_bytes_per_s
+
+
+def comm_interference_s(compute_s: float, comm_bytes: float, gpu: GpuSpec, *,
+                        across_servers: bool = False, gpus_per_server: int = 8) -> float:
+    """Time a compute task loses to the NCCL kernels that run beside it on the same GPU, seconds.
+
+    An NCCL collective runs one CUDA block per channel, each resident on one SM for the whole call
+    (NCCL's ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` documentation: "each channel uses
+    one CUDA block"), so while it overlaps a compute task the kernels of that task get
+    ``sm_count - nccl_channels`` of the SMs: the task lasts ``nccl_channels / sm_count`` of the
+    overlap longer. The overlap is ``compute_s`` or the collective's time, whichever is shorter,
+    the collective timed at NCCL's ring bus bandwidth (``comm_bytes`` is what the GPU sends,
+    nccl-tests bus bytes): on one server the NVLink ring's, across servers (``across_servers``)
+    at most that of one channel per NIC, ``gpus_per_server`` NICs of the GPU's datasheet speed.
+    A deliberate shortcut: the simulator times compute and communication apart, so the
+    collective's time here is that estimate, not the simulated one. SM counts: 108 (A100) and
+    132 (H100 SXM), NVIDIA's A100 and H100 architecture whitepapers.
+    """
+    if compute_s <= 0 or comm_bytes <= 0:
+        return 0.0
+    km = kernel_model(gpu)
+    bw = gpu.scaleup_bytes_per_s * km.nccl_ring_fraction
+    if across_servers:
+        bw = min(bw, gpus_per_server * gpu.nic_bytes_per_s * km.nccl_net_fraction)
+    comm_s = comm_bytes / bw
+    return km.nccl_channels / km.sm_count * min(compute_s, comm_s)
 
 
 def fsdp_grad_prep_s(params: float, gpu: GpuSpec, *, param_bytes: int, grad_bytes: int) -> float:

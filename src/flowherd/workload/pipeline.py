@@ -155,6 +155,18 @@ class _Builder:
                 bwd = bwd + np.array([cm.fsdp_grad_prep_s(x, j.gpu, param_bytes=j.param_bytes,
                                                           grad_bytes=j.grad_bytes)
                                       for x in dense / j.tp + expert / (j.tp * j.ep)])
+                # each layer's pass runs beside the next layer's prefetched all-gather (and, in the
+                # backward, a reduce-scatter of the gradients): NCCL's blocks take SMs from it
+                dp, edp = self._groups(p, "dp"), self._groups(p, "edp")
+                fr = [(g.shape[1] - 1) / g.shape[1] for g in (dp, edp)]
+                gather = (dense / j.tp * fr[0] + expert / (j.tp * j.ep) * fr[1]) * j.param_bytes
+                scatter = gather * j.grad_bytes / j.param_bytes
+                rc_fwd = np.array([x.fwd_s for x in lt]) if j.recompute == "full" else 0.0
+                far = bool(np.any(dp.min(axis=1) // 8 != dp.max(axis=1) // 8))  # 8 GPUs a server
+                fwd = fwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far)
+                                      for t, x in zip(fwd, gather, strict=True)])
+                bwd = bwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far)
+                                      for t, x in zip(bwd + rc_fwd, gather + scatter, strict=True)])
         # recomputation (Korthikanti et al. 2022): full repeats each layer's forward (not the
         # output head) before its backward; selective repeats the attention core only
         if j.recompute == "full":
