@@ -44,8 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_FLOWS", "Snapshot", "Window", "close_window", "component", "open_window", "snapshot"]
 
-#: Largest component (background flows) a window is looked for in; beyond it, none.
-MAX_FLOWS = 256
+#: Largest component (background flows) a window is looked for in; beyond it, none (with more
+#: flows one of them ends or a new one arrives within a few iterations anyway).
+MAX_FLOWS = 24
 _LOOK = 64  # arrivals looked at per slack link
 
 

@@ -70,6 +70,8 @@ class JobRun:
         self.ff_link_idx = _NO  # per-iteration bytes of the open window, by link
         self.ff_link_bytes = np.zeros(0)
         self.resumed_s = -1.0  # when a quiet window last put its held flows back
+        self.quiet_fails = 0  # looks for a quiet window that failed in a row
+        self.quiet_skip = 0  # iterations to simulate before the next look
 
     # -- training --------------------------------------------------------------------------------
     def start_training(self, now: float) -> None:
@@ -186,7 +188,14 @@ class JobRun:
                 return
         fid = "collective" if sim.fidelity == "phase" else sim.fidelity
         if sim.quiet and sim.fidelity == "phase" and sim.hook is None and self.solo_s:
-            self.tpl = snapshot(sim, self.footprint, now)
+            # after failures, look again only every 2, 4 .. 32 iterations (a component that
+            # keeps changing rarely gives a window; looking costs a fraction of an iteration)
+            if self.quiet_skip > 0:
+                self.quiet_skip -= 1
+            else:
+                self.tpl = snapshot(sim, self.footprint, now)
+                if self.tpl is None:
+                    self._quiet_failed()
         if sim.hook is not None:  # tasks launched as their dependencies end, the controller asked
             sim.hook.add_graph(self.graph, job=self.req.name, fidelity=fid,
                                name=f"{self.req.name}/it{self.done_iters}", on_done=self._iteration_done,
@@ -214,11 +223,17 @@ class JobRun:
         got = open_window(self.sim, self.footprint, self.tpl, now, left,
                           (self.solo_link_idx, self.solo_link_bytes))
         if got is None:
+            self._quiet_failed()
             return 0, 0.0
+        self.quiet_fails = 0
         k, period, self.window = got
         self.watch = self.window.links
         self.ff_link_idx, self.ff_link_bytes = self.window.link_idx, self.window.link_bytes
         return k, period
+
+    def _quiet_failed(self) -> None:
+        self.quiet_fails = min(self.quiet_fails + 1, 5)
+        self.quiet_skip = (1 << self.quiet_fails) - 1
 
     def _ff_sampled(self, left: int) -> int:
         if np.any(self.sim.owners[self.footprint] > 1):
