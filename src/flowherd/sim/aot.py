@@ -105,6 +105,14 @@ EXPORTS: dict[str, str] = {
         "f8", "i8", "f8", "f8", "f8", "i8", "f8", "f8", "f8", "f8", "f8", "f8", "f8", "f8", "i8", "f8", "f8",
         "f8", "f8", "f8", "f8"),
 }
+# issue 17: the kernels a cluster run calls from Python besides (batched coflows, background
+# batches, the flows a quiet window holds); signatures from a FLOWHERD_JIT=1 run's dispatchers
+EXPORTS.update({
+    "flowherd.sim.event_loop.link_coflows": _sig(
+        "i8", "i8", "i8", "f8", _F, _F, _F, _A, _A, _A, _A, _A, _A, _A, _A, "i8", _F, _A, _A, _A, _A),
+    "flowherd.sim.event_loop.heap_push_many": _sig("none", _F, _A, _A, _A, _A, _F, "i8", _A),
+    "flowherd.sim.incidence.adj_remove": _sig("none", *[_A] * 9),
+})
 
 
 # ---- which path ---------------------------------------------------------------------------

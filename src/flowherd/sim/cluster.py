@@ -48,8 +48,10 @@ Fidelities: ``step`` and ``collective`` as in `flowherd.sim.collective`; ``phase
   there until it is isolated again. Single-server jobs (NVLink only) are never interrupted.
 
 With background traffic, ``BackgroundSpec.fast_forward`` chooses between the exact rule above
-(network jobs then hardly ever fast-forward: background flows cross their links every few
-milliseconds) and two documented approximations: ``"sampled"``, where a job alone among
+(network jobs then hardly ever fast-forward by it: background flows cross their links every
+few milliseconds; with ``quiet_windows``, the default, such a job still fast-forwards exactly
+while the background flows coupled to its links stay the same, `flowherd.sim.cluster_quiet`)
+and two documented approximations: ``"sampled"``, where a job alone among
 background flows simulates one iteration with them, fast-forwards about ``sample_every_s`` at
 that iteration's duration, simulates one again, and so on; and ``"mean"`` (stationary
 background: Poisson arrivals at a constant load), where such a job fast-forwards at its mean
@@ -127,6 +129,13 @@ class _Cluster:
         self.bg_spec = bg_spec
         self.sampled = bg is not None and bg_spec is not None and bg_spec.fast_forward == "sampled"
         self.mean_rule = bg is not None and bg_spec is not None and bg_spec.fast_forward == "mean"
+        # quiet windows: exact fast-forward among unchanged background (`flowherd.sim.cluster_quiet`)
+        self.quiet = (bg is not None and bg_spec is not None and bg_spec.fast_forward == "exact"
+                      and bg_spec.quiet_windows and self.engine.network is None)
+        self.quiet_mark = np.zeros(fabric.num_directed_links, bool)
+        self.held_load = np.zeros(fabric.num_directed_links)  # of flows quiet windows hold
+        self.held_count = np.zeros(fabric.num_directed_links, np.int64)
+        self.link_stamp = np.full(fabric.num_directed_links, -np.inf)  # last job start/end per link
         self.seed = seed
         gps = np.bincount(fabric.gpu_server)
         self.gpus_per_server = int(gps.max()) if gps.size else 1
@@ -192,12 +201,11 @@ class _Cluster:
             run.start_inference(now)
         if run.footprint.size:
             self.owners[run.footprint] += 1
-            shared = run.footprint[self.owners[run.footprint] > 1]
-            if shared.size:
-                for other in self.running:
-                    if other is not run and other.ff is not None and other.footprint.size \
-                            and np.intersect1d(other.footprint, shared, assume_unique=True).size:
-                        other.interrupt(now)
+            self.link_stamp[run.footprint] = now
+            for other in self.running:  # a window on these links ends with its iteration
+                if other is not run and other.ff is not None and other.watch.size \
+                        and np.intersect1d(other.watch, run.footprint, assume_unique=True).size:
+                    other.interrupt(now)
         if run.kind == "training":
             if self.hook is not None:
                 g = run.graph
@@ -224,22 +232,23 @@ class _Cluster:
             self.running.remove(run)
             if run.footprint.size and run.start_s is not None:
                 self.owners[run.footprint] -= 1
+                self.link_stamp[run.footprint] = now
         self.free[run.gpus] = True
         self.serve(now)
 
     def credit_ff(self, run: JobRun, a: float, b: float, k: int) -> None:
         if self.hook is not None:
             self.hook.iterations_advanced(run.req.name, k)
-        if run.solo_link_idx.size:
-            self.ff_bytes[run.solo_link_idx] += run.solo_link_bytes * k
+        if run.ff_link_idx.size:
+            self.ff_bytes[run.ff_link_idx] += run.ff_link_bytes * k
 
     def link_bytes_now(self, now: float) -> np.ndarray:
         out = self.engine.link_bytes_now() + self.ff_bytes
         for r in self.running:
-            if r.ff is not None and r.solo_link_idx.size:
+            if r.ff is not None and r.ff_link_idx.size:
                 t0, T, k = r.ff
                 frac = min(k, max(0.0, (now - t0) / T))
-                out[r.solo_link_idx] += r.solo_link_bytes * frac
+                out[r.ff_link_idx] += r.ff_link_bytes * frac
         return out
 
 

@@ -49,6 +49,9 @@ class Background:
     k: int
     link_ptr: np.ndarray  # CSR link -> arrival times (sorted)
     link_times: np.ndarray
+    # per arrival of link_times: the most the flow can put on that link (its fraction there times
+    # its least capacity / fraction along its route), bytes/s (`flowherd.sim.cluster_quiet`)
+    link_load_max: np.ndarray
 
 
 def _server_bytes_per_s(fabric: Fabric) -> float:
@@ -103,10 +106,14 @@ def make_background(spec: BackgroundSpec, fabric: Fabric, router, horizon_s: flo
     order = np.lexsort((t[flow_of], lnk))
     link_ptr = np.zeros(fabric.num_directed_links + 1, np.int64)
     np.cumsum(np.bincount(lnk, minlength=fabric.num_directed_links), out=link_ptr[1:])
+    frac = np.asarray(routes.frac, np.float64)
+    top = np.full(n, np.inf)  # a flow's highest rate: the least cap / frac along its route
+    if lnk.size:
+        np.minimum.at(top, flow_of, fabric.link_capacity_bytes_per_s[lnk] / frac)
     return Background(start_s=np.asarray(t, dtype=np.float64), src_server=src.astype(np.int32),
                        dst_server=dst.astype(np.int32), size_bytes=np.asarray(size, dtype=np.float64),
                        src_gpu=sg, dst_gpu=dg, routes=routes, k=k, link_ptr=link_ptr,
-                       link_times=t[flow_of][order])
+                       link_times=t[flow_of][order], link_load_max=(frac * top[flow_of])[order])
 
 
 def _cdf_moments(dist: FlowSizeCDF) -> tuple[float, float]:

@@ -55,8 +55,9 @@ class BackgroundSpec:
         max_flows_per_s: Cap on simulated flows per second over the whole fabric; above it
             consecutive flows are merged (module docstring).
         fast_forward: How ``phase`` fidelity treats background on a job's links: "exact" (a
-            background flow on them ends or forbids a fast-forward window, so with background
-            ``phase`` equals ``collective`` for network jobs) or "sampled" (an approximation:
+            background flow on them ends or forbids an ordinary fast-forward window; with
+            ``quiet_windows`` a job whose links carry only background that stays the same
+            fast-forwards exactly, `flowherd.sim.cluster_quiet`) or "sampled" (an approximation:
             background does not stop fast-forward; a job simulates one iteration among the
             background, fast-forwards ``sample_every_s`` at that iteration's duration, simulates
             one again, and so on; background flows do not see the traffic of fast-forwarded
@@ -67,6 +68,10 @@ class BackgroundSpec:
             fast-forwarded traffic either). Other jobs on a job's links always stop fast-forward.
         sample_every_s: Longest fast-forward window under "sampled", and the probe's length
             under "mean", seconds.
+        quiet_windows: Under "exact" on the ideal network without a controller: fast-forward a
+            job among background flows while the set of flows sharing its links' component
+            stays the same (exact to rounding, `flowherd.sim.cluster_quiet`); False: every
+            iteration of such a job is simulated (the rule before quiet windows, to compare).
     """
 
     load: float
@@ -74,6 +79,7 @@ class BackgroundSpec:
     max_flows_per_s: float = 500.0
     fast_forward: str = "exact"
     sample_every_s: float = 10.0
+    quiet_windows: bool = True
 
     def __post_init__(self) -> None:
         if not (isinstance(self.load, int | float) and 0 <= self.load <= 1):
@@ -85,6 +91,9 @@ class BackgroundSpec:
         if self.fast_forward not in ("exact", "sampled", "mean"):
             raise ConfigError(f"fast_forward must be 'exact', 'sampled' or 'mean', got {self.fast_forward!r} "
                               "(background.fast_forward)")
+        if not isinstance(self.quiet_windows, bool):
+            raise ConfigError(f"quiet_windows must be true or false, got {self.quiet_windows!r} "
+                              "(background.quiet_windows)")
         if not (isinstance(self.sample_every_s, int | float) and self.sample_every_s > 0
                 and math.isfinite(self.sample_every_s)):
             raise ConfigError(f"sample_every_s must be a positive time, got {self.sample_every_s!r} "

@@ -10,6 +10,7 @@ import numpy as np
 
 from flowherd.fabric.core import LinkKind
 from flowherd.routing.base import Routes
+from flowherd.sim.cluster_quiet import Snapshot, Window, close_window, open_window, snapshot
 from flowherd.sim.cluster_records import JobRecord, JobRequest
 from flowherd.sim.engine import Engine
 from flowherd.sim.executor import PreparedGraph, add_graph, contract_graph, prepare_graph
@@ -63,6 +64,14 @@ class JobRun:
         self.last_sim_s: float | None = None  # duration of the last simulated iteration
         self.sample_due = True
         self.mean_s = 0.0  # mean iteration time among the background (the "mean" rule)
+        self.tpl: Snapshot | None = None  # a quiet window's template (`flowherd.sim.cluster_quiet`)
+        self.window: Window | None = None  # the open window's held flows, if quiet
+        self.watch = _NO  # links on which a starting job cuts the open window short
+        self.ff_link_idx = _NO  # per-iteration bytes of the open window, by link
+        self.ff_link_bytes = np.zeros(0)
+        self.resumed_s = -1.0  # when a quiet window last put its held flows back
+        self.quiet_fails = 0  # looks for a quiet window that failed in a row
+        self.quiet_skip = 0  # iterations to simulate before the next look
 
     # -- training --------------------------------------------------------------------------------
     def start_training(self, now: float) -> None:
@@ -160,16 +169,33 @@ class JobRun:
             elif sim.mean_rule and network:
                 k = 0 if np.any(sim.owners[self.footprint] > 1) else left
                 period = self.mean_s or self.solo_s
+            elif self.resumed_s == now:
+                k = 0  # the flows put back now are not on their links yet: simulate
             else:
                 k = self._ff_window(now, left)
+                if k == 0 and network and sim.quiet and sim.hook is None:
+                    k, period = self._quiet(now, left)
+            self.tpl = None
             if k >= 1:
                 self.ff = (now, period, k)
+                if self.window is None:
+                    self.watch = self.footprint
+                    self.ff_link_idx, self.ff_link_bytes = self.solo_link_idx, self.solo_link_bytes
                 self.sample_due = True
                 gen = self.ff_gen
                 sim.engine.add_coflow(_NO, _NO, _NO, delay_s=k * period, name=f"{self.req.name}/ff",
                                       on_done=lambda _c, t, g=gen: self._ff_done(t, g))
                 return
         fid = "collective" if sim.fidelity == "phase" else sim.fidelity
+        if sim.quiet and sim.fidelity == "phase" and sim.hook is None and self.solo_s:
+            # after failures, look again only every 2, 4 .. 32 iterations (a component that
+            # keeps changing rarely gives a window; looking costs a fraction of an iteration)
+            if self.quiet_skip > 0:
+                self.quiet_skip -= 1
+            else:
+                self.tpl = snapshot(sim, self.footprint, now)
+                if self.tpl is None:
+                    self._quiet_failed()
         if sim.hook is not None:  # tasks launched as their dependencies end, the controller asked
             sim.hook.add_graph(self.graph, job=self.req.name, fidelity=fid,
                                name=f"{self.req.name}/it{self.done_iters}", on_done=self._iteration_done,
@@ -190,6 +216,25 @@ class JobRun:
                     return min(left, math.floor((self.bg_times[i] - now) / self.solo_s))
         return left
 
+    def _quiet(self, now: float, left: int) -> tuple[int, float]:
+        """A quiet window after a clean template (`flowherd.sim.cluster_quiet`): (k, T)."""
+        if self.tpl is None:
+            return 0, 0.0
+        got = open_window(self.sim, self.footprint, self.tpl, now, left,
+                          (self.solo_link_idx, self.solo_link_bytes))
+        if got is None:
+            self._quiet_failed()
+            return 0, 0.0
+        self.quiet_fails = 0
+        k, period, self.window = got
+        self.watch = self.window.links
+        self.ff_link_idx, self.ff_link_bytes = self.window.link_idx, self.window.link_bytes
+        return k, period
+
+    def _quiet_failed(self) -> None:
+        self.quiet_fails = min(self.quiet_fails + 1, 5)
+        self.quiet_skip = (1 << self.quiet_fails) - 1
+
     def _ff_sampled(self, left: int) -> int:
         if np.any(self.sim.owners[self.footprint] > 1):
             return 0
@@ -209,6 +254,11 @@ class JobRun:
         self.ff_iters += k
         self.sim.credit_ff(self, t0, t0 + k * T, k)
         self.ff = None
+        if self.window is not None:  # the held background flows go on, k iterations' bytes fewer
+            if self.window.handle >= 0:
+                self.resumed_s = t
+            close_window(self.sim, self.window, k)
+            self.window = None
 
     def interrupt(self, now: float) -> None:
         """Another job starts on this job's links: end the window with the current iteration."""

@@ -155,6 +155,9 @@ def compact_flows(eng) -> None:
     n = f.count
     keep = np.zeros(n, bool)
     keep[eng._active] = True
+    held = getattr(eng, "_held", None) or {}  # flows taken off the network (`flowherd.sim.hold`)
+    for flows in held.values():
+        keep[flows] = True
     c = eng._c
     pending = np.flatnonzero(np.isnan(c.start[:c.count]) & (c.fhi[:c.count] > c.flo[:c.count]))
     keep[ranges(c.flo[pending], c.fhi[pending])] = True
@@ -167,9 +170,13 @@ def compact_flows(eng) -> None:
         col = getattr(links, name)
         col[:inc.size] = col[inc]
     links.count = inc.size
-    for name in f._spec:
+    for name, (_dtype, fill) in f._spec.items():
         col = getattr(f, name)
         col[:ids.size] = col[ids]
+        # the freed rows back to their defaults: a flow added there later must not inherit a
+        # dropped flow's state (a stale bottleneck pointer ``bn`` named a link the new flow
+        # does not cross, and `bottleneck.local_update` tries that link first)
+        col[ids.size:n] = fill
     f.count = ids.size
     f.lo[:ids.size] = np.cumsum(lens) - lens
     f.hi[:ids.size] = np.cumsum(lens)
@@ -177,6 +184,8 @@ def compact_flows(eng) -> None:
     c.fhi[pending] = lo + c.fhi[pending] - c.flo[pending]
     c.flo[pending] = lo
     eng._active = new_id[eng._active]
+    for h, flows in held.items():
+        held[h] = new_id[flows]
     nnz = int((f.hi[eng._active] - f.lo[eng._active]).sum())
     if eng._b_flow.size < 2 * nnz:
         eng._b_flow = np.zeros(8 * nnz + 8 * eng.fabric.num_directed_links, np.int64)
