@@ -153,6 +153,7 @@ VARIANTS = [(m, m, {}) for m in BASELINES] + [
     ("heuristic+ecmp", "heuristic", {}),
     ("heuristic+mcf", "heuristic", {"routes": True, "joint": False}),
     ("heuristic", "heuristic", {"routes": True}),
+    ("heuristic+pacing", "heuristic", {"routes": True, "pace": True}),
 ]
 
 
@@ -176,7 +177,9 @@ def _signature(plan) -> str:
     import json
 
     routes = sorted((k, [[list(p), round(w, 9)] for p, w in v]) for k, v in (plan.routes or {}).items())
-    key = json.dumps([[j.name, list(j.gpus), round(j.start_s, 9)] for j in plan.jobs] + [routes])
+    pace = sorted((plan.info or {}).get("pacing", {}).items())  # the host pacers' caps, if any
+    key = json.dumps([[j.name, list(j.gpus), round(j.start_s, 9)] for j in plan.jobs] + [routes]
+                     + ([[[k, round(v, 3)] for k, v in pace]] if pace else []))
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
@@ -220,7 +223,7 @@ def _instances(kind: str, seeds: int, trace_slices: int, network: str,
 # simulation order: groups of variants, each run replicate by replicate (seed or trace window),
 # so that a run stopped early (the machine is shared) still holds paired comparisons
 PRIORITY = (("packed", "heuristic"), ("heuristic+ecmp", "topology"), ("topology+backfill", "heuristic+mcf"),
-            ("random", "hetero"))
+            ("random", "hetero"), ("heuristic+pacing",))
 
 
 def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5, trace_slices: int = 2,
@@ -251,12 +254,15 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
             group = [x for x in group if x in variants and (not labels or x in labels)]
             reps = [(inst, seed) for inst in insts for seed in inst[2]]
             cells += [(label, inst, seed) for inst, seed in reps for label in group]
+        plan_cpu: dict = {}  # (scenario name, label) -> CPU seconds of its planning
         for label, (kind, sc, _, plans), seed in cells:
             method, opts = variants[label]
             if label not in plans:
+                c0 = time.process_time()
                 plans[label] = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed,
                                          background=sc.background, window_s=sc.horizon_s / 100,
                                          routing=sc.routing, **opts)
+                plan_cpu[(sc.name, label)] = time.process_time() - c0
             plan = plans[label]
             sig = _signature(plan)
             cong = plan.info.get("congestion") or {}
@@ -270,8 +276,9 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
                 sim = simulate_plan(sc.fabric, sc.jobs, plan, check)
                 est = estimate_check(sc.fabric, sc.jobs, plan, sim, background=sc.background)
                 row = {"scenario": sc.name, "seed": seed, "signature": sig, "sim_wall_s": sim.wall_s,
-                       **est}
+                       "sim_cpu_s": sim.cpu_s, **est}
             row = {**row, "kind": kind, "label": label, "plan_s": plan.solve_s,
+                   "plan_cpu_s": plan_cpu.get((sc.name, label)),
                    "predicted_max_load": cong.get("max_load"),
                    "predicted_violations": cong.get("violations"),
                    "restore": plan.info.get("congestion_restore"),
@@ -288,7 +295,8 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
                   f"({row['active_cells']} cells); congested {gb['congested_bytes']:.3f} GB (marked "
                   f"{gb['marked_bytes']:.3f}, paused {gb['paused_bytes']:.3f}, dropped "
                   f"{gb['dropped_bytes']:.3f}); predicted max link load {row['predicted_max_load']}; "
-                  f"planned in {plan.solve_s:.1f} s, simulated in {row['sim_wall_s']:.0f} s",
+                  f"planned in {plan.solve_s:.1f} s, simulated in {row['sim_wall_s']:.0f} s "
+                  f"({row.get('sim_cpu_s', math.nan):.0f} CPU-s)",
                   flush=True)
     table: dict = {}
     for row in done.values():
@@ -353,7 +361,7 @@ def _report(by_kind: dict) -> None:
             m, h = ci95(xa - xb)
             print(f"  joint vs sequential (placement then MCF): {m:+.3f} +- {h:.3f} s")
         if "packed" in rows:
-            for label in ("heuristic+ecmp", "heuristic+mcf", "heuristic"):
+            for label in ("heuristic+ecmp", "heuristic+mcf", "heuristic", "heuristic+pacing"):
                 if label not in rows:
                     continue
                 cp, ch = _paired(rows["packed"], rows[label], "congested_bytes")
