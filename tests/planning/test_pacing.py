@@ -106,3 +106,20 @@ def test_caps_above_every_rate_leave_the_ideal_run_unchanged(plans):
     a = simulate_plan(sc.fabric, sc.jobs, loose, check).mean_jct_s
     b = simulate_plan(sc.fabric, sc.jobs, raw, check).mean_jct_s
     assert a == pytest.approx(b, rel=1e-12)
+
+
+def test_the_pacers_hold_under_a_controller(plans):
+    # a controller that delays and weights tasks (varys) leaves the routes, pacers included
+    from flowherd.control import make_controller
+    from flowherd.fabric.core import LinkKind
+
+    sc, _, paced = plans
+    check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, fidelity=sc.fidelity, seed=1,
+                     network=load_network("roce"))
+    sim = simulate_plan(sc.fabric, sc.jobs, paced, check, controller=make_controller("varys"))
+    res = sim.cluster
+    assert res.jobs[0].finish_s is not None and res.router == "explicit"
+    n = sc.fabric.num_directed_links
+    kind = np.asarray(sc.fabric.link_kind)
+    nic_up = (kind == LinkKind.NETWORK) & (np.asarray(sc.fabric.node_tier)[sc.fabric.link_src] == 1)
+    assert res.link_bytes[n:].sum() == pytest.approx(res.link_bytes[:n][nic_up].sum(), rel=1e-9)

@@ -58,6 +58,12 @@ predicted mean JCT is within `RESTORE_JCT_TOLERANCE` of the best (``info["conges
 A link that no routing can avoid (a GPU's own NIC link) is reported, not fixed: only the job's
 own traffic and the background load it.
 
+Pacing (``pace``). The windows bound a link's mean load; within a window a collective's flows
+still start at line rate and burst where they converge. With ``pace`` the plan also caps every
+scale-out GPU pair of its training jobs at the rate the plan assumed for it
+(`flowherd.planning.pacing`: each task's bottleneck at the target minus the expected background,
+``info["pacing"]``), which the simulation applies as host pacers (`flowherd.sim.pacing`).
+
 The simulator as the evaluator of the heuristic (``check``, a `SimCheck`). The model is exact
 about what placement changes structurally (servers, leaves, uplink load, queueing) but blind to
 what the simulator adds on top: ECMP hash collisions, background flows on the NICs and uplinks,
