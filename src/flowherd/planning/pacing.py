@@ -12,15 +12,18 @@ The plan's model of a communication task (`flowherd.planning.traffic.job_traffic
 time its busiest link needs for the task's bytes. Pacing makes the simulator keep to that
 model: every GPU pair of a task is capped at
 
-    rate_k = wire_k / T,   T = max(max_l W_l / (u c_l - b_l), max_l B_l / c_l, least duration)
+    rate_k = wire_k / T,   T = max(max_l W_l / a_l, least duration)
 
 with ``wire_k`` the pair's bytes on the wire, ``W_l`` the task's wire bytes on link l under the
-plan's routes, ``c_l`` the capacity, ``u`` the target utilization (`planner.max_utilization`),
-``b_l`` the expected background on the link (`flowherd.planning.congestion.
-background_link_bytes_per_s`), ``B_l`` the bytes the plan times the task by (NCCL's channel rate
-as a rate fraction) and the least duration NCCL's channel rate gives the whole collective
+plan's routes, ``c_l`` the capacity, ``a_l = u c_l - b_l`` on a switch's port (``u`` the target
+utilization, `planner.max_utilization`; ``b_l`` the expected background on the link,
+`flowherd.planning.congestion.background_link_bytes_per_s`; at least `MIN_SHARE` of ``c_l``) and
+``a_l = c_l`` elsewhere: on a host's own links (its NIC's uplink, PCIe, NVLink: nothing queues
+there) and on the ports the task's flows cannot fill (their line rates summed stay under the
+port's capacity, as one flow into a host's downlink), so a task whose bottleneck is its NIC is
+not slowed; and the least duration NCCL's channel rate gives the whole collective
 (`flowherd.collectives.schedule.Schedule.min_transfer_s`). Paced so, the task's flows together
-load no link above ``u c_l - b_l`` (minus nothing where the plan's own time is longer): a
+load no switch port above ``u c_l - b_l`` (less where the plan's own time is longer): a
 pair's flows all end together at ``T``, the time of the task's bottleneck (Varys' MADD,
 Chowdhury et al., SIGCOMM 2014), so where the least duration or the bottleneck link decides the
 task's time, as it does under max-min, the cap costs no time. A pair used by several tasks (or
@@ -38,9 +41,10 @@ import numpy as np
 
 from flowherd.collectives.algorithms import build_schedule
 from flowherd.collectives.ops import Collective
-from flowherd.fabric.core import Fabric
+from flowherd.fabric.core import Fabric, LinkKind, NodeKind
 from flowherd.planning.congestion import PlannedJob, background_link_bytes_per_s, check_max_utilization
 from flowherd.planning.traffic import TrafficMatrix, link_profile
+from flowherd.routing.policies import make_router
 from flowherd.sim.collective import choose, nccl_channels
 from flowherd.workload.opgraph import TaskKind
 from flowherd.workload.training import TrainingJob, rank_to_gpu
@@ -56,12 +60,14 @@ def _task_rates(job: TrainingJob, gpus: Sequence[int], fabric: Fabric, router: A
     """Per scale-out GPU pair of ``job`` on ``gpus``, the largest paced rate over its tasks."""
     rank_gpu = rank_to_gpu(job, np.asarray(gpus, np.int64), 1, gpu_server=fabric.gpu_server)
     server = fabric.gpu_server
+    rt = router if hasattr(router, "route") else make_router(router, fabric)
+    line0 = np.zeros(0)
     out: dict[tuple[int, int], float] = {}
-    memo: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]] = {}
+    memo: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
     for t in job.iteration_graph("stage").tasks:
         if t.kind == TaskKind.COMPUTE:
             continue
-        src, dst, wire, plan_b, least = [], [], [], [], 0.0
+        src, dst, wire, least = [], [], [], 0.0
         for c in t.collectives:
             on = tuple(int(x) for x in rank_gpu[list(c.gpus)])
             key = (c.op, on, float(c.size_bytes), c.root,
@@ -70,30 +76,36 @@ def _task_rates(job: TrainingJob, gpus: Sequence[int], fabric: Fabric, router: A
                 coll = Collective(op=c.op, gpus=on, size_bytes=c.size_bytes, root=c.root,
                                   matrix_bytes=c.matrix_bytes)
                 if coll.n < 2 or coll.size_bytes <= 0:
-                    memo[key] = (np.zeros(0, np.int64),) * 2 + (np.zeros(0),) * 2 + (0.0,)
+                    memo[key] = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), 0.0)
                 else:
                     algo, proto = choose(fabric, coll)
                     sched = build_schedule(coll, algo, fabric=fabric, protocol=proto,
                                            channels=nccl_channels(fabric, coll))
                     s, d, b = sched.pair_bytes()
                     memo[key] = (s.astype(np.int64), d.astype(np.int64), b / sched.wire_fraction,
-                                 b / sched.rate_fraction, float(sched.min_transfer_s))
-            s, d, w, pb, mt = memo[key]
+                                 float(sched.min_transfer_s))
+            s, d, w, mt = memo[key]
             cross = server[s] != server[d]
             src.append(s[cross])
             dst.append(d[cross])
             wire.append(w[cross])
-            plan_b.append(pb[cross])
             least = max(least, mt)
         if not src or not sum(x.size for x in src):
             continue
         s, d = np.concatenate(src), np.concatenate(dst)
-        w, pb = np.concatenate(wire), np.concatenate(plan_b)
+        w = np.concatenate(wire)
         tm = TrafficMatrix(src=s, dst=d, size_bytes=w).aggregated()
         load_w = link_profile(fabric, tm, router)
-        load_b = link_profile(fabric, TrafficMatrix(src=s, dst=d, size_bytes=pb), router)
         used = load_w > 0
-        span = max(float(np.max(load_w[used] / avail[used])), float(np.max(load_b[used] / cap[used])), least)
+        # a port queues only where the task's flows can arrive faster than it drains: their line
+        # rates (narrowest link of each path) summed over the flows that cross it, as the
+        # network model's arrival potential (`flowherd.sim.network.kernels.flow_pass`) does
+        r = rt.route(tm.src.astype(np.int32), tm.dst.astype(np.int32), np.zeros(tm.num_pairs, np.int64))
+        lens = np.diff(np.asarray(r.ptr, np.int64))
+        line = np.minimum.reduceat(cap[r.link], np.asarray(r.ptr[:-1], np.int64)) if r.link.size else line0
+        pot = np.bincount(r.link, weights=np.repeat(line, lens), minlength=cap.size)
+        a = np.where(pot > cap * (1 + 1e-9), avail, cap)
+        span = max(float(np.max(load_w[used] / a[used])), least)
         if span <= 0:
             continue
         for a, b, x in zip(tm.src.tolist(), tm.dst.tolist(), tm.size_bytes.tolist(), strict=True):
@@ -117,7 +129,12 @@ def pacing_caps(fabric: Fabric, planned: Sequence[PlannedJob], *, router: Any, m
     """
     u = check_max_utilization(max_utilization)
     cap = np.asarray(fabric.link_capacity_bytes_per_s, dtype=np.float64)
-    avail = np.maximum(u * cap - background_link_bytes_per_s(fabric, background), MIN_SHARE * cap)
+    # only a switch's port queues (marks, pauses): the target holds there; a host's own links
+    # (its NIC's uplink, PCIe, NVLink) send at their rate with nothing to protect
+    port = (np.asarray(fabric.link_kind) == LinkKind.NETWORK) & (
+        np.asarray(fabric.node_kind)[fabric.link_src] == NodeKind.SWITCH)
+    avail = np.where(port, np.maximum(u * cap - background_link_bytes_per_s(fabric, background),
+                                      MIN_SHARE * cap), cap)
     out: dict[tuple[int, int], float] = {}
     for pj in planned:
         if not isinstance(pj.job, TrainingJob):
