@@ -12,8 +12,10 @@ Large: 4,096 GPUs (512 servers of 8, 32 leaves, 2:1) and 200 jobs (8-32 GPUs); p
 heuristic's solve time and its gap to the LP lower bound (`flowherd.planning.milp.lp_bound`).
 
 Simulated (``--simulate``): every variant (`VARIANTS`: the baseline placers, FIFO, the scenario's
-routing; ``topology+backfill``; the heuristic's placement then ECMP, then the windowed MCF; and
-the heuristic, routing-aware placement with the MCF routes) plans the embedded ``default``
+routing; ``topology+backfill``; the heuristic's placement then ECMP, then the windowed MCF; the
+heuristic, routing-aware placement with the MCF routes; and ``heuristic+pacing``, the same plan
+with every scale-out GPU pair capped at the rate the plan assumed, `flowherd.planning.pacing`,
+applied as host pacers, `flowherd.sim.pacing`) plans the embedded ``default``
 scenario and a trace-driven one on ``--trace-slices`` disjoint slices of the Microsoft Philly
 trace, each slice ``--seeds`` disjoint windows of `TRACE_JOBS` jobs (``skip`` the slice's start,
 ``seed_stride`` the window: the scenario's seed picks the window; arrivals compressed 1000x,
@@ -27,8 +29,10 @@ Tables per slice and over every slice. Per cell:
 simulated and predicted mean JCT, the per-link, per-window load error (median, p90) and the
 paused, ECN-marked and dropped bytes (`flowherd.planning.estimate.estimate_check`); per
 scenario: each variant's paired difference to the best baseline placer with its 95% CI, the
-gain split into schedule (topology -> topology+backfill), placement (-> heuristic+ecmp) and
-routing (-> heuristic), joint vs sequential, and the congested bytes against packed + ECMP.
+gain split into schedule (topology -> topology+backfill), placement (-> heuristic+ecmp),
+routing (-> heuristic) and pacing (-> heuristic+pacing), joint vs sequential, and the congested
+bytes against packed + ECMP. CPU seconds of each cell's planning and simulation are stored
+(``plan_cpu_s``, ``sim_cpu_s``; wall times on the shared machine are mostly waiting).
 Cells run group by group, replicate by replicate (`PRIORITY`), and are cached in ``--cache``
 (JSON lines): a run can be resumed, and ``--report`` prints the tables from the cache.
 
@@ -153,6 +157,7 @@ VARIANTS = [(m, m, {}) for m in BASELINES] + [
     ("heuristic+ecmp", "heuristic", {}),
     ("heuristic+mcf", "heuristic", {"routes": True, "joint": False}),
     ("heuristic", "heuristic", {"routes": True}),
+    ("heuristic+pacing", "heuristic", {"routes": True, "pace": True}),
 ]
 
 
@@ -176,7 +181,9 @@ def _signature(plan) -> str:
     import json
 
     routes = sorted((k, [[list(p), round(w, 9)] for p, w in v]) for k, v in (plan.routes or {}).items())
-    key = json.dumps([[j.name, list(j.gpus), round(j.start_s, 9)] for j in plan.jobs] + [routes])
+    pace = sorted((plan.info or {}).get("pacing", {}).items())  # the host pacers' caps, if any
+    key = json.dumps([[j.name, list(j.gpus), round(j.start_s, 9)] for j in plan.jobs] + [routes]
+                     + ([[[k, round(v, 3)] for k, v in pace]] if pace else []))
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
@@ -220,7 +227,7 @@ def _instances(kind: str, seeds: int, trace_slices: int, network: str,
 # simulation order: groups of variants, each run replicate by replicate (seed or trace window),
 # so that a run stopped early (the machine is shared) still holds paired comparisons
 PRIORITY = (("packed", "heuristic"), ("heuristic+ecmp", "topology"), ("topology+backfill", "heuristic+mcf"),
-            ("random", "hetero"))
+            ("random", "hetero"), ("heuristic+pacing",))
 
 
 def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5, trace_slices: int = 2,
@@ -251,12 +258,15 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
             group = [x for x in group if x in variants and (not labels or x in labels)]
             reps = [(inst, seed) for inst in insts for seed in inst[2]]
             cells += [(label, inst, seed) for inst, seed in reps for label in group]
+        plan_cpu: dict = {}  # (scenario name, label) -> CPU seconds of its planning
         for label, (kind, sc, _, plans), seed in cells:
             method, opts = variants[label]
             if label not in plans:
+                c0 = time.process_time()
                 plans[label] = make_plan(sc.fabric, sc.jobs, method=method, seed=sc.seed,
                                          background=sc.background, window_s=sc.horizon_s / 100,
                                          routing=sc.routing, **opts)
+                plan_cpu[(sc.name, label)] = time.process_time() - c0
             plan = plans[label]
             sig = _signature(plan)
             cong = plan.info.get("congestion") or {}
@@ -270,8 +280,9 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
                 sim = simulate_plan(sc.fabric, sc.jobs, plan, check)
                 est = estimate_check(sc.fabric, sc.jobs, plan, sim, background=sc.background)
                 row = {"scenario": sc.name, "seed": seed, "signature": sig, "sim_wall_s": sim.wall_s,
-                       **est}
+                       "sim_cpu_s": sim.cpu_s, **est}
             row = {**row, "kind": kind, "label": label, "plan_s": plan.solve_s,
+                   "plan_cpu_s": plan_cpu.get((sc.name, label)),
                    "predicted_max_load": cong.get("max_load"),
                    "predicted_violations": cong.get("violations"),
                    "restore": plan.info.get("congestion_restore"),
@@ -288,7 +299,8 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
                   f"({row['active_cells']} cells); congested {gb['congested_bytes']:.3f} GB (marked "
                   f"{gb['marked_bytes']:.3f}, paused {gb['paused_bytes']:.3f}, dropped "
                   f"{gb['dropped_bytes']:.3f}); predicted max link load {row['predicted_max_load']}; "
-                  f"planned in {plan.solve_s:.1f} s, simulated in {row['sim_wall_s']:.0f} s",
+                  f"planned in {plan.solve_s:.1f} s, simulated in {row['sim_wall_s']:.0f} s "
+                  f"({row.get('sim_cpu_s', math.nan):.0f} CPU-s)",
                   flush=True)
     table: dict = {}
     for row in done.values():
@@ -332,18 +344,23 @@ def _report(by_kind: dict) -> None:
                   f"({100 * (x / y - 1).mean():+.2f}%), better on {int((d < 0).sum())}/{d.size}; predicted "
                   f"vs simulated JCT {100 * err.mean():+.1f}% (max |.| {100 * np.abs(err).max():.1f}%); "
                   f"link load error median {le.mean():.3f}; congested {cg.mean() / 1e9:.3f} GB")
-        if "heuristic" in rows:
+        for mine in ("heuristic", "heuristic+pacing"):
+            if mine not in rows:
+                continue
             for b in base:
-                xa, xb = _paired(rows["heuristic"], rows[b])
+                xa, xb = _paired(rows[mine], rows[b])
                 if xa.size:
                     m, h = ci95(xa - xb)
                     rel = 100 * (xa / xb - 1).mean()
-                    print(f"  heuristic - {b:8s}: {m:+.3f} +- {h:.3f} s ({rel:+.2f}%), "
+                    print(f"  {mine} - {b:8s}: {m:+.3f} +- {h:.3f} s ({rel:+.2f}%), "
                           f"better on {int((xa < xb).sum())}/{xa.size}")
-        chain = ["topology", "topology+backfill", "heuristic+ecmp", "heuristic"]
+        chain = ["topology", "topology+backfill", "heuristic+ecmp", "heuristic", "heuristic+pacing"]
+        if "heuristic+pacing" not in rows:
+            chain = chain[:-1]
         if all(c in rows for c in chain):
             parts = []
-            for a, b, what in zip(chain, chain[1:], ("schedule", "placement", "routing"), strict=False):
+            for a, b, what in zip(chain, chain[1:], ("schedule", "placement", "routing", "pacing"),
+                                  strict=False):
                 xa, xb = _paired(rows[a], rows[b])
                 m, h = ci95(xa - xb)
                 parts.append(f"{what} {m:+.3f} +- {h:.3f} s ({100 * ((xa - xb) / xa).mean():.2f}%)")
@@ -353,7 +370,7 @@ def _report(by_kind: dict) -> None:
             m, h = ci95(xa - xb)
             print(f"  joint vs sequential (placement then MCF): {m:+.3f} +- {h:.3f} s")
         if "packed" in rows:
-            for label in ("heuristic+ecmp", "heuristic+mcf", "heuristic"):
+            for label in ("heuristic+ecmp", "heuristic+mcf", "heuristic", "heuristic+pacing"):
                 if label not in rows:
                     continue
                 cp, ch = _paired(rows["packed"], rows[label], "congested_bytes")
@@ -371,7 +388,7 @@ def _congestion_floor(rows: dict) -> None:
     job was predicted on (its own collectives and the background: no schedule, placement or
     routing of the other jobs removes them), per link tier, and the ratio to packed + ECMP a plan
     would reach with every other congested byte removed (the bound without pacing)."""
-    for label in ("packed", "topology", "heuristic+ecmp", "heuristic"):
+    for label in ("packed", "topology", "heuristic+ecmp", "heuristic", "heuristic+pacing"):
         per = rows.get(label, {})
         have = [r for r in per.values() if "congested_bytes_one_job" in r]
         if not have:

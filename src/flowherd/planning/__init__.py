@@ -4,7 +4,8 @@ Lower level: concurrent-traffic estimation (`traffic`), the multi-commodity-flow
 (`mcf`), TE-CCL-style collective synthesis (`teccl`, the ``mcf`` collective algorithm) and the
 FLASH-style Birkhoff-von Neumann AllToAll (`bvn`, the ``bvn`` algorithm; both join
 `flowherd.collectives.algorithms.ALGORITHMS` via `register_collective_algorithms`). Upper level:
-placers, MILP, heuristic and plans (their own modules).
+placers, MILP, heuristic and plans (their own modules); the plan's pacing lever, per-pair rate
+caps at the rate the plan assumed (`pacing`).
 """
 
 from flowherd.planning.bvn import BvnDecomposition, birkhoff_von_neumann, bvn

@@ -58,6 +58,12 @@ predicted mean JCT is within `RESTORE_JCT_TOLERANCE` of the best (``info["conges
 A link that no routing can avoid (a GPU's own NIC link) is reported, not fixed: only the job's
 own traffic and the background load it.
 
+Pacing (``pace``). The windows bound a link's mean load; within a window a collective's flows
+still start at line rate and burst where they converge. With ``pace`` the plan also caps every
+scale-out GPU pair of its training jobs at the rate the plan assumed for it
+(`flowherd.planning.pacing`: each task's bottleneck at the target minus the expected background,
+``info["pacing"]``), which the simulation applies as host pacers (`flowherd.sim.pacing`).
+
 The simulator as the evaluator of the heuristic (``check``, a `SimCheck`). The model is exact
 about what placement changes structurally (servers, leaves, uplink load, queueing) but blind to
 what the simulator adds on top: ECMP hash collisions, background flows on the NICs and uplinks,
@@ -302,7 +308,8 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
               time_limit_s: float | None = None, seed: int = 0, routes: bool = False,
               check: SimCheck | None = None, backfill: bool | None = None,
               max_utilization: float = DEFAULT_MAX_UTILIZATION, background: Any = None,
-              joint: bool | None = None, window_s: float | None = None, routing: str = "ecmp") -> Plan:
+              joint: bool | None = None, window_s: float | None = None, routing: str = "ecmp",
+              pace: bool = False) -> Plan:
     """Plan ``jobs`` on ``fabric`` with ``method`` (module docstring).
 
     Args:
@@ -336,6 +343,9 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
             background_penalty_s`); with "spray" the routes take spraying's even split where
             it is as good as the LP's optimum (`flowherd.planning.congestion.route_windows`,
             ``even_ties``).
+        pace: Also cap every scale-out GPU pair of the training jobs at the rate the plan
+            assumed (``info["pacing"]``, ``"src,dst"`` -> bytes per second;
+            `flowherd.planning.pacing`), which the simulation applies as host pacers.
 
     Returns:
         The plan.
@@ -425,6 +435,14 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
                          for (a, b), v in loads[0].items()}
             info["congestion"] = loads[1].summary(fabric)
             info["link_loads"] = loads[1].to_dict()
+    if pace and jobs:
+        from flowherd.planning.pacing import pacing_caps
+        from flowherd.routing.policies import ExplicitRouter
+
+        rtr = ExplicitRouter(fabric, routes_to_splits(route_map), fallback="spray") if route_map else "spray"
+        caps = pacing_caps(fabric, _planned_jobs(jobs, tl, view, profiles), router=rtr,
+                           max_utilization=target, background=background)
+        info["pacing"] = {f"{a},{b}": float(r) for (a, b), r in sorted(caps.items())}
     info["overrun_risk"] = float(tl.risk)
     info["starts_held"] = int(tl.held)
     plan = Plan(method=method, jobs=jp, routes=route_map, objective=objective, lower_bound=lower, gap=gap,

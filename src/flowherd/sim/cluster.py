@@ -260,7 +260,7 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                      utilization_bin_s: float | None = None, controller=None,
                      on_controller_error: str = "skip",
                      planned_start: Mapping[str, float] | None = None,
-                     link_series: bool = False, levers=None) -> ClusterResult:
+                     link_series: bool = False, levers=None, pacing=None) -> ClusterResult:
     """Run ``jobs`` on ``fabric`` up to ``horizon_s`` (module docstring for the model).
 
     Args:
@@ -292,6 +292,9 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         levers: What the controller may decide (`flowherd.sim.control_api.Levers`, a grant name
             of ``GRANTS``, or None: ``buffer``); decisions outside it are refused and reported
             in ``controller_issues`` (``refused=True``).
+        pacing: Rate caps of GPU pairs (`flowherd.sim.pacing.Pacing`, made from ``fabric``):
+            the run uses its fabric (the pacers appended) and paces the jobs' flows; the
+            background is not paced. None: no pacing.
 
     Returns:
         The raw records.
@@ -352,7 +355,14 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
     rtr = make_router(router, fabric, seed=int(seed)) if isinstance(router, str) else router
     seq = np.random.SeedSequence(int(seed))
     bg_rng = np.random.default_rng(seq.spawn(1)[0])
+    if pacing is not None:  # host pacers (flowherd.sim.pacing): their links join the fabric
+        if pacing.base_links != fabric.num_directed_links:
+            raise ConfigError(f"pacing was made for a fabric of {pacing.base_links} links, got "
+                              f"{fabric.num_directed_links} (pacing)")
+        fabric = pacing.fabric
     bg = make_background(background, fabric, rtr, float(horizon_s), bg_rng) if background else None
+    if pacing is not None:
+        rtr = pacing.router(rtr)
 
     sim = _Cluster(fabric, jobs, placer=plc, fidelity=fid, router=rtr, bg=bg, seed=int(seed),
                    placements=pins, bg_spec=background, planned_start=planned_start)
