@@ -29,3 +29,16 @@ def test_wait_solo_and_contention_add_up_to_the_censored_mean_jct():
     assert b["contention"] == pytest.approx((6 + 5) / 3)
     censored = [12.0, 30.0, 20.0]  # each job's JCT, censored at the horizon
     assert sum(b.values()) == pytest.approx(sum(censored) / 3)
+
+
+def test_the_ceiling_is_the_queue_bounds_share_of_the_isolated_gap_paired_by_seed():
+    # seed 0: no control 100 s, isolated bound 20 s, queue-aware bound 60 s (the tightest of the
+    # seed's runs: 70 s in the no-control run, 60 s in another) -> (100 - 60) / (100 - 20) = 50%;
+    # seed 1: no control 50 s, isolated 10 s, queue bound 40 s -> 25%; seed 2: no gap (skipped)
+    def row(ctl, seed, jct, iso, qb):
+        return {"controller": ctl, "seed": seed, "mean_jct_s": jct, "isolated_jct_s": iso,
+                "queue_bound_jct_s": qb}
+
+    rows = [row("none", 0, 100.0, 20.0, 70.0), row("x", 0, 80.0, 20.0, 60.0),
+            row("none", 1, 50.0, 10.0, 40.0), row("none", 2, 10.0, 10.0, 10.0)]
+    assert bench.ceiling_closed(rows).tolist() == pytest.approx([50.0, 25.0])
