@@ -487,8 +487,9 @@ def _print_candidates(con: Any, candidates: dict[str, dict[int, dict[str, Any]] 
                       ties: dict[str, tuple[str, ...]]) -> None:
     from rich.table import Table
 
-    table = Table(title="controllers on the heuristic plan, means over the seeds (best: most jobs finished, "
-                        "then lowest mean JCT; candidates the seeds cannot tell apart are ties)")
+    table = Table(title="controllers on the heuristic plan, means over the seeds (best of each "
+                        "group: most jobs finished, then lowest mean JCT; candidates the seeds cannot "
+                        "tell apart are ties)")
     for col in ("controller", "group", "jobs finished", "mean JCT", "p99 JCT", "mean slowdown", ""):
         table.add_column(col, justify="left" if col in ("controller", "group", "") else "right")
 
@@ -500,8 +501,8 @@ def _print_candidates(con: Any, candidates: dict[str, dict[int, dict[str, Any]] 
         for name in names:
             per_seed = candidates.get(name)
             tied = (chosen[group] == name and ties[group]) or name in ties[group]
-            mark = "tied best" if tied else ("best" if chosen[group] == name else "")
             kind = "literature" if group == "baseline" else "flowherd"
+            mark = f"tied best {kind}" if tied else (f"best {kind}" if chosen[group] == name else "")
             if per_seed is None:
                 table.add_row(name, kind, "failed", "-", "-", "-", "")
                 continue
