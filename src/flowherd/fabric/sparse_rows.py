@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Csr", "bfs_hops", "hop", "out_links", "reachable"]
+__all__ = ["Csr", "bfs_hops", "hop", "out_links", "ranges", "reachable"]
 
 
-def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(starts[i], starts[i] + lens[i])`` over i."""
     lens = np.asarray(lens, dtype=np.int64)
     total = int(lens.sum())
@@ -81,7 +81,7 @@ class Csr:
         """The rows `rows`, in that order (``m[rows]``)."""
         rows = np.asarray(rows, dtype=np.int64)
         lens = self.ptr[rows + 1] - self.ptr[rows]
-        idx = _ranges(self.ptr[rows], lens)
+        idx = ranges(self.ptr[rows], lens)
         ptr = np.zeros(rows.size + 1, dtype=np.int64)
         np.cumsum(lens, out=ptr[1:])
         return Csr(ptr, self.col[idx], self.val[idx], self.ncol)
@@ -93,7 +93,7 @@ class Csr:
     def matmul(self, other: Csr) -> Csr:
         """``self @ other`` (exact for the integer-valued counts the path index multiplies)."""
         lens = other.ptr[self.col + 1] - other.ptr[self.col]
-        idx = _ranges(other.ptr[self.col], lens)
+        idx = ranges(other.ptr[self.col], lens)
         rows = np.repeat(self.rows_of_entries(), lens)
         vals = np.repeat(self.val, lens) * other.val[idx]
         return Csr.from_coo(rows, other.col[idx], vals, (self.nrow, other.ncol))
@@ -133,7 +133,7 @@ def hop(search: np.ndarray, node: np.ndarray, links: tuple[np.ndarray, np.ndarra
     `out_links`) beyond the pairs (`search`, `node`), ascending."""
     ptr, heads = links
     lens = ptr[node + 1] - ptr[node]
-    key = np.repeat(search, lens) * n + heads[_ranges(ptr[node], lens)]
+    key = np.repeat(search, lens) * n + heads[ranges(ptr[node], lens)]
     # distinct by marking: linear in searches x nodes, where np.unique sorts (or hashes) the
     # pairs, several times slower on a large fabric
     mark = np.zeros((int(search.max()) + 1 if search.size else 0) * n, dtype=bool)

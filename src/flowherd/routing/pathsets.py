@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from flowherd.fabric.core import Fabric
+from flowherd.fabric.sparse_rows import ranges
 
 __all__ = ["PathDag", "flow_hash", "splitmix64"]
 
@@ -36,14 +37,7 @@ def flow_hash(src: np.ndarray, dst: np.ndarray, key: np.ndarray, seed: int) -> n
     return h
 
 
-def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(starts[i], starts[i] + lens[i])`` over i."""
-    lens = np.asarray(lens, dtype=np.int64)
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offs = np.cumsum(lens) - lens
-    return np.repeat(np.asarray(starts, dtype=np.int64) - offs, lens) + np.arange(total)
+_ranges = ranges  # the routing modules' name for it (one definition, in flowherd.fabric)
 
 
 # ---- one pair's path set ------------------------------------------------------------------
