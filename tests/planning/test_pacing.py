@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from test_routes_executed import TINY
 
+from flowherd.errors import ConfigError
 from flowherd.experiments.scenario import scenario_from_mapping
 from flowherd.fabric.core import LinkKind, NodeKind
 from flowherd.planning.estimate import estimate_check, simulate_plan
@@ -138,3 +139,23 @@ def test_the_pacers_hold_under_a_controller(plans):
     kind = np.asarray(sc.fabric.link_kind)
     nic_up = (kind == LinkKind.NETWORK) & (np.asarray(sc.fabric.node_tier)[sc.fabric.link_src] == 1)
     assert res.link_bytes[n:].sum() == pytest.approx(res.link_bytes[:n][nic_up].sum(), rel=1e-9)
+
+
+def test_planner_pace_in_the_scenario_reaches_the_run(plans):
+    """`planner.pace` (YAML) plans with caps and the run applies the plan's caps: caps far below
+    the plan's rates slow the jobs, the same plan without caps runs as the unpaced plan does."""
+    from flowherd.experiments.runner import run_scenario
+
+    sc, _, paced = plans
+    assert not sc.pace
+    yaml_sc = scenario_from_mapping({**SCENARIO, "planner": {"max_utilization": U, "pace": True}})
+    assert yaml_sc.pace
+    with pytest.raises(ConfigError, match=r"planner\.pace"):
+        scenario_from_mapping({**SCENARIO, "planner": {"pace": "often"}})
+    tight = dataclasses.replace(paced, info={**paced.info, "pacing": {
+        k: v / 20 for k, v in paced.info["pacing"].items()}})
+    none = dataclasses.replace(paced, info={**paced.info, "pacing": {}})
+    jct = {name: run_scenario(sc, plan=p, solo=False).summary["mean_jct_s"]
+           for name, p in (("tight", tight), ("none", none), ("paced", paced))}
+    assert jct["tight"] > 1.5 * jct["none"]
+    assert jct["paced"] <= jct["tight"]

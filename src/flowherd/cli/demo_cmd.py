@@ -193,7 +193,7 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
         sc = first if s == seed_list[0] else scenario_from_mapping(plain[planner, s])
         plans[s] = make_plan(sc.fabric, sc.jobs, method=planner, seed=sc.seed,
                              max_utilization=sc.max_utilization, background=sc.background,
-                             routing=sc.routing)  # what `flowherd plan` gives the planner
+                             routing=sc.routing, pace=sc.pace)  # what `flowherd plan` gives it
         plans[s].to_json(out / f"plan-{planner}-seed{s}.json")
     con.print(f"[bold]demo[/]: planned the jobs of {len(seed_list)} seeds with the {planner} placer in "
               f"{time.perf_counter() - t0:.1f} s -> {out / f'plan-{planner}-seed*.json'}", highlight=False)

@@ -46,7 +46,7 @@ def plan(
     p = make_plan(sc.fabric, sc.jobs, method=method, time_limit_s=time_limit, seed=sc.seed,
                   routes=routes, backfill=None if schedule is None else schedule == "backfill",
                   max_utilization=sc.max_utilization, background=sc.background,
-                  routing=sc.routing)
+                  routing=sc.routing, pace=sc.pace)
     if out is not None:
         p.to_json(out)
     if as_json:

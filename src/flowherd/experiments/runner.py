@@ -120,9 +120,10 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
             # background and the routing the run uses
             plan = make_plan(scenario.fabric, scenario.jobs, method=placer, seed=scenario.seed,
                              max_utilization=scenario.max_utilization,
-                             background=scenario.background, routing=scenario.routing)
+                             background=scenario.background, routing=scenario.routing,
+                             pace=scenario.pace)
     router: Any = scenario.routing
-    planned_start = None
+    planned_start, pacing = None, None
     if plan is not None:
         placements, placer = plan.placements(), "first-fit"
         if set(placements) == {j.name for j in scenario.jobs}:  # the plan's order on every GPU
@@ -133,6 +134,11 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
 
             router = ExplicitRouter(scenario.fabric, routes_to_splits(plan.routes),
                                     fallback=scenario.routing, seed=scenario.seed)
+        if (plan.info or {}).get("pacing"):  # the plan's rate caps as host pacers (planner.pace)
+            from flowherd.planning.pacing import pacing_from_plan
+            from flowherd.sim.pacing import make_pacing
+
+            pacing = make_pacing(scenario.fabric, pacing_from_plan(plan))
     if controller is None and (scenario.controller != "none" or scenario.controller_params):
         from flowherd.control import make_controller
 
@@ -144,7 +150,7 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
                                    seed=scenario.seed, progress=progress, placements=placements,
                                    planned_start=planned_start,
                                    controller=controller, on_controller_error=scenario.on_controller_error,
-                                   levers=scenario.levers)
+                                   levers=scenario.levers, pacing=pacing)
     cache: dict[tuple[Any, ...], float | None] = {}
     jobs = []
     for spec, rec in zip(scenario.jobs, cluster.jobs, strict=True):

@@ -30,6 +30,7 @@ The contract (fields beyond these are documented on each model below)::
     network: ideal        # or roce / tcp / a switch preset / {model: roce, switch: spectrum3, ...}
                           # (flowherd.sim.network.config)
     planner: {max_utilization: 0.9}   # the routes keep every link's predicted load under it
+                                      # (pace: true also caps each job's pairs at the plan's rate)
                                       # where feasible (flowherd.planning.congestion)
 
 Every error is one `ConfigError` naming the field path (``workload.jobs[0].gpus``), the value and
@@ -169,6 +170,9 @@ class PlannerModel(_Model):
     """The offline planner's settings (`flowherd.planning.plan.make_plan`)."""
 
     max_utilization: float = Field(0.9, gt=0, le=1)
+    pace: bool = Field(False, description="cap each planned job's scale-out GPU pairs at the rate "
+                       "the plan assumed (host pacers, flowherd.planning.pacing); the run applies "
+                       "the plan's caps")
 
 
 class ControllerModel(_Model):
@@ -218,6 +222,7 @@ class Scenario:
     source: Mapping[str, Any]  # the mapping it was read from, for the record
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     max_utilization: float = 0.9  # planner.max_utilization
+    pace: bool = False  # planner.pace
     levers: Levers = dataclasses.field(default_factory=lambda: GRANTS["buffer"])
 
 
@@ -390,7 +395,7 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
                     routing=m.simulation.routing, controller=m.controller.name,
                     controller_params=dict(m.controller.params), on_controller_error=m.controller.on_error,
                     source=dict(data), network=network, levers=levers,
-                    max_utilization=m.planner.max_utilization)
+                    max_utilization=m.planner.max_utilization, pace=m.planner.pace)
 
 
 def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:
