@@ -111,8 +111,15 @@ def measure(argv: list[str]) -> dict[str, float]:
 
 
 def main_(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return 0
     as_json = "--json" in argv
     args = [a for a in argv if a != "--json"] or DEFAULT
+    if args[0] != "collective":
+        print(f"error: the first argument must be the command 'collective' (its flags follow), got "
+              f"{args[0]!r}", file=sys.stderr)
+        return 2
     phases = measure(args)
     if as_json:
         print(json.dumps(phases))
