@@ -134,11 +134,9 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
 
             router = ExplicitRouter(scenario.fabric, routes_to_splits(plan.routes),
                                     fallback=scenario.routing, seed=scenario.seed)
-        if (plan.info or {}).get("pacing"):  # the plan's rate caps as host pacers (planner.pace)
-            from flowherd.planning.pacing import pacing_from_plan
-            from flowherd.sim.pacing import make_pacing
+        from flowherd.planning.pacing import plan_pacing
 
-            pacing = make_pacing(scenario.fabric, pacing_from_plan(plan))
+        pacing = plan_pacing(plan, scenario.fabric)  # the plan's rate caps (planner.pace), if any
     if controller is None and (scenario.controller != "none" or scenario.controller_params):
         from flowherd.control import make_controller
 

@@ -57,22 +57,20 @@ def simulate_plan(fabric: Fabric, jobs: Sequence[Any], plan: Any, check: SimChec
     """Run ``plan`` in the cluster simulator with ``check``'s settings (module docstring)."""
     import time
 
-    from flowherd.planning.pacing import pacing_from_plan
+    from flowherd.planning.pacing import plan_pacing
     from flowherd.sim.cluster import JobRequest, simulate_cluster
     from flowherd.sim.network import use_network
-    from flowherd.sim.pacing import make_pacing
 
     t0, c0 = time.perf_counter(), time.process_time()
     reqs = [JobRequest(name=j.name, tenant=getattr(j, "tenant", "default"), spec=j, submit_s=j.submit_s)
             for j in jobs]
     ctx = contextlib.nullcontext() if check.network is None else use_network(check.network)
-    caps = pacing_from_plan(plan)  # the plan's rate caps as host pacers (flowherd.sim.pacing)
     with ctx:
         res = simulate_cluster(fabric, reqs, placer="first-fit", fidelity=check.fidelity,
                                horizon_s=check.horizon_s, router=_router(fabric, plan, check),
                                background=check.background, seed=check.seed, placements=plan.placements(),
                                planned_start=plan.planned_starts(), link_series=True, controller=controller,
-                               pacing=make_pacing(fabric, caps) if caps else None)
+                               pacing=plan_pacing(plan, fabric))  # the plan's caps as host pacers
     jct = res.censored_jct_s()
     return PlanSimulation(cluster=res, mean_jct_s=float(jct.mean()) if jct.size else 0.0,
                           wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0)

@@ -49,7 +49,7 @@ from flowherd.sim.collective import choose, nccl_channels
 from flowherd.workload.opgraph import TaskKind
 from flowherd.workload.training import TrainingJob, rank_to_gpu
 
-__all__ = ["MIN_SHARE", "pacing_caps", "pacing_from_plan"]
+__all__ = ["MIN_SHARE", "pacing_caps", "pacing_from_plan", "plan_pacing"]
 
 # the least share of a link a pacer leaves a task where the background's expectation takes more
 MIN_SHARE = 0.1
@@ -152,3 +152,14 @@ def pacing_from_plan(plan: Any) -> dict[tuple[int, int], float]:
         a, b = (int(x) for x in str(key).split(","))
         out[(a, b)] = float(v)
     return out
+
+
+def plan_pacing(plan: Any, fabric: Fabric) -> Any:
+    """The host pacers of ``plan``'s caps on ``fabric`` (`flowherd.sim.pacing.Pacing`, for
+    `flowherd.sim.cluster.simulate_cluster`'s ``pacing``); None for a plan without caps."""
+    caps = pacing_from_plan(plan)
+    if not caps:
+        return None
+    from flowherd.sim.pacing import make_pacing
+
+    return make_pacing(fabric, caps)
