@@ -127,6 +127,13 @@ class NetworkConfig:
         dcqcn_*: DCQCN's constants (Zhu et al., SIGCOMM 2015, Table 1 and Sec. 5): rate-increase
             timer and byte counter, fast-recovery steps, additive increase, alpha gain, CNP
             interval and alpha-update interval.
+        rwnd_bytes: TCP receive window (``tcp`` only): a flow never has more in flight, and a
+            flow bound by nothing but its sender's NIC holds what its window has beyond the
+            bandwidth-delay product in that NIC's queue, where the ACKs of the flows into the
+            host wait (`flowherd.sim.network.ack_path`). 0 (the default): no receive-window
+            limit is modelled and the host queue is not (Linux autotunes the window up to
+            ``tcp_rmem``'s 6 MB and its TCP small queues bound what a socket queues at the
+            NIC); the ns-3 validation sets ns-3's 1.5 BDP.
         ramp_gain: Fitted scale of the convergence loss (`fluid.ramp_loss_s`); 1 is the fluid
             model's value.
     """
@@ -157,6 +164,7 @@ class NetworkConfig:
     dcqcn_g: float = 1 / 256
     dcqcn_cnp_interval_s: float = 50 * us
     dcqcn_alpha_interval_s: float = 55 * us
+    rwnd_bytes: float = 0.0
     ramp_gain: float = 1.0
 
     @property
@@ -218,7 +226,7 @@ _MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 _SIZE_FIELDS = {"port_buffer": "port_buffer_bytes", "ecn_kmin": "ecn_kmin_bytes",
                 "ecn_kmax": "ecn_kmax_bytes", "ecn_k": None, "pfc_xoff": "pfc_xoff_bytes",
                 "pfc_xon": "pfc_xon_bytes", "payload": "payload_bytes", "overhead": "overhead_bytes",
-                "dcqcn_byte_counter": "dcqcn_byte_counter_bytes"}
+                "dcqcn_byte_counter": "dcqcn_byte_counter_bytes", "rwnd": "rwnd_bytes"}
 _TIME_FIELDS = {"min_rto": "min_rto_s", "dcqcn_timer": "dcqcn_timer_s",
                 "dcqcn_cnp_interval": "dcqcn_cnp_interval_s",
                 "dcqcn_alpha_interval": "dcqcn_alpha_interval_s"}
@@ -339,6 +347,10 @@ def _check(c: NetworkConfig, field: str) -> None:
         raise bad("slow_start_growth", c.slow_start_growth, "in (1, 2]")
     if not 0.0 <= c.dctcp_alpha_init <= 1.0:
         raise bad("dctcp_alpha_init", c.dctcp_alpha_init, "in [0, 1]")
+    if not c.rwnd_bytes >= 0:
+        raise bad("rwnd", c.rwnd_bytes, ">= 0 (0: no receive-window limit)")
+    if c.rwnd_bytes and c.model != "tcp":
+        raise bad("rwnd", c.rwnd_bytes, "0 unless model is tcp (RoCE has no window)")
     if not c.ramp_gain >= 0:
         raise bad("ramp_gain", c.ramp_gain, ">= 0")
 

@@ -23,6 +23,9 @@ a real fabric delivers, at flow level:
   a port that congests leave slow start together and halve their windows (``alpha`` starts at
   1); where that leaves the port below its bandwidth-delay product it idles until additive
   increase closes the gap (`fluid.dctcp_exit_loss_s`).
+* **ACKs behind the receiver's own data** (same hook, ``tcp`` with a receive window
+  ``rwnd_bytes``): a flow whose receiver's NIC queues its own flows' window excess waits that
+  queue on every ACK (`flowherd.sim.network.ack_path`).
 * **Convergence** (same hook): a flow whose share grows takes time to use it (DCTCP's
   additive increase, DCQCN's timer-driven recovery; `fluid.tcp_ramp_loss_s`,
   `fluid.dcqcn_ramp_loss_s`); the time lost is added to its finish.
@@ -63,6 +66,7 @@ import numpy as np
 
 from flowherd.fabric.core import Fabric, LinkKind, NodeKind
 from flowherd.sim.network import dcqcn, fluid, packed
+from flowherd.sim.network.ack_path import AckPath
 from flowherd.sim.network.burst_kernels import burst_apply, burst_members
 from flowherd.sim.network.config import NetworkConfig
 from flowherd.sim.network.kernels import link_update
@@ -215,6 +219,11 @@ class NetworkModel:
         self._lu_args = (self.q, self.q_t, self.q_int, self.q_max, self.mark, self.load, self.marked,
                          self.src_is_switch, self.arrive, self.cap, self.cap_wire, _SAT_RTOL, tcp, k_bytes,
                          float(self.pkt_wire), q_cap, self._dq_cls)
+        # ACKs behind the receiver's own data (tcp with a receive window only)
+        self._ack = None if not (tcp and cfg.rwnd_bytes) else AckPath(
+            fabric, rwnd_bytes=cfg.rwnd_bytes, init_window_bytes=cf["iw"], growth=cfg.slow_start_growth,
+            setup_rtts=cfg.setup_rtts, is_net=self.is_net, cap=self.cap, cap_wire=self.cap_wire,
+            rtt_part=self.rtt_part, q=self.q)
 
     def _dq_views(self) -> tuple[np.ndarray, np.ndarray, int]:
         # DCQCN's table as the kernels take it: flat rows of one width
@@ -253,6 +262,8 @@ class NetworkModel:
             sub = comp[fi]
             inc, own = _incidences(f.lo[sub], f.hi[sub])
             self._slow_start_exit(f, sub, lk.link[inc], own, touched[sat], nflows[sat], rtt_l[sat])
+        if self._ack is not None and fi.size:
+            self._ack.on_start(eng, comp, comp[fi], now)
 
     def _slow_start_exit(self, f, sub: np.ndarray, links: np.ndarray, own: np.ndarray,
                          sat_links: np.ndarray, sat_n: np.ndarray, sat_rtt: np.ndarray) -> None:
