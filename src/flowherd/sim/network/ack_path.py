@@ -84,9 +84,10 @@ class ReverseQueue:
     here (never below zero): the queues along a chain of hosts that send to each other
     alternate (full, empty, full, ...) and a cross-leaf flow, whose longer RTT leaves it no
     excess once its ACKs wait, ends the chain. ``children[i]`` is ``g_i``'s own ACK-path
-    queue (None: idle). Where the chain closes on a NIC already on it (two hosts sending to
-    each other, a ring of equal flows), the closing queue is taken at ``scale`` 1/2 of its
-    ramps: the symmetric fixed point ``Q = a - Q`` of equal queues.
+    queue (None: idle). Where the chain closes on a NIC already on it (a ring of equal flows),
+    the closing queue is taken at ``scale`` 1/2 of its ramps: the symmetric fixed point
+    ``Q = a - Q`` of equal queues. (Two hosts sending to each other are not a smooth chain:
+    `two_way_queue_bytes`.)
 
     Attributes:
         t_bdp_s: When each reverse flow's window passes its BDP (its excess starts), seconds.
