@@ -49,24 +49,35 @@ Fitted constants and their measurements:
   1024 x 10240 x 5120 (torch 2.6) and 267.9 at 6912 x 16384 x 2048 (CUDA 12.1; same source) and
   cuBLAS 238.8 TFLOP/s at 4096^3 FP16 with FP32 accumulation (DefTruth/CUDA-Learn-Notes, hgemm
   README); no shape exceeds the A100 MAMF.
-* Flash attention: FlashAttention-2 (Dao, ICLR 2024, figures 4-7: A100, head dim 128, causal,
-  forward ~ 60% and backward ~ 50% of the peak at 2k-16k tokens) and FlashAttention-3 (Shah et al.,
-  NeurIPS 2024, figures 5-7: H100 BF16 causal head dim 128, forward 500-640 TFLOP/s, backward
-  400-500 TFLOP/s at 2k-16k tokens).
+* Flash attention: FlashAttention-2 (Dao, ICLR 2024) forward + backward, causal, head dim 128,
+  measured by sequence length 512-16k (the paper's figures 4 and 7, also in Dao-AILab/flash-attention
+  ``assets/flash2_a100_fwd_bwd_benchmark.png`` and ``flash2_h100_fwd_bwd_benchmark.png``, panel d):
+  A100 99, 133, 155, 173, 182, 189 TFLOP/s; H100 163, 221, 265, 294, 308, 328 (FLOPs counted as
+  that benchmark does: forward ``4 b s^2 a d / 2``, backward 2.5x it). Fitted (least squares on the
+  log, two parameters per GPU, every point within 2%) as ``fraction * s / (s + seq_half)`` with the
+  forward / backward split of the A100 constants (0.60 / 0.50 of the peak per flowherd's FLOPs,
+  backward = 2x forward): A100 fractions 0.60 / 0.50, ``attention_seq_half`` 485; H100 (the
+  ``fa2_*`` constants) 0.3275 / 0.2729, ``fa2_seq_half`` 532. The H100 ``flash`` kernel is
+  FlashAttention-3 (Shah et al., NeurIPS 2024, figures 5-7: H100 BF16 causal head dim 128, forward
+  500-640 TFLOP/s, backward 400-500 TFLOP/s at 2k-16k tokens; not refitted: its figure 6 backward
+  is not among the stored measurements). (Before: the H100 FlashAttention-2 fractions were the
+  A100's scaled by FlashAttention-2's headline 335 / 230 TFLOP/s and the ramp's half-point 256
+  tokens on both GPUs: the measured H100 / A100 ratio is 1.65-1.74 by sequence, not 1.46, and both
+  GPUs ramp slower; MPT's H100 rows at 16k tokens ran 11.5-12.8% faster than modelled.)
 * HBM: 80% of the datasheet bandwidth for streaming kernels (the level NVIDIA's STREAM-like
   ``nvbandwidth`` / BabelStream measurements reach on A100 and H100).
 * Flash attention in Triton: FlashAttention-2 is "around 1.3-1.5x faster than FlashAttention in
-  Triton in the forward pass and around 2x faster in the backward pass" (Dao 2023, section 4.1);
-  FlashAttention-2 itself reaches up to 230 TFLOP/s on A100 and 335 on H100 (same section), so the
-  H100's FlashAttention-2 fractions are the A100's scaled by 335 / 230 in TFLOP/s.
+  Triton in the forward pass and around 2x faster in the backward pass" (Dao 2023, section 4.1):
+  the GPU's FlashAttention-2 fractions (above) over those factors, on FlashAttention-2's ramp.
 * ``sustained_fraction``: what a training run keeps of the kernel speeds measured one kernel at a
   time (host-side gaps between kernels, clocks under sustained load), fitted per GPU type (least
   squares on the log of the throughput error) on the 8 + 8 MosaicML LLM Foundry MPT rows of
   ``benchmarks/published.py`` (1B-70B, FSDP on 8-64 GPUs, FP32 weights under autocast, Triton
-  flash attention, as those runs were configured): A100 0.939, H100 0.877. The table's other rows,
+  flash attention, as those runs were configured): A100 0.949, H100 0.862. The table's other rows,
   the Megatron-LM rows and BLOOM are not fitted on. (Before `comm_interference_s` the same fit gave
   0.92 / 0.86 and left the runs with much FSDP traffic per token 11-12% faster than measured and
-  the long-sequence ones 8-10% slower: one constant absorbed two effects.)
+  the long-sequence ones 8-10% slower: one constant absorbed two effects; with it and before the
+  measured FlashAttention-2 ramp, 0.939 / 0.877.)
 * Communication beside compute (`comm_interference_s`): NCCL's blocks hold ``nccl_channels`` of
   the ``sm_count`` SMs while a collective overlaps a kernel (no fitted constant: the SM counts of
   the whitepapers, the channels and ring bandwidth of flowherd's ported NCCL model).
@@ -86,6 +97,8 @@ from flowherd.workload.models import ModelShape
 
 __all__ = [
     "ATTENTION",
+    "FA2_MEASURED_TFLOPS",
+    "FA2_SEQ_LENS",
     "KERNEL_MODELS",
     "OPTIMIZER_BYTES_PER_PARAM",
     "KernelModel",
@@ -119,8 +132,9 @@ class KernelModel:
         attention_fwd_fraction, attention_bwd_fraction: Flash attention's fraction of the peak at
             long sequences, forward and backward.
         attention_seq_half: Sequence length at which flash attention reaches half that, tokens.
-        fa2_fwd_fraction, fa2_bwd_fraction: The same for the FlashAttention-2 kernel where the
-            flash constants are another kernel's (H100: FlashAttention-3); None: the flash ones.
+        fa2_fwd_fraction, fa2_bwd_fraction, fa2_seq_half: The same for the FlashAttention-2
+            kernel where the flash constants are another kernel's (H100: FlashAttention-3); None:
+            the flash ones.
         hbm_fraction: Achieved fraction of the HBM bandwidth of streaming kernels.
         kernel_overhead_s: Fixed cost of one non-GEMM kernel, seconds.
         sustained_fraction: What a training run keeps of the kernel speeds measured in isolation
@@ -145,6 +159,7 @@ class KernelModel:
     attention_seq_half: float = 256.0
     fa2_fwd_fraction: float | None = None
     fa2_bwd_fraction: float | None = None
+    fa2_seq_half: float | None = None
     hbm_fraction: float = 0.8
     kernel_overhead_s: float = 2e-6
     sustained_fraction: float = 0.87
@@ -155,21 +170,28 @@ class KernelModel:
 
 
 KERNEL_MODELS: dict[str, KernelModel] = {
-    # FlashAttention-2 on H100: "up to 335 TFLOPs/s" against 230 on A100 (Dao 2023, section 4.1),
-    # the A100 fractions below scaled by 335 / 230 in TFLOP/s
-    "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.877,
-                        fa2_fwd_fraction=0.276, fa2_bwd_fraction=0.230),
-    "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.877,
-                        fa2_fwd_fraction=0.276, fa2_bwd_fraction=0.230),
+    # FlashAttention-2 on H100 and A100: fitted to the FlashAttention-2 paper's figures 7d and 4d
+    # (module docstring, FA2_MEASURED_TFLOPS)
+    "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.862,
+                        fa2_fwd_fraction=0.3275, fa2_bwd_fraction=0.2729, fa2_seq_half=532.0),
+    "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.862,
+                        fa2_fwd_fraction=0.3275, fa2_bwd_fraction=0.2729, fa2_seq_half=532.0),
     "a100": KernelModel(name="a100", gemm_peak_fraction=0.861, gemm_k_half=85.0, gemm_overhead_s=6.52e-6,
-                        attention_fwd_fraction=0.60, attention_bwd_fraction=0.50, sustained_fraction=0.939,
-                        sm_count=108),
-    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776, sustained_fraction=0.877, sm_count=148),
+                        attention_fwd_fraction=0.60, attention_bwd_fraction=0.50, attention_seq_half=485.0,
+                        sustained_fraction=0.949, sm_count=108),
+    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776, sustained_fraction=0.862, sm_count=148),
     "mi300x": KernelModel(name="mi300x", gemm_peak_fraction=0.598, attention_fwd_fraction=0.40,
-                          attention_bwd_fraction=0.30, sustained_fraction=0.877, sm_count=304),
+                          attention_bwd_fraction=0.30, sustained_fraction=0.862, sm_count=304),
 }
 
 ATTENTION = ("flash", "unfused", "triton")  # attention kernels of `layer_ops`
+
+# FlashAttention-2 forward + backward, causal, head dim 128, TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k tokens
+# (Dao, ICLR 2024, figures 4d (A100 80GB SXM4) and 7d (H100 80GB SXM5); FLOPs as its benchmark counts
+# them, forward 4 b s^2 a d / 2 with the causal mask, backward 2.5x the forward): what the FA2
+# constants of `KERNEL_MODELS` were fitted to (tests/workload/test_compute.py reproduces them)
+FA2_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
+FA2_MEASURED_TFLOPS = {"a100": (99, 133, 155, 173, 182, 189), "h100": (163, 221, 265, 294, 308, 328)}
 
 # FlashAttention in Triton (the kernel of MosaicML's MPT ``attn_impl: triton``) against
 # FlashAttention-2: "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass and
@@ -217,17 +239,22 @@ def attention_time_s(flops: float, seq_len: int, gpu: GpuSpec, *, backward: bool
                      causal: bool = True, kernel: str = "flash") -> float:
     """Fused-attention time of ``flops`` (the model's count, no causal halving), seconds.
 
-    ``kernel``: "flash" (the GPU's flash constants) or "triton" (FlashAttention in Triton: the
-    FlashAttention-2 fractions over `TRITON_FWD_SLOWDOWN` / `TRITON_BWD_SLOWDOWN`).
+    ``kernel``: "flash" (the GPU's flash constants), "flash2" (FlashAttention-2: the same where
+    the GPU has no ``fa2_*`` constants) or "triton" (FlashAttention in Triton: the FlashAttention-2
+    fractions over `TRITON_FWD_SLOWDOWN` / `TRITON_BWD_SLOWDOWN`).
     """
     if flops <= 0:
         return 0.0
     km = kernel_model(gpu)
     frac = km.attention_bwd_fraction if backward else km.attention_fwd_fraction
-    if kernel == "triton":
+    half = km.attention_seq_half
+    if kernel in ("triton", "flash2"):
         fa2 = km.fa2_bwd_fraction if backward else km.fa2_fwd_fraction
-        frac = (frac if fa2 is None else fa2) / (TRITON_BWD_SLOWDOWN if backward else TRITON_FWD_SLOWDOWN)
-    frac *= seq_len / (seq_len + km.attention_seq_half)
+        if fa2 is not None:
+            frac, half = fa2, km.fa2_seq_half or half
+        if kernel == "triton":
+            frac /= TRITON_BWD_SLOWDOWN if backward else TRITON_FWD_SLOWDOWN
+    frac *= seq_len / (seq_len + half)
     work = flops * (0.5 if causal else 1.0)
     return work / (gpu.peak_bf16_flops * frac) + km.kernel_overhead_s
 
