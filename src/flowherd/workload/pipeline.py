@@ -111,7 +111,7 @@ class _Builder:
             self._lt[key] = cm.layer_times(j.model, i, j.gpu, micro_batch=j.micro_batch, seq_len=j.seq_len,
                                            tp=j.tp, cp=j.cp, ep=j.ep, sequence_parallel=j.sequence_parallel,
                                            dtype_bytes=j.dtype_bytes, attention=j.attention,
-                                           param_bytes=j.param_bytes)
+                                           param_bytes=j.param_bytes, precision=j.precision)
         return self._lt[key]
 
     def _units(self, p: int, v: int) -> dict[str, np.ndarray]:
