@@ -291,6 +291,32 @@ def test_fsdp_layer_passes_pay_the_interference_of_their_gathers():
     assert got[1] > base[1]
 
 
+@pytest.mark.parametrize("zero", [0, 1])
+def test_ddp_buckets_take_sms_from_the_backward_beside_them(zero):
+    # DDP / ZeRO-1 over 8 GPUs against 1 GPU: in the syncing backward each bucket (here one layer:
+    # 4096^2 * 12 * 2 bytes > 25 MiB) runs beside the bucket before it, whose gradient all-reduce
+    # (2 (n-1)/n of it sent per GPU; a reduce-scatter under ZeRO-1, (n-1)/n) takes NCCL's SMs; the
+    # first bucket has nothing in flight
+    m = ModelShape(name="u", layers=4, hidden=4096, heads=32, ffn_hidden=16384, vocab=2)
+    kw = dict(model=m, seq_len=2048, micro_batch=1, zero_stage=zero)
+    one = TrainingJob(gpus=1, global_batch=1, **kw).iteration_graph()
+    eight = TrainingJob(gpus=8, global_batch=8, **kw).iteration_graph()
+    g = GPUS["h100"]
+
+    def bwd(graph):
+        return [t.duration_s for t in graph.tasks if t.kind == TaskKind.COMPUTE and t.phase == "bwd"]
+
+    base, got = bwd(one), bwd(eight)
+    assert len(base) == len(got) == m.layers
+    assert got[0] == pytest.approx(base[0], rel=1e-12)  # the last layer (and head): no bucket before it
+    sent = m.layer_dense_params(2) * 2 * (2 if zero == 0 else 1) * 7 / 8
+    assert got[2] - base[2] == pytest.approx(cm.comm_interference_s(base[2], sent, g), rel=1e-9)
+    assert got[2] > base[2]
+    fwd = [[t.duration_s for t in gr.tasks if t.kind == TaskKind.COMPUTE and t.phase == "fwd"]
+           for gr in (one, eight)]
+    assert fwd[0] == pytest.approx(fwd[1], rel=1e-12)  # nothing overlaps the forward under DDP
+
+
 # Bekman, ml-engineering compute/accelerator/README.md, MAMF table, FP8 (float8_e4m3fn): H100 SXM
 # 1402.6 TFLOP/s at 1024 x 9216 x 14336 (torch 2.7.0), H200 SXM 1453.4 at 1280 x 4096 x 12032, B200 SXM
 # 3432.5 at 15360 x 4096 x 3072 (torch 2.7.1)
