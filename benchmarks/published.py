@@ -327,7 +327,7 @@ def profile(row: Row) -> None:
     m, g = job.model, job.gpu
     kw = dict(micro_batch=job.micro_batch, seq_len=job.seq_len, tp=job.tp, cp=job.cp)
     ops = cm.layer_ops(m, 0, g, ep=job.ep, sequence_parallel=job.sequence_parallel, attention=job.attention,
-                       param_bytes=job.param_bytes, **kw)
+                       param_bytes=job.param_bytes, precision=job.precision, **kw)
     head = cm.head_ops(m, g, param_bytes=job.param_bytes, **kw)
     k = cm.kernel_model(g).sustained_fraction
     print(f"{row.label}: one micro-batch on one rank, kernels in isolation (sustained_fraction {k} "
