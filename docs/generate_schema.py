@@ -69,6 +69,8 @@ MEANING = {
     "workload.jobs[].attention": "Attention kernels the run used: flash (fused, causal blocks skipped), "
                                  "triton (FlashAttention in Triton, slower than FA2) or unfused "
                                  "(Megatron-LM before flash attention: the s x s scores through HBM).",
+    "workload.jobs[].precision": "GEMM number format: bf16 or fp8 (Transformer Engine's FP8 projections "
+                                 "at the GPU's FP8 peak; H100, H200, B200).",
     "workload.jobs[].seq_len": "Tokens per sequence.",
     "workload.jobs[].micro_batch": "Sequences per micro-batch.",
     "workload.jobs[].global_batch": "Sequences per iteration (default: micro_batch x dp).",

@@ -200,18 +200,43 @@ def test_deepspeed_bf16_optimizer_adds_every_micro_batch_gradient_into_fp32():
 
 
 @pytest.mark.parametrize("gpu", ["a100", "h100"])
+def test_flashattention2_reproduces_the_papers_measurements_by_sequence_length(gpu):
+    # FlashAttention-2 (Dao, ICLR 2024) figures 4d / 7d: forward + backward, causal, head dim 128,
+    # batch x seqlen = 16k tokens, 16 heads; its benchmark counts 4 b s^2 a d / 2 forward FLOPs and
+    # 2.5x that backward. flowherd's count (`attention_time_s`): the unmasked forward 4 s^2 d a, halved
+    # inside for the mask, backward 2x it
+    g = GPUS[gpu]
+    for s, tflops in zip(cm.FA2_SEQ_LENS, cm.FA2_MEASURED_TFLOPS[gpu], strict=True):
+        b, a, d = 16384 // s, 16, 128
+        fwd = 4 * b * s * s * a * d  # unmasked
+        t = (cm.attention_time_s(fwd, s, g, kernel="flash2")
+             + cm.attention_time_s(2 * fwd, s, g, backward=True, kernel="flash2"))
+        assert 3.5 * fwd / 2 / t / 1e12 == pytest.approx(tflops, rel=0.03), s
+    # the ramp is the measured one: 512 tokens run at about half the 16k speed on both GPUs
+    assert cm.FA2_MEASURED_TFLOPS[gpu][0] / cm.FA2_MEASURED_TFLOPS[gpu][-1] < 0.55
+
+
+def test_h100_over_a100_flashattention2_is_the_measured_ratio_not_the_headline():
+    # the measured H100 / A100 ratio of FlashAttention-2 is 1.65-1.74 by sequence (figures 7d / 4d);
+    # the headline "up to 335 vs 230 TFLOP/s" (1.46) was what the H100 constants were scaled by before
+    h, a = GPUS["h100"], GPUS["a100"]
+    for s in (2048, 16384):
+        t_a, t_h = (cm.attention_time_s(1e12, s, g, kernel="flash2") for g in (a, h))
+        ratio = t_a / t_h
+        assert 1.6 < ratio < 1.8, s
+
+
+@pytest.mark.parametrize("gpu", ["a100", "h100"])
 def test_triton_flash_attention_runs_at_the_published_fraction_of_flashattention2(gpu):
     # Dao 2023 (FlashAttention-2), section 4.1: FA2 is 1.3-1.5x faster than FlashAttention in Triton
-    # forward and ~2x backward; FA2 reaches up to 230 TFLOP/s on A100 and 335 on H100
-    g, km = GPUS[gpu], cm.kernel_model(GPUS[gpu])
+    # forward and ~2x backward (flowherd: 1.4 and 2.0 of FlashAttention-2's time)
+    g = GPUS[gpu]
     flops, s = 1e12, 4096
-    ramp = s / (s + km.attention_seq_half)
-    for backward, fa2, slow in ((False, km.fa2_fwd_fraction or km.attention_fwd_fraction, 1.4),
-                                (True, km.fa2_bwd_fraction or km.attention_bwd_fraction, 2.0)):
-        t = cm.attention_time_s(flops, s, g, backward=backward, kernel="triton") - km.kernel_overhead_s
-        assert t == pytest.approx(0.5 * flops / (g.peak_bf16_flops * fa2 / slow * ramp))
-    fa2_tflops = {"a100": 0.60 * 312, "h100": 0.276 * 989}[gpu]  # forward, TFLOP/s
-    assert fa2_tflops * (230 / 335 if gpu == "h100" else 1) == pytest.approx(0.60 * 312, rel=0.01)
+    ovh = cm.kernel_model(g).kernel_overhead_s
+    for backward, slow in ((False, 1.4), (True, 2.0)):
+        tri = cm.attention_time_s(flops, s, g, backward=backward, kernel="triton") - ovh
+        fa2 = cm.attention_time_s(flops, s, g, backward=backward, kernel="flash2") - ovh
+        assert tri == pytest.approx(slow * fa2, rel=1e-12)
     kw = dict(micro_batch=1, seq_len=s, tp=1)
     tri = {o.name: o for o in cm.layer_ops(_GPT, 0, g, attention="triton", **kw)}
     fla = {o.name: o for o in cm.layer_ops(_GPT, 0, g, **kw)}
@@ -264,3 +289,108 @@ def test_fsdp_layer_passes_pay_the_interference_of_their_gathers():
     gather = m.layer_dense_params(1) * 2 * 7 / 8
     assert got[1] - base[1] == pytest.approx(cm.comm_interference_s(base[1], gather, g), rel=1e-9)
     assert got[1] > base[1]
+
+
+@pytest.mark.parametrize("zero", [0, 1])
+def test_ddp_buckets_take_sms_from_the_backward_beside_them(zero):
+    # DDP / ZeRO-1 over 8 GPUs against 1 GPU: in the syncing backward each bucket (here one layer:
+    # 4096^2 * 12 * 2 bytes > 25 MiB) runs beside the bucket before it, whose gradient all-reduce
+    # (2 (n-1)/n of it sent per GPU; a reduce-scatter under ZeRO-1, (n-1)/n) takes NCCL's SMs; the
+    # first bucket has nothing in flight
+    m = ModelShape(name="u", layers=4, hidden=4096, heads=32, ffn_hidden=16384, vocab=2)
+    kw = dict(model=m, seq_len=2048, micro_batch=1, zero_stage=zero)
+    one = TrainingJob(gpus=1, global_batch=1, **kw).iteration_graph()
+    eight = TrainingJob(gpus=8, global_batch=8, **kw).iteration_graph()
+    g = GPUS["h100"]
+
+    def bwd(graph):
+        return [t.duration_s for t in graph.tasks if t.kind == TaskKind.COMPUTE and t.phase == "bwd"]
+
+    base, got = bwd(one), bwd(eight)
+    assert len(base) == len(got) == m.layers
+    assert got[0] == pytest.approx(base[0], rel=1e-12)  # the last layer (and head): no bucket before it
+    sent = m.layer_dense_params(2) * 2 * (2 if zero == 0 else 1) * 7 / 8
+    assert got[2] - base[2] == pytest.approx(cm.comm_interference_s(base[2], sent, g), rel=1e-9)
+    assert got[2] > base[2]
+    fwd = [[t.duration_s for t in gr.tasks if t.kind == TaskKind.COMPUTE and t.phase == "fwd"]
+           for gr in (one, eight)]
+    assert fwd[0] == pytest.approx(fwd[1], rel=1e-12)  # nothing overlaps the forward under DDP
+
+
+# Bekman, ml-engineering compute/accelerator/README.md, MAMF table, FP8 (float8_e4m3fn): H100 SXM
+# 1402.6 TFLOP/s at 1024 x 9216 x 14336 (torch 2.7.0), H200 SXM 1453.4 at 1280 x 4096 x 12032, B200 SXM
+# 3432.5 at 15360 x 4096 x 3072 (torch 2.7.1)
+FP8_MAMF = [("h100", 1024, 9216, 14336, 1402.6), ("h200", 1280, 4096, 12032, 1453.4),
+            ("b200", 15360, 4096, 3072, 3432.5)]
+
+
+@pytest.mark.parametrize(("gpu", "m", "n", "k", "tflops"), FP8_MAMF)
+def test_fp8_gemm_reproduces_the_fp8_mamf_within_10_percent(gpu, m, n, k, tflops):
+    g = GPUS[gpu]
+    got = 2 * m * n * k / cm.gemm_time_s(m, n, k, g, precision="fp8") / 1e12
+    assert got == pytest.approx(tflops, rel=0.10)
+    bf16 = 2 * m * n * k / cm.gemm_time_s(m, n, k, g) / 1e12
+    assert 1.6 < got / bf16 < 2.0  # the FP8 peak is twice BF16's, its plateau a little lower
+
+
+def test_fp8_needs_fp8_tensor_cores():
+    with pytest.raises(ConfigError, match=r"'a100'.*\(precision\)"):
+        cm.gemm_time_s(4096, 4096, 4096, GPUS["a100"], precision="fp8")
+    with pytest.raises(ConfigError, match=r"\(precision\)"):
+        TrainingJob(model=_GPT, gpus=8, gpu="a100", tp=8, global_batch=8, precision="fp8")
+    with pytest.raises(ConfigError, match=r"\(precision\)"):
+        TrainingJob(model=_GPT, gpus=8, tp=8, global_batch=8, precision="fp16")
+
+
+def test_fp8_runs_the_projections_in_fp8_and_pays_their_casts():
+    # Transformer Engine: QKV, attention output and MLP GEMMs in FP8; attention core and logits in
+    # BF16; every FP8 GEMM's input (forward) and output gradient (backward) cast-transposed, 4 B/element
+    g = GPUS["h100"]
+    kw = dict(micro_batch=1, seq_len=4096, tp=1)
+    bf = {o.name: o for o in cm.layer_ops(_GPT, 0, g, **kw)}
+    f8 = {o.name: o for o in cm.layer_ops(_GPT, 0, g, precision="fp8", **kw)}
+    for name in ("qkv", "attn-out", "mlp-up", "mlp-down"):
+        assert 1.3 < bf[name].fwd_s / f8[name].fwd_s < 2.0, name  # k = 2048: below the FP8 plateau
+        assert f8[name].flops == bf[name].flops
+    assert f8["attention"] == bf["attention"] and f8["elementwise"] == bf["elementwise"]
+    assert "fp8-cast" not in bf
+    h, t, ffn = _GPT.hidden, 4096, _GPT.ffn_hidden
+    o_in = _GPT.heads * _GPT.v_head_dim
+    qkv_out = (_GPT.attention_params() - o_in * h) / h
+    up = _GPT.mlp_matrices - 1
+    assert f8["fp8-cast"].fwd_s == pytest.approx(cm.memory_time_s(4 * t * (h + o_in + h + ffn), g, kernels=4))
+    assert f8["fp8-cast"].bwd_s == pytest.approx(cm.memory_time_s(4 * t * (qkv_out + h + up * ffn + h), g,
+                                                                  kernels=4))
+    jb = TrainingJob(model=_GPT, gpus=8, seq_len=4096, global_batch=8)
+    j8 = TrainingJob(model=_GPT, gpus=8, seq_len=4096, global_batch=8, precision="fp8")
+    assert j8.estimate_iteration_s() < jb.estimate_iteration_s()
+    assert j8.model_flops() == jb.model_flops()  # MFU counts the same FLOPs over the BF16 peak
+
+
+def test_scenario_precision_reaches_the_job_and_bad_values_name_the_field():
+    from flowherd.experiments.scenario import scenario_from_mapping
+
+    def sc(precision):
+        return scenario_from_mapping({
+            "fabric": {"kind": "leaf-spine", "servers": 1, "gpus_per_server": 8, "leaves": 1, "spines": 1},
+            "workload": {"jobs": [{"name": "j", "model": "llama3-8b", "gpus": 8, "precision": precision,
+                                   "global_batch": 8}]}})
+
+    assert sc("fp8").jobs[0].precision == "fp8" and sc("bf16").jobs[0].precision == "bf16"
+    with pytest.raises(ConfigError, match="precision"):
+        sc("fp4")
+
+
+def test_fp8_gemm_rises_with_k_as_the_measured_sweep():
+    # tilelang's FP8 GEMM sweep on H800 SXM (H100's SM and FP8 peak), M = N = 8192: the model's
+    # throughput relative to its value at K = 16384 follows the measured one within 10% (the level is
+    # cuBLAS's MAMF, ~10% below tilelang's kernels: test_fp8_gemm_reproduces_the_fp8_mamf_within_10_percent)
+    g = GPUS["h100"]
+
+    def rate(k):
+        return 2 * 8192 * 8192 * k / cm.gemm_time_s(8192, 8192, k, g, precision="fp8")
+
+    k_ref, t_ref = cm.FP8_K_SWEEP[-1]
+    for k, tflops in cm.FP8_K_SWEEP:
+        assert rate(k) / rate(k_ref) == pytest.approx(tflops / t_ref, rel=0.10), k
+    assert rate(256) / rate(16384) < 0.45  # a short reduction wastes most of an FP8 GEMM

@@ -13,6 +13,7 @@ The contract (fields beyond these are documented on each model below)::
         # model: a catalog name or {name, layers, hidden, heads, kv_heads, ffn_hidden, vocab,
         #   gated_mlp}; parallelism: {tp, pp, dp, cp, ep, virtual_stages, sequence_parallel,
         #   zero, fsdp}; recompute: none | selective | full; attention: flash | unfused | triton;
+        #   precision: bf16 | fp8;
         #   param_bytes: 4 for FP32 weights under autocast; efficiency: an explicit fraction
         #   of the peak (default: the compute model, flowherd.workload.compute)
       arrivals: []        # e.g. {process: poisson, rate: 4/h, mix: [...], until: 2h}
@@ -107,6 +108,7 @@ class JobModel(_Model):
     iterations: int = Field(1, ge=1)
     recompute: Literal["none", "selective", "full"] = "none"
     attention: Literal["flash", "unfused", "triton"] = "flash"
+    precision: Literal["bf16", "fp8"] = "bf16"
     param_bytes: int | None = Field(None, ge=1)  # None: the activation dtype (TrainingJob.param_bytes)
     grad_bytes: int = Field(2, ge=1)
     grad_accumulation: Literal["fused", "fp32-buffer"] = "fused"
@@ -291,7 +293,7 @@ def _job(m: JobModel, field: str, default_gpu: str) -> Job:
         return TrainingJob(model=m.model, gpu=gpu, gpus=m.gpus, name=m.name, tenant=m.tenant,
                            tp=p.tp, pp=p.pp, dp=p.dp, ep=p.ep, cp=p.cp, zero_stage=p.zero,
                            sequence_parallel=p.sequence_parallel, virtual_stages=p.virtual_stages,
-                           fsdp=p.fsdp, recompute=m.recompute, attention=m.attention,
+                           fsdp=p.fsdp, recompute=m.recompute, attention=m.attention, precision=m.precision,
                            param_bytes=m.param_bytes, grad_bytes=m.grad_bytes,
                            grad_accumulation=m.grad_accumulation, seq_len=m.seq_len,
                            micro_batch=m.micro_batch, global_batch=m.global_batch,

@@ -49,27 +49,56 @@ Fitted constants and their measurements:
   1024 x 10240 x 5120 (torch 2.6) and 267.9 at 6912 x 16384 x 2048 (CUDA 12.1; same source) and
   cuBLAS 238.8 TFLOP/s at 4096^3 FP16 with FP32 accumulation (DefTruth/CUDA-Learn-Notes, hgemm
   README); no shape exceeds the A100 MAMF.
-* Flash attention: FlashAttention-2 (Dao, ICLR 2024, figures 4-7: A100, head dim 128, causal,
-  forward ~ 60% and backward ~ 50% of the peak at 2k-16k tokens) and FlashAttention-3 (Shah et al.,
-  NeurIPS 2024, figures 5-7: H100 BF16 causal head dim 128, forward 500-640 TFLOP/s, backward
-  400-500 TFLOP/s at 2k-16k tokens).
+* Flash attention: FlashAttention-2 (Dao, ICLR 2024) forward + backward, causal, head dim 128,
+  measured by sequence length 512-16k (the paper's figures 4 and 7, also in Dao-AILab/flash-attention
+  ``assets/flash2_a100_fwd_bwd_benchmark.png`` and ``flash2_h100_fwd_bwd_benchmark.png``, panel d):
+  A100 99, 133, 155, 173, 182, 189 TFLOP/s; H100 163, 221, 265, 294, 308, 328 (FLOPs counted as
+  that benchmark does: forward ``4 b s^2 a d / 2``, backward 2.5x it). Fitted (least squares on the
+  log, two parameters per GPU, every point within 2%) as ``fraction * s / (s + seq_half)`` with the
+  forward / backward split of the A100 constants (0.60 / 0.50 of the peak per flowherd's FLOPs,
+  backward = 2x forward): A100 fractions 0.60 / 0.50, ``attention_seq_half`` 485; H100 (the
+  ``fa2_*`` constants) 0.3275 / 0.2729, ``fa2_seq_half`` 532. The H100 ``flash`` kernel is
+  FlashAttention-3 (Shah et al., NeurIPS 2024, figures 5-7: H100 BF16 causal head dim 128, forward
+  500-640 TFLOP/s, backward 400-500 TFLOP/s at 2k-16k tokens; not refitted: its figure 6 backward
+  is not among the stored measurements). (Before: the H100 FlashAttention-2 fractions were the
+  A100's scaled by FlashAttention-2's headline 335 / 230 TFLOP/s and the ramp's half-point 256
+  tokens on both GPUs: the measured H100 / A100 ratio is 1.65-1.74 by sequence, not 1.46, and both
+  GPUs ramp slower; MPT's H100 rows at 16k tokens ran 11.5-12.8% faster than modelled.)
 * HBM: 80% of the datasheet bandwidth for streaming kernels (the level NVIDIA's STREAM-like
   ``nvbandwidth`` / BabelStream measurements reach on A100 and H100).
 * Flash attention in Triton: FlashAttention-2 is "around 1.3-1.5x faster than FlashAttention in
-  Triton in the forward pass and around 2x faster in the backward pass" (Dao 2023, section 4.1);
-  FlashAttention-2 itself reaches up to 230 TFLOP/s on A100 and 335 on H100 (same section), so the
-  H100's FlashAttention-2 fractions are the A100's scaled by 335 / 230 in TFLOP/s.
+  Triton in the forward pass and around 2x faster in the backward pass" (Dao 2023, section 4.1):
+  the GPU's FlashAttention-2 fractions (above) over those factors, on FlashAttention-2's ramp.
 * ``sustained_fraction``: what a training run keeps of the kernel speeds measured one kernel at a
   time (host-side gaps between kernels, clocks under sustained load), fitted per GPU type (least
   squares on the log of the throughput error) on the 8 + 8 MosaicML LLM Foundry MPT rows of
   ``benchmarks/published.py`` (1B-70B, FSDP on 8-64 GPUs, FP32 weights under autocast, Triton
-  flash attention, as those runs were configured): A100 0.939, H100 0.877. The table's other rows,
+  flash attention, as those runs were configured): A100 0.949, H100 0.862. The table's other rows,
   the Megatron-LM rows and BLOOM are not fitted on. (Before `comm_interference_s` the same fit gave
   0.92 / 0.86 and left the runs with much FSDP traffic per token 11-12% faster than measured and
-  the long-sequence ones 8-10% slower: one constant absorbed two effects.)
+  the long-sequence ones 8-10% slower: one constant absorbed two effects; with it and before the
+  measured FlashAttention-2 ramp, 0.939 / 0.877.)
 * Communication beside compute (`comm_interference_s`): NCCL's blocks hold ``nccl_channels`` of
   the ``sm_count`` SMs while a collective overlaps a kernel (no fitted constant: the SM counts of
-  the whitepapers, the channels and ring bandwidth of flowherd's ported NCCL model).
+  the whitepapers, the channels and ring bandwidth of flowherd's ported NCCL model). Paid by
+  FSDP / ZeRO-3 layers beside their gathers and reduce-scatters and, in the backward that syncs
+  gradients, by each DDP / ZeRO-1/2 bucket beside the previous bucket's all-reduce or
+  reduce-scatter (`flowherd.workload.pipeline`).
+
+* FP8 GEMMs (``precision="fp8"``: Transformer Engine's FP8 linear layers, as NeMo / Megatron-Core
+  run them): the GPU's dense FP8 peak (`GpuSpec.peak_fp8_flops`) with the plateau at the FP8 MAMF
+  of the same table (``float8_e4m3fn``: H100 SXM 1402.6 of 1979 TFLOP/s at 1024 x 9216 x 14336,
+  H200 1453.4 at k = 12032, B200 3432.5 of 4500 at k = 3072), operands of 1 byte, and the ``k``
+  dependence measured by tilelang's FP8 GEMM sweep on H800 SXM (`FP8_K_HALF`: half the plateau at
+  k = 458, against 29 for BF16: an FP8 GEMM needs a much longer reduction to amortize each output
+  tile). The plateau is placed so that each MAMF shape is reproduced (cuBLAS's level, which
+  Transformer Engine's GEMMs use; tilelang's own kernels run ~10% above it). Only the projections (QKV,
+  attention output, MLP, experts) run in FP8; attention, the router and the logits stay BF16
+  (Megatron-Core's output layer is not a Transformer Engine module). Each FP8 GEMM's input in the
+  forward and its output gradient in the backward pass through a cast-transpose (Transformer
+  Engine's ``cast_transpose``: read BF16, write the FP8 tensor and its transpose, 4 bytes per
+  element; no fusion with the norm or activation assumed); the FP8 weight copies are cast once per
+  iteration (Megatron's ``is_first_microbatch``) and not charged.
 
 GPUs without measurements of their own borrow the constants of the closest part (H200: H100
 compute; B200 and MI300X: H100 shape constants and sustained fraction, with their MAMF plateau,
@@ -86,13 +115,20 @@ from flowherd.workload.models import ModelShape
 
 __all__ = [
     "ATTENTION",
+    "FA2_MEASURED_TFLOPS",
+    "FA2_SEQ_LENS",
+    "FP8_GEMMS",
+    "FP8_K_HALF",
+    "FP8_K_SWEEP",
     "KERNEL_MODELS",
     "OPTIMIZER_BYTES_PER_PARAM",
+    "PRECISIONS",
     "KernelModel",
     "LayerTimes",
     "OpTime",
     "attention_time_s",
     "comm_interference_s",
+    "fp8_peak_flops",
     "fsdp_grad_prep_s",
     "gemm_efficiency",
     "gemm_time_s",
@@ -119,8 +155,11 @@ class KernelModel:
         attention_fwd_fraction, attention_bwd_fraction: Flash attention's fraction of the peak at
             long sequences, forward and backward.
         attention_seq_half: Sequence length at which flash attention reaches half that, tokens.
-        fa2_fwd_fraction, fa2_bwd_fraction: The same for the FlashAttention-2 kernel where the
-            flash constants are another kernel's (H100: FlashAttention-3); None: the flash ones.
+        fa2_fwd_fraction, fa2_bwd_fraction, fa2_seq_half: The same for the FlashAttention-2
+            kernel where the flash constants are another kernel's (H100: FlashAttention-3); None:
+            the flash ones.
+        fp8_peak_fraction: Plateau of an FP8 GEMM's fraction of the dense FP8 peak (the FP8 MAMF);
+            None: no FP8 GEMM measurement.
         hbm_fraction: Achieved fraction of the HBM bandwidth of streaming kernels.
         kernel_overhead_s: Fixed cost of one non-GEMM kernel, seconds.
         sustained_fraction: What a training run keeps of the kernel speeds measured in isolation
@@ -145,6 +184,8 @@ class KernelModel:
     attention_seq_half: float = 256.0
     fa2_fwd_fraction: float | None = None
     fa2_bwd_fraction: float | None = None
+    fa2_seq_half: float | None = None
+    fp8_peak_fraction: float | None = None
     hbm_fraction: float = 0.8
     kernel_overhead_s: float = 2e-6
     sustained_fraction: float = 0.87
@@ -154,22 +195,43 @@ class KernelModel:
     nccl_net_fraction: float = 0.94
 
 
+# FP8 GEMMs reach half their plateau at k = 458 (least squares on the log, every point within 2%, of
+# tilelang's FP8 GEMM benchmark on H800 SXM, the H100 SXM's SM and FP8 peak: M = N = 8192, K = 256 ...
+# 16384: 569, 858, 1129, 1343, 1467, 1507, 1541 TFLOP/s; benchmark/matmul_fp8/README.md of the tilelang
+# fork xwhzz/tilelang@b2acfc3, measured at tilelang 6b1faf71); the plateau sits where the GPU's FP8
+# MAMF lands on that curve
+FP8_K_HALF = 458.0
+FP8_K_SWEEP = ((256, 569), (512, 858), (1024, 1129), (2048, 1343), (4096, 1467), (8192, 1507), (16384, 1541))
+
 KERNEL_MODELS: dict[str, KernelModel] = {
-    # FlashAttention-2 on H100: "up to 335 TFLOPs/s" against 230 on A100 (Dao 2023, section 4.1),
-    # the A100 fractions below scaled by 335 / 230 in TFLOP/s
-    "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.877,
-                        fa2_fwd_fraction=0.276, fa2_bwd_fraction=0.230),
-    "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.877,
-                        fa2_fwd_fraction=0.276, fa2_bwd_fraction=0.230),
+    # FlashAttention-2 on H100 and A100: fitted to the FlashAttention-2 paper's figures 7d and 4d
+    # (module docstring, FA2_MEASURED_TFLOPS)
+    "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.862,
+                        fa2_fwd_fraction=0.3275, fa2_bwd_fraction=0.2729, fa2_seq_half=532.0,
+                        fp8_peak_fraction=1402.6 / 1979 * (14336 + FP8_K_HALF) / 14336),
+    "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.862,
+                        fa2_fwd_fraction=0.3275, fa2_bwd_fraction=0.2729, fa2_seq_half=532.0,
+                        fp8_peak_fraction=1453.4 / 1979 * (12032 + FP8_K_HALF) / 12032),
     "a100": KernelModel(name="a100", gemm_peak_fraction=0.861, gemm_k_half=85.0, gemm_overhead_s=6.52e-6,
-                        attention_fwd_fraction=0.60, attention_bwd_fraction=0.50, sustained_fraction=0.939,
-                        sm_count=108),
-    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776, sustained_fraction=0.877, sm_count=148),
+                        attention_fwd_fraction=0.60, attention_bwd_fraction=0.50, attention_seq_half=485.0,
+                        sustained_fraction=0.949, sm_count=108),
+    "b200": KernelModel(name="b200", gemm_peak_fraction=0.776, sustained_fraction=0.862, sm_count=148,
+                        fp8_peak_fraction=3432.5 / 4500 * (3072 + FP8_K_HALF) / 3072),
     "mi300x": KernelModel(name="mi300x", gemm_peak_fraction=0.598, attention_fwd_fraction=0.40,
-                          attention_bwd_fraction=0.30, sustained_fraction=0.877, sm_count=304),
+                          attention_bwd_fraction=0.30, sustained_fraction=0.862, sm_count=304),
 }
 
 ATTENTION = ("flash", "unfused", "triton")  # attention kernels of `layer_ops`
+PRECISIONS = ("bf16", "fp8")  # GEMM precisions of `layer_ops` (module docstring)
+FP8_GEMMS = frozenset({"qkv", "attn-out", "mlp-up", "mlp-down", "experts-up", "experts-down", "shared-up",
+                       "shared-down"})  # the ops Transformer Engine runs in FP8
+
+# FlashAttention-2 forward + backward, causal, head dim 128, TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k tokens
+# (Dao, ICLR 2024, figures 4d (A100 80GB SXM4) and 7d (H100 80GB SXM5); FLOPs as its benchmark counts
+# them, forward 4 b s^2 a d / 2 with the causal mask, backward 2.5x the forward): what the FA2
+# constants of `KERNEL_MODELS` were fitted to (tests/workload/test_compute.py reproduces them)
+FA2_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
+FA2_MEASURED_TFLOPS = {"a100": (99, 133, 155, 173, 182, 189), "h100": (163, 221, 265, 294, 308, 328)}
 
 # FlashAttention in Triton (the kernel of MosaicML's MPT ``attn_impl: triton``) against
 # FlashAttention-2: "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass and
@@ -188,21 +250,43 @@ def kernel_model(gpu: GpuSpec) -> KernelModel:
     return KERNEL_MODELS.get(gpu.name.lower(), KERNEL_MODELS["h100"])
 
 
+def fp8_peak_flops(gpu: GpuSpec) -> float:
+    """The GPU's dense FP8 peak, FLOP/s; ConfigError if it has no FP8 tensor cores or no FP8 GEMM
+    measurement in `KERNEL_MODELS`."""
+    if gpu.peak_fp8_flops is None or kernel_model(gpu).fp8_peak_fraction is None:
+        raise ConfigError(f"precision 'fp8' needs a GPU with FP8 tensor cores and an FP8 GEMM measurement, "
+                          f"got gpu {gpu.name!r} (precision)")
+    return gpu.peak_fp8_flops
+
+
 def gemm_time_s(m: float, n: float, k: float, gpu: GpuSpec, *, batch: float = 1,
-                dtype_bytes: int = 2) -> float:
-    """Time of ``batch`` GEMMs ``[m, k] x [k, n]`` on one GPU, seconds (module docstring)."""
+                dtype_bytes: int = 2, precision: str = "bf16") -> float:
+    """Time of ``batch`` GEMMs ``[m, k] x [k, n]`` on one GPU, seconds (module docstring).
+
+    ``precision`` "fp8": FP8 operands (1 byte) at the FP8 peak and plateau, the output in
+    ``dtype_bytes``.
+    """
     if min(m, n, k, batch) <= 0:
         return 0.0
     km = kernel_model(gpu)
     flops = 2.0 * batch * m * n * k
-    eff = km.gemm_peak_fraction * k / (k + km.gemm_k_half)
-    mem = dtype_bytes * batch * (m * k + k * n + m * n) / gpu.memory_bytes_per_s
-    return max(flops / (gpu.peak_bf16_flops * eff), mem) + km.gemm_overhead_s
+    if precision == "fp8":
+        peak = fp8_peak_flops(gpu)
+        eff = km.fp8_peak_fraction * k / (k + FP8_K_HALF)
+        mem = batch * (m * k + k * n + dtype_bytes * m * n) / gpu.memory_bytes_per_s
+    else:
+        peak = gpu.peak_bf16_flops
+        eff = km.gemm_peak_fraction * k / (k + km.gemm_k_half)
+        mem = dtype_bytes * batch * (m * k + k * n + m * n) / gpu.memory_bytes_per_s
+    return max(flops / (peak * eff), mem) + km.gemm_overhead_s
 
 
-def gemm_efficiency(m: float, n: float, k: float, gpu: GpuSpec, *, batch: float = 1) -> float:
-    """Achieved fraction of the peak of a GEMM (its FLOPs over its `gemm_time_s`)."""
-    return 2.0 * batch * m * n * k / gemm_time_s(m, n, k, gpu, batch=batch) / gpu.peak_bf16_flops
+def gemm_efficiency(m: float, n: float, k: float, gpu: GpuSpec, *, batch: float = 1,
+                    precision: str = "bf16") -> float:
+    """Achieved fraction of the peak of a GEMM (its FLOPs over its `gemm_time_s`; the FP8 peak for
+    ``precision="fp8"``)."""
+    peak = fp8_peak_flops(gpu) if precision == "fp8" else gpu.peak_bf16_flops
+    return 2.0 * batch * m * n * k / gemm_time_s(m, n, k, gpu, batch=batch, precision=precision) / peak
 
 
 def memory_time_s(size_bytes: float, gpu: GpuSpec, *, kernels: int = 1) -> float:
@@ -217,17 +301,22 @@ def attention_time_s(flops: float, seq_len: int, gpu: GpuSpec, *, backward: bool
                      causal: bool = True, kernel: str = "flash") -> float:
     """Fused-attention time of ``flops`` (the model's count, no causal halving), seconds.
 
-    ``kernel``: "flash" (the GPU's flash constants) or "triton" (FlashAttention in Triton: the
-    FlashAttention-2 fractions over `TRITON_FWD_SLOWDOWN` / `TRITON_BWD_SLOWDOWN`).
+    ``kernel``: "flash" (the GPU's flash constants), "flash2" (FlashAttention-2: the same where
+    the GPU has no ``fa2_*`` constants) or "triton" (FlashAttention in Triton: the FlashAttention-2
+    fractions over `TRITON_FWD_SLOWDOWN` / `TRITON_BWD_SLOWDOWN`).
     """
     if flops <= 0:
         return 0.0
     km = kernel_model(gpu)
     frac = km.attention_bwd_fraction if backward else km.attention_fwd_fraction
-    if kernel == "triton":
+    half = km.attention_seq_half
+    if kernel in ("triton", "flash2"):
         fa2 = km.fa2_bwd_fraction if backward else km.fa2_fwd_fraction
-        frac = (frac if fa2 is None else fa2) / (TRITON_BWD_SLOWDOWN if backward else TRITON_FWD_SLOWDOWN)
-    frac *= seq_len / (seq_len + km.attention_seq_half)
+        if fa2 is not None:
+            frac, half = fa2, km.fa2_seq_half or half
+        if kernel == "triton":
+            frac /= TRITON_BWD_SLOWDOWN if backward else TRITON_FWD_SLOWDOWN
+    frac *= seq_len / (seq_len + half)
     work = flops * (0.5 if causal else 1.0)
     return work / (gpu.peak_bf16_flops * frac) + km.kernel_overhead_s
 
@@ -305,10 +394,12 @@ class LayerTimes:
     kernels: int = 0
 
 
-def _gemm_fb(m: float, n: float, k: float, gpu: GpuSpec, batch: float = 1) -> tuple[float, float]:
+def _gemm_fb(m: float, n: float, k: float, gpu: GpuSpec, batch: float = 1,
+             precision: str = "bf16") -> tuple[float, float]:
     """Forward and backward (data + weight gradient) time of ``[m, k] x [k, n]``."""
-    f = gemm_time_s(m, n, k, gpu, batch=batch)
-    b = gemm_time_s(m, k, n, gpu, batch=batch) + gemm_time_s(k, n, m, gpu, batch=batch)
+    f = gemm_time_s(m, n, k, gpu, batch=batch, precision=precision)
+    b = (gemm_time_s(m, k, n, gpu, batch=batch, precision=precision)
+         + gemm_time_s(k, n, m, gpu, batch=batch, precision=precision))
     return f, b
 
 
@@ -332,8 +423,9 @@ class OpTime:
     kernels: int = 1
 
 
-def _gemm_op(name: str, m: float, n: float, k: float, gpu: GpuSpec, batch: float = 1) -> OpTime:
-    f, b = _gemm_fb(m, n, k, gpu, batch)
+def _gemm_op(name: str, m: float, n: float, k: float, gpu: GpuSpec, batch: float = 1,
+             precision: str = "bf16") -> OpTime:
+    f, b = _gemm_fb(m, n, k, gpu, batch, precision if name in FP8_GEMMS else "bf16")
     return OpTime(name=name, flops=2.0 * batch * m * n * k, fwd_s=f, bwd_s=b)
 
 
@@ -353,24 +445,28 @@ def _unfused_attention(m: ModelShape, gpu: GpuSpec, *, t: float, seq_len: int, t
 
 def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
               tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
-              dtype_bytes: int = 2, attention: str = "flash", param_bytes: int | None = None
-              ) -> tuple[OpTime, ...]:
+              dtype_bytes: int = 2, attention: str = "flash", param_bytes: int | None = None,
+              precision: str = "bf16") -> tuple[OpTime, ...]:
     """The ops of layer ``layer`` for one micro-batch on one rank, timed in isolation.
 
     ``attention`` is "flash" (fused, causal blocks skipped) or "unfused" (module docstring).
     ``param_bytes`` (default ``dtype_bytes``): bytes per element of the weights the framework keeps;
     when it differs from ``dtype_bytes`` (FP32 weights under autocast) every forward casts each
     weight matrix to the compute dtype and every backward casts its gradient back ("weight-cast").
+    ``precision`` "fp8": the projections in FP8 and their operands' cast-transposes ("fp8-cast";
+    module docstring).
 
     The rank holds ``micro_batch * seq_len / cp`` tokens; its GEMMs are Megatron's column/row
     parallel halves (``n`` or ``k`` divided by ``tp``); norms and residual adds run on ``1 / tp`` of
     the tokens with sequence parallelism and on all of them otherwise.
     """
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r} (precision)")
     h, m = model.hidden, model
     t = micro_batch * seq_len / cp
     o_in = m.heads * m.v_head_dim
     qkv_out = (m.attention_params() - o_in * h) / h
-    ops = [_gemm_op("qkv", t, qkv_out / tp, h, gpu)]
+    ops = [_gemm_op("qkv", t, qkv_out / tp, h, gpu, precision=precision)]
     if attention == "unfused":
         ops.append(_unfused_attention(m, gpu, t=t, seq_len=seq_len, tp=tp, micro_batch=micro_batch,
                                       dtype_bytes=dtype_bytes))
@@ -381,24 +477,25 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
                           bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True, kernel=attention)))
     else:
         raise ConfigError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r} (attention)")
-    ops.append(_gemm_op("attn-out", t, h, o_in / tp, gpu))
+    ops.append(_gemm_op("attn-out", t, h, o_in / tp, gpu, precision=precision))
     up = m.mlp_matrices - 1
     if m.layer_is_moe(layer):
         ffn = m.moe_ffn_hidden
-        ops.append(_gemm_op("router", t, m.experts, h, gpu))  # replicated over TP ranks
+        ops.append(_gemm_op("router", t, m.experts, h, gpu))  # replicated over TP ranks, BF16
         local = m.experts // ep
         per_expert = t * ep * m.top_k / m.experts  # token-expert pairs of one local expert
-        ops.append(_gemm_op("experts-up", per_expert, up * ffn / tp, h, gpu, batch=local))
-        ops.append(_gemm_op("experts-down", per_expert, h, ffn / tp, gpu, batch=local))
+        fp8 = {"precision": precision}
+        ops.append(_gemm_op("experts-up", per_expert, up * ffn / tp, h, gpu, batch=local, **fp8))
+        ops.append(_gemm_op("experts-down", per_expert, h, ffn / tp, gpu, batch=local, **fp8))
         if m.shared_experts:
-            ops.append(_gemm_op("shared-up", t, up * ffn * m.shared_experts / tp, h, gpu))
-            ops.append(_gemm_op("shared-down", t, h, ffn * m.shared_experts / tp, gpu))
+            ops.append(_gemm_op("shared-up", t, up * ffn * m.shared_experts / tp, h, gpu, **fp8))
+            ops.append(_gemm_op("shared-down", t, h, ffn * m.shared_experts / tp, gpu, **fp8))
         act_width = (m.top_k + m.shared_experts) * ffn / tp
         permute = 2 * 2 * m.top_k * h  # dispatch and combine permutations read and write a row each
     else:
         ffn = m.ffn_hidden
-        ops.append(_gemm_op("mlp-up", t, up * ffn / tp, h, gpu))
-        ops.append(_gemm_op("mlp-down", t, h, ffn / tp, gpu))
+        ops.append(_gemm_op("mlp-up", t, up * ffn / tp, h, gpu, precision=precision))
+        ops.append(_gemm_op("mlp-down", t, h, ffn / tp, gpu, precision=precision))
         act_width = ffn / tp
         permute = 0
     # elements read + written per token: 2 norms (2h each), 2 residual adds (3h each), rotary on
@@ -408,12 +505,21 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
     elems = tok_sp * 10 * h + t * (rope + (up + 1) * act_width + permute)
     ew_f = memory_time_s(elems * dtype_bytes, gpu, kernels=5)
     ops.append(OpTime(name="elementwise", flops=0.0, fwd_s=ew_f, bwd_s=2.0 * ew_f, kernels=5))
+    if precision == "fp8":
+        # Transformer Engine casts each FP8 GEMM's input (forward) and output gradient (backward):
+        # read BF16, write FP8 and its transpose, 4 bytes per element, one kernel per GEMM
+        rows = t * (m.top_k + m.shared_experts) if m.layer_is_moe(layer) else t  # MLP / expert rows
+        k_in = t * (h + o_in / tp) + rows * (h + ffn / tp)
+        n_out = t * (qkv_out / tp + h) + rows * (up * ffn / tp + h)
+        n_fp8 = sum(o.name in FP8_GEMMS for o in ops)
+        ops.append(OpTime(name="fp8-cast", flops=0.0, fwd_s=memory_time_s(4.0 * k_in, gpu, kernels=n_fp8),
+                          bwd_s=memory_time_s(4.0 * n_out, gpu, kernels=n_fp8), kernels=n_fp8))
     if param_bytes is not None and param_bytes != dtype_bytes:
         # autocast (torch.amp) casts each FP32 weight once per forward (read 4, write 2 bytes per
         # element; its cast cache lives for one forward) and autograd's cast backward turns the
         # weight gradient back to FP32 (read 2, write 4); one kernel per weight matrix
         weights = m.layer_dense_params(layer) / tp + m.layer_expert_params(layer) / (tp * ep)
-        n_w = sum(o.name not in ("attention", "elementwise") for o in ops)
+        n_w = sum(o.name not in ("attention", "elementwise", "fp8-cast") for o in ops)
         cast = memory_time_s(weights * (param_bytes + dtype_bytes), gpu, kernels=n_w)
         ops.append(OpTime(name="weight-cast", flops=0.0, fwd_s=cast, bwd_s=cast, kernels=n_w))
     return tuple(ops)
@@ -421,13 +527,13 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
 
 def layer_times(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
                 tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
-                dtype_bytes: int = 2, attention: str = "flash", param_bytes: int | None = None
-                ) -> LayerTimes:
+                dtype_bytes: int = 2, attention: str = "flash", param_bytes: int | None = None,
+                precision: str = "bf16") -> LayerTimes:
     """Kernel times of layer ``layer`` for one micro-batch on one rank: the sum of its
     `layer_ops` over the GPU's ``sustained_fraction`` (module docstring)."""
     ops = layer_ops(model, layer, gpu, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, ep=ep,
                     sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes, attention=attention,
-                    param_bytes=param_bytes)
+                    param_bytes=param_bytes, precision=precision)
     k = 1.0 / kernel_model(gpu).sustained_fraction
     core = next(o.fwd_s for o in ops if o.name == "attention")
     return LayerTimes(fwd_s=sum(o.fwd_s for o in ops) * k, bwd_s=sum(o.bwd_s for o in ops) * k,

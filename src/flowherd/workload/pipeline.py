@@ -111,7 +111,7 @@ class _Builder:
             self._lt[key] = cm.layer_times(j.model, i, j.gpu, micro_batch=j.micro_batch, seq_len=j.seq_len,
                                            tp=j.tp, cp=j.cp, ep=j.ep, sequence_parallel=j.sequence_parallel,
                                            dtype_bytes=j.dtype_bytes, attention=j.attention,
-                                           param_bytes=j.param_bytes)
+                                           param_bytes=j.param_bytes, precision=j.precision)
         return self._lt[key]
 
     def _units(self, p: int, v: int) -> dict[str, np.ndarray]:
@@ -162,7 +162,7 @@ class _Builder:
                 gather = (dense / j.tp * fr[0] + expert / (j.tp * j.ep) * fr[1]) * j.param_bytes
                 scatter = gather * j.grad_bytes / j.param_bytes
                 rc_fwd = np.array([x.fwd_s for x in lt]) if j.recompute == "full" else 0.0
-                far = bool(np.any(dp.min(axis=1) // 8 != dp.max(axis=1) // 8))  # 8 GPUs a server
+                far = self._dp_far(p)
                 fwd = fwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far)
                                       for t, x in zip(fwd, gather, strict=True)])
                 bwd = bwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far)
@@ -255,6 +255,8 @@ class _Builder:
         done_at: dict[int, int] = {}
         tag = f"s{p}/v{v}/mb{mb}/{phase}" if self.V > 1 else f"s{p}/mb{mb}/{phase}"
         reps = 2 if (phase == "bwd" and j.recompute == "full") else 1
+        syncing = phase == "bwd" and self.buckets is not None and self._syncs(mb)
+        prev_bucket: list[int] = []
         for units in self._chunks((p, v), phase, mb):
             n = len(units)
             n_moe = int(u["moe"][units].sum())
@@ -278,6 +280,12 @@ class _Builder:
                     overlapped.append(b.comm(f"{lbl}/cp-{op}", colls, entry, group="cp", stage=p,
                                              count=n * (2 if again else 1), micro_batch=mb, phase=phase))
             dur = float(u["fwd_s" if phase == "fwd" else "bwd_s"][units].sum())
+            if syncing and j.efficiency is None and prev_bucket:
+                # the previous bucket's DP collective runs beside this bucket's backward: NCCL's
+                # blocks take SMs from it, as from FSDP's layers (`compute.comm_interference_s`)
+                dur += cm.comm_interference_s(dur, self._bucket_bus_bytes(p, u, prev_bucket), j.gpu,
+                                              across_servers=self._dp_far(p))
+            prev_bucket = units
             c = b.compute(lbl, dur, pre, stage=p, micro_batch=mb, phase=phase)
             for k in units:
                 done_at[k] = c
@@ -311,6 +319,20 @@ class _Builder:
         if phase == "bwd" and self.buckets is not None and self._syncs(mb):
             self._dp_sync(p, v, mb, done_at)
         return entry
+
+    def _dp_far(self, p: int) -> bool:
+        """Whether stage ``p``'s data-parallel groups span servers (8 GPUs a server)."""
+        dp = self._groups(p, "dp")
+        return bool(np.any(dp.min(axis=1) // 8 != dp.max(axis=1) // 8))
+
+    def _bucket_bus_bytes(self, p: int, u: dict[str, np.ndarray], bucket: list[int]) -> float:
+        """What one GPU sends for a DDP bucket's gradient collective (nccl-tests bus bytes): an
+        all-reduce ``2 (n-1)/n`` of the bucket, a reduce-scatter (ZeRO-1/2) ``(n-1)/n``."""
+        j = self.job
+        fr = [(g.shape[1] - 1) / g.shape[1] for g in (self._groups(p, "dp"), self._groups(p, "edp"))]
+        k = 2.0 if j.zero_stage == 0 else 1.0
+        return k * j.grad_bytes * (float(u["dense_loc"][bucket].sum()) * fr[0]
+                                   + float(u["expert_loc"][bucket].sum()) * fr[1])
 
     def _dp_sync(self, p: int, v: int, mb: int, done_at: dict[int, int]) -> None:
         j, u = self.job, self.units[(p, v)]

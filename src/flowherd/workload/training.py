@@ -75,7 +75,7 @@ import numpy as np
 from flowherd.collectives.ops import busbw_factor
 from flowherd.errors import ConfigError
 from flowherd.units import MiB
-from flowherd.workload.compute import ATTENTION
+from flowherd.workload.compute import ATTENTION, PRECISIONS, fp8_peak_flops
 from flowherd.workload.gpus import GpuSpec, get_gpu
 from flowherd.workload.models import ModelShape, get_model
 from flowherd.workload.opgraph import OpGraph, Task, TaskKind
@@ -121,6 +121,9 @@ class TrainingJob:
         efficiency: An explicit fraction of the GPU's peak FLOP/s for every pass, in (0, 1]; None
             (default): the compute model of `flowherd.workload.compute`.
         dtype_bytes: Bytes per activation / parameter element (2: BF16).
+        precision: The GEMMs' number format, "bf16" (default) or "fp8" (Transformer Engine's FP8
+            projections; `flowherd.workload.compute`); activations and communication stay in
+            ``dtype_bytes``.
         grad_bytes: Bytes per gradient element in the DP reduction (2: BF16; 4: FP32).
         param_bytes: Bytes per element of the weights the framework keeps and (ZeRO-3 / FSDP)
             all-gathers; None (default): ``dtype_bytes``. 4 is PyTorch FSDP with FP32 parameters
@@ -163,6 +166,7 @@ class TrainingJob:
     iterations: int = 1
     efficiency: float | None = None
     dtype_bytes: int = 2
+    precision: str = "bf16"
     grad_bytes: int = 2
     param_bytes: int | None = None
     grad_accumulation: str = "fused"
@@ -218,6 +222,11 @@ class TrainingJob:
         if self.attention not in ATTENTION:
             raise ConfigError(f"{w}: attention must be one of {', '.join(ATTENTION)}, got {self.attention!r} "
                               "(attention)")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"{w}: precision must be one of {', '.join(PRECISIONS)}, "
+                              f"got {self.precision!r} (precision)")
+        if self.precision == "fp8" and self.efficiency is None:
+            fp8_peak_flops(self.gpu)  # ConfigError on a GPU without FP8 tensor cores
         if self.activation_recompute:
             if self.recompute == "selective":
                 raise ConfigError(f"{w}: activation_recompute means recompute='full', got recompute="
