@@ -109,13 +109,24 @@ GC_THRESHOLD = 10_000
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit code."""
+    """Entry point of the console script; returns the exit code.
+
+    Called as the process's entry (``argv`` None) for a command that only prints
+    (`CommandEntry.writes_nothing`), it freezes the objects left (`gc.freeze`) once the command
+    is done: the interpreter's exit still runs every exit handler and frees every module, but its
+    final collections do not walk them (0.06 of a 64-GPU `collective`'s 0.7 CPU-s, issue 16).
+    """
     old = gc.get_threshold()
     gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
     try:
-        return _main(argv)
+        code = _main(argv)
     finally:
         gc.set_threshold(*old)
+    if argv is None:
+        entry = COMMANDS.get(_command_of(sys.argv[1:]) or "")
+        if entry is not None and entry.writes_nothing:
+            gc.freeze()
+    return code
 
 
 def _main(argv: list[str] | None) -> int:
