@@ -20,6 +20,9 @@ one object (``benchmarks/startup.py --breakdown`` takes the medians of several r
   of the schedule's steps, `flowherd.sim.collective.add_schedule`), its event loop;
 * ``output``: the table (rich, imported then) or the JSON line;
 * ``rest``: the command's other lines (flag checks, the network model).
+
+The interpreter's exit is in no phase (the console entry, which `benchmarks/startup.py` times,
+freezes what the command leaves so that the exit's collections skip it, `flowherd.cli.main`).
 """
 
 from __future__ import annotations
