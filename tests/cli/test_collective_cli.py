@@ -125,3 +125,28 @@ def test_json_prints_channels_and_the_models_time(capsys):
     d = json.loads(out)
     assert code == 0 and (d["algorithm"], d["channels"]) == ("nvlstree", 16)
     assert d["predicted_time_s"] == pytest.approx(1 / (455e9 / (2**30 * 30 / 16)), rel=0.01)
+
+
+def test_the_64_gpu_collective_prints_the_figures_it_printed_before_its_start_up_was_cut(capsys):
+    # issue 16's start-up work (the schedule built and checked once, its steps added as one batch,
+    # imports deferred) must not move a digit: the figures of main at f2f7a89, before that work
+    code, out, _ = _run(capsys, "--op", "allreduce", "--size", "1GiB", "--gpus", "64", "--fabric",
+                        "dgx-superpod-h100-1su", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert (d["algorithm"], d["protocol"], d["channels"], d["num_steps"], d["num_flows"]) == (
+        "nvlstree", "simple", 16, 512, 71680)
+    assert d["time_s"] == 0.006025054992808827
+    assert d["algbw_bytes_per_s"] == 178212783996.42145
+    assert d["busbw_bytes_per_s"] == 350856418492.9547
+    assert d["predicted_time_s"] == 0.005957897846153846
+    assert d["wire_bytes"] == 92341796864.00002
+    code, out, _ = _run(capsys, "--op", "allreduce", "--size", "1GiB", "--gpus", "64", "--fabric",
+                        "dgx-superpod-h100-1su")
+    assert code == 0
+    for shown in ("nvlstree / simple", "6.03 ms", "5.96 ms", "178.21 GB/s (1.43 Tbps)",
+                  "350.86 GB/s (2.81 Tbps)", "512 / 71680", "86 GiB"):
+        assert shown in out, shown
+    code, out, _ = _run(capsys, "--op", "allreduce", "--size", "1GiB", "--gpus", "64", "--fabric",
+                        "dgx-superpod-h100-1su", "--fidelity", "collective", "--json")
+    assert code == 0 and json.loads(out)["time_s"] == 0.005957897846153847

@@ -8,6 +8,7 @@ command module, and `flowherd COMMAND` imports only COMMAND's.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from typing import Any
@@ -100,8 +101,35 @@ def _command_of(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+#: The cyclic collector's first threshold while a command runs (CPython's default is 700). A
+#: command's start-up makes long-lived objects only (modules, classes, functions): at 700 the
+#: collector ran 44 times over them in a 64-GPU `collective` (0.03 of its 0.7 CPU-s, issue 16),
+#: at this threshold 4 times; the cycles a long run leaves are still collected.
+GC_THRESHOLD = 10_000
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit code."""
+    """Entry point of the console script; returns the exit code.
+
+    Called as the process's entry (``argv`` None) for a command that only prints
+    (`CommandEntry.writes_nothing`), it freezes the objects left (`gc.freeze`) once the command
+    is done: the interpreter's exit still runs every exit handler and frees every module, but its
+    final collections do not walk them (0.06 of a 64-GPU `collective`'s 0.7 CPU-s, issue 16).
+    """
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
+    try:
+        code = _main(argv)
+    finally:
+        gc.set_threshold(*old)
+    if argv is None:
+        entry = COMMANDS.get(_command_of(sys.argv[1:]) or "")
+        if entry is not None and entry.writes_nothing:
+            gc.freeze()
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(args)
     try:

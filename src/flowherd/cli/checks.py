@@ -8,17 +8,23 @@ was expected; data (job and tenant names) reaches the terminal as text, never as
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from flowherd.errors import ConfigError, UnknownNameError
-from flowherd.experiments.runs import check_seed
 
 __all__ = ["check_count", "check_out_dir", "check_out_file", "check_seed", "error_line", "load_fabric_arg",
            "plain", "short_unknown", "usage_error_line"]
 
 MAX_MESSAGE_CHARS = 600
+
+
+def check_seed(seed: object, field: str = "seed") -> int:
+    """`flowherd.experiments.runs.check_seed` (imported on use: hashlib, json and copy are not
+    a small collective's start-up)."""
+    from flowherd.experiments.runs import check_seed as _check_seed
+
+    return _check_seed(seed, field)
 
 
 # flowherd.experiments.loading imports yaml (0.03 s of start-up): only when a message needs it
@@ -96,6 +102,8 @@ def plain(value: object) -> Any:
 
 
 def _writable_dir(d: Path, flag: str, what: str) -> None:
+    import tempfile  # here only: random and its seeding are no command's start-up
+
     try:
         fd, probe = tempfile.mkstemp(prefix=".flowherd-probe-", dir=d)
     except OSError as err:

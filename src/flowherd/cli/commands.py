@@ -20,11 +20,15 @@ class CommandEntry:
         summary: The one line of `flowherd --help`.
         extras: Optional dependency groups (pyproject extras) the command needs; named by the
             missing-dependency hint.
+        writes_nothing: The command only prints (no file, store or connection left open): the
+            console script leaves its objects out of the collector's passes at exit
+            (`flowherd.cli.main`).
     """
 
     module: str
     summary: str
     extras: tuple[str, ...] = ()
+    writes_nothing: bool = False
 
 
 COMMANDS: dict[str, CommandEntry] = {
@@ -37,7 +41,7 @@ COMMANDS: dict[str, CommandEntry] = {
         summary="Simulate a scenario: jobs arrive, get placed, run on the shared fabric; print per-job "
                 "metrics."),
     "collective": CommandEntry(
-        module="flowherd.cli.collective_cmd",
+        module="flowherd.cli.collective_cmd", writes_nothing=True,
         summary="Simulate one collective on an idle fabric; print time, algbw and busbw (nccl-tests)."),
     "fabric": CommandEntry(
         module="flowherd.cli.fabric_cmd",

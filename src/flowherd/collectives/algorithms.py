@@ -45,7 +45,7 @@ from flowherd.collectives.nccl import (
     step_latency_s,
 )
 from flowherd.collectives.ops import Collective, Op
-from flowherd.collectives.schedule import Schedule, Step
+from flowherd.collectives.schedule import Schedule, steps_of
 from flowherd.collectives.trees import nccl_dtree, parent_wavefronts, tree_wavefronts
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric, LinkKind
@@ -91,7 +91,9 @@ class _Builder:
     def add(self, src, dst, size, deps=()) -> int:
         src = np.asarray(src, dtype=np.int64).ravel()
         dst = np.asarray(dst, dtype=np.int64).ravel()
-        size = np.broadcast_to(np.asarray(size, dtype=np.float64), src.shape)
+        size = np.asarray(size, dtype=np.float64)  # a scalar: every flow's, spread in `build`
+        if size.ndim and size.shape != src.shape:
+            size = np.broadcast_to(size, src.shape)
         self.raw.append((src, dst, size, tuple(deps)))
         return len(self.raw) - 1
 
@@ -106,20 +108,39 @@ class _Builder:
         if fab is not None:
             intra_hw = "nvlink" if np.any(fab.link_kind == LinkKind.NVLINK) else "pci"
         base = base_latency_s(self.protocol, algorithm_family=self.family)
-        steps = []
-        for src, dst, size, deps in self.raw:
-            keep = size > 0
-            s, d = gpus[src[keep]], gpus[dst[keep]]
-            intra = bool(fab is not None and s.size
-                         and np.all(fab.gpu_server[s] == fab.gpu_server[d]))
-            lat = step_latency_s(self.protocol, algorithm_family=self.family,
-                                 hw=intra_hw if intra else "net")
-            if self.hop_latency_s is not None:
-                lat = self.hop_latency_s
-            steps.append(Step(src_gpu=s, dst_gpu=d, size_bytes=size[keep], deps=deps,
-                              latency_s=lat + (0.0 if deps else base), intra_server=intra))
+        hop = {hw: (step_latency_s(self.protocol, algorithm_family=self.family, hw=hw)
+                    if self.hop_latency_s is None else self.hop_latency_s)
+               for hw in {intra_hw, "net"}}
+        raw = self.raw
+        if not raw:
+            return Schedule(collective=self.coll, algorithm=self.algorithm, protocol=self.protocol.value,
+                            steps=(), wire_fraction=WIRE_FRACTION[self.protocol])
+        # all steps' flows at once; a step keeps its flows of positive size
+        lens = np.array([len(src) for src, _, _, _ in raw], dtype=np.int64)
+        src = gpus[np.concatenate([r[0] for r in raw])]
+        dst = gpus[np.concatenate([r[1] for r in raw])]
+        size = np.concatenate([r[2] if r[2].ndim else np.full(len(r[0]), float(r[2])) for r in raw])
+        keep = size > 0
+        step = np.repeat(np.arange(len(raw)), lens)[keep]
+        src, dst, size = src[keep], dst[keep], size[keep]
+        kept = np.bincount(step, minlength=len(raw))
+        intra = kept > 0
+        if fab is None:
+            intra[:] = False
+        else:
+            cross = np.bincount(step, weights=fab.gpu_server[src] != fab.gpu_server[dst],
+                                minlength=len(raw))
+            intra &= cross == 0
+        f_ptr = np.zeros(len(raw) + 1, dtype=np.int64)
+        np.cumsum(kept, out=f_ptr[1:])
+        deps = [r[3] for r in raw]
+        intra_l = intra.tolist()
+        lat = [hop[intra_hw if i else "net"] + (0.0 if d else base)
+               for i, d in zip(intra_l, deps, strict=True)]
+        steps = steps_of(f_ptr=f_ptr, src_gpu=src, dst_gpu=dst, size_bytes=size, deps=deps,
+                         latency_s=lat, intra_server=intra_l)
         return Schedule(collective=self.coll, algorithm=self.algorithm, protocol=self.protocol.value,
-                        steps=tuple(steps), wire_fraction=WIRE_FRACTION[self.protocol])
+                        steps=steps, wire_fraction=WIRE_FRACTION[self.protocol])
 
 
 def _unsupported(coll: Collective, algorithm: str, supported: tuple[Op, ...]) -> ConfigError:
@@ -501,7 +522,8 @@ def build_schedule(collective: Collective, algorithm: str = "ring", *, fabric: F
         kw["channels"] = channels
     sched = fn(collective, **kw)
     if model == "fabric":
-        return replace(sched, steps=tuple(replace(st, latency_s=0.0) for st in sched.steps))
+        return replace(sched, steps=tuple(st.retimed(latency_s=0.0, min_transfer_s=st.min_transfer_s)
+                                          for st in sched.steps))
     if fabric is not None and channels is not None:
         from flowherd.collectives.calibrate import as_nccl_runs  # it needs the selector
 

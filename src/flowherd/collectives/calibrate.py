@@ -152,6 +152,11 @@ def rate_fraction(schedule: Schedule, fabric: Fabric) -> float:
     payload at NCCL's algorithm bandwidth (module docstring): ``min(protocol wire fraction,
     idle bound / NCCL's bandwidth time)``; the protocol's own where NCCL has no bandwidth for it
     or the bound is not known. In (0, 1]."""
+    return _rate_fraction(schedule, fabric, functools.partial(idle_bound_s, schedule, fabric))
+
+
+def _rate_fraction(schedule: Schedule, fabric: Fabric, bound_of) -> float:
+    """`rate_fraction` with the idle bound from ``bound_of()`` (called only if needed)."""
     got = _model(schedule, fabric)
     wire = schedule.wire_fraction
     if got is None:
@@ -159,8 +164,10 @@ def rate_fraction(schedule: Schedule, fabric: Fabric) -> float:
     _, _, tables = got
     coll = schedule.collective
     bw_gbps = tables.bandwidth.get((coll.op, schedule.algorithm, schedule.protocol), 0.0)
-    bound = idle_bound_s(schedule, fabric)
-    if bw_gbps <= 0 or bound is None or bound <= 0:
+    if bw_gbps <= 0:
+        return wire
+    bound = bound_of()
+    if bound is None or bound <= 0:
         return wire
     model_s = float(coll.size_bytes) / (bw_gbps * 1e9)  # GB/s = 10**9 bytes/s (tuning.cc)
     return max(1e-9, min(wire, bound / model_s))
@@ -184,10 +191,15 @@ def step_floors_s(schedule: Schedule, fabric: Fabric, rate: float) -> np.ndarray
     in turn: there NCCL's bandwidth time (the idle bound over ``rate``) is spread evenly over
     the steps of its longest chain, which paces the pipeline at NCCL's algorithm rate (NCCL's
     model prices NVLSTree as one pipeline, without fill or drain, tuning.cc)."""
+    return _step_floors_s(schedule, fabric, rate, functools.partial(idle_bound_s, schedule, fabric))
+
+
+def _step_floors_s(schedule: Schedule, fabric: Fabric, rate: float, bound_of) -> np.ndarray | None:
+    """`step_floors_s` with the idle bound from ``bound_of()`` (called only if needed)."""
     if _one_kind_chain(schedule):
         bounds = step_bounds_s(schedule, fabric)
         return None if bounds is None else bounds / rate
-    whole = idle_bound_s(schedule, fabric)
+    whole = bound_of()
     if whole is None:
         return None
     hops, _ = schedule.critical_path(np.ones(schedule.num_steps))
@@ -213,16 +225,18 @@ def nccl_latency_scale(schedule: Schedule, fabric: Fabric) -> float:
 def as_nccl_runs(schedule: Schedule, fabric: Fabric) -> Schedule:
     """`schedule` with NCCL's bandwidth (`rate_fraction`, as the least durations of its steps
     and of its bytes as one coflow) and latency (`nccl_latency_scale`)."""
-    rate = rate_fraction(schedule, fabric)
+    bound = functools.cache(functools.partial(idle_bound_s, schedule, fabric))  # computed once
+    rate = _rate_fraction(schedule, fabric, bound)
     k = nccl_latency_scale(schedule, fabric)
     floors = None
     if rate < schedule.wire_fraction * (1 - 1e-12):
-        floors = step_floors_s(schedule, fabric, rate)
+        floors = _step_floors_s(schedule, fabric, rate, bound)
     if floors is None and k == 1.0:
         return replace(schedule, rate_fraction=rate)
-    steps = tuple(replace(st, latency_s=st.latency_s * k,
-                          min_transfer_s=0.0 if floors is None else float(floors[i]))
+    # the steps' flows were checked when they were built: retimed, not checked again
+    steps = tuple(st.retimed(latency_s=st.latency_s * k,
+                             min_transfer_s=0.0 if floors is None else float(floors[i]))
                   for i, st in enumerate(schedule.steps))
-    whole = idle_bound_s(schedule, fabric) if floors is not None else None
+    whole = bound() if floors is not None else None
     return replace(schedule, steps=steps, rate_fraction=rate,
                    min_transfer_s=0.0 if whole is None else whole / rate)

@@ -49,10 +49,11 @@ def _all_pairs_in(grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return grid[:, i[off]].ravel(), grid[:, j[off]].ravel()
 
 
-def _switch_load(b: _Builder, grid: np.ndarray, link_bytes: float, deps=None) -> int:
-    """A step putting `link_bytes` on every GPU's up and down link of its server's NVSwitch."""
+def _switch_load(b: _Builder, grid: np.ndarray, link_bytes: float, deps=None, pairs=None) -> int:
+    """A step putting `link_bytes` on every GPU's up and down link of its server's NVSwitch
+    (``pairs``: `_all_pairs_in` of the grid, if the caller has it)."""
     m = grid.shape[1]
-    src, dst = _all_pairs_in(grid)
+    src, dst = _all_pairs_in(grid) if pairs is None else pairs
     size = link_bytes / (m - 1)
     return b.chain(src, dst, size) if deps is None else b.add(src, dst, size, deps)
 
@@ -101,10 +102,12 @@ def nvlstree(coll: Collective, *, fabric: Fabric | None = None, protocol: str = 
     intra = size * (1 + 1 / m) / 2  # each half
     waves = tree_wavefronts(g, 1) if g > 1 else []
     prev_rs, prev_wave, prev_ag = None, [None] * len(waves), None
+    pairs = _all_pairs_in(grid)  # every chunk's NVLS steps have the same flows
     for _ in range(c):
         rs = None
         if m > 1:  # NVLS ReduceScatter of the chunk onto local rank a (rail a) of every server
-            rs = _switch_load(b, grid, intra / c, deps=() if prev_rs is None else (prev_rs,))
+            rs = _switch_load(b, grid, intra / c, deps=() if prev_rs is None else (prev_rs,),
+                              pairs=pairs)
             prev_rs = rs
         last = rs
         for w, (src, dst) in enumerate(waves):  # double binary tree per rail, across servers
@@ -113,7 +116,7 @@ def nvlstree(coll: Collective, *, fabric: Fabric | None = None, protocol: str = 
             prev_wave[w] = last
         if m > 1:  # NVLS AllGather of the reduced chunk
             deps = tuple(d for d in (last, prev_ag) if d is not None)
-            prev_ag = _switch_load(b, grid, intra / c, deps=deps)
+            prev_ag = _switch_load(b, grid, intra / c, deps=deps, pairs=pairs)
     return b.build()
 
 

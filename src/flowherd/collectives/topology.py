@@ -104,7 +104,7 @@ def server_view(fabric: Fabric, gpus: Sequence[int]) -> ServerView:
     if g.min() < 0 or g.max() >= fabric.num_gpus:
         raise ConfigError(f"GPU ids must be in 0..{fabric.num_gpus - 1} (the GPUs of fabric "
                           f"{fabric.name!r}), got {int(g.max())} (gpus)")
-    if len(np.unique(g)) != g.size:
+    if np.any(np.diff(np.sort(g)) == 0):  # not np.unique: numpy 2.4's imports numpy.ma (0.02 s)
         raise ConfigError(f"a communicator's GPUs must be distinct, got {g.tolist()} (gpus)")
     server = fabric.gpu_server[g]
     servers, counts = np.unique(server, return_counts=True)

@@ -15,7 +15,6 @@ from flowherd.fabric.generators.clos import clos3
 from flowherd.fabric.generators.hpn import hpn_dual_plane
 from flowherd.fabric.generators.nvlink import dgx1, dgx2, ndv2
 from flowherd.fabric.generators.rail import rail_optimized
-from flowherd.fabric.lingjun import lingjun_fabric
 from flowherd.registry import Registry
 from flowherd.units import GBps, Gbps
 
@@ -154,6 +153,8 @@ def alibaba_lingjun() -> Fabric:
     3 PSW groups and one DSW group (fabric_facts.md "Companion data"; dataset of Cao et al., Crux,
     SIGCOMM 2024). Speeds and switch counts per group are assumed: see `lingjun_fabric`.
     """
+    from flowherd.fabric.lingjun import lingjun_fabric  # its CSV reader: this preset's only
+
     return lingjun_fabric()
 
 

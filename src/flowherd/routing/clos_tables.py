@@ -27,7 +27,7 @@ class ClosTables:
         down_mask = net & (tier[dst] == tier[src] - 1)
         self._up_links = np.flatnonzero(up_mask).astype(np.int32)
         up_s, up_d = src[up_mask], dst[up_mask]
-        tmax = int(tier[np.unique(np.concatenate([src[net], dst[net]]))].max()) if net.any() else 0
+        tmax = int(max(tier[src[net]].max(), tier[dst[net]].max())) if net.any() else 0
         self.max_tier = tmax
         # top[v]: the highest tier reachable from v going up
         top = tier.copy()

@@ -162,7 +162,7 @@ class _DagRouter:
             net = np.flatnonzero(todo & (server[s] != server[d]))
             if net.size:
                 big_t, ok = idx.clos_meet_tier(s[net], d[net])
-                for t in np.unique(big_t[ok]):
+                for t in np.flatnonzero(np.bincount(big_t[ok])):  # the tiers met, in order
                     sel = net[ok & (big_t == t)]
                     done, r = self._route_clos(sel, s[sel], d[sel], k[sel], int(t))
                     if done.size:

@@ -32,6 +32,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from flowherd.errors import ConfigError, SimulationError, check_fields
+from flowherd.sim.network.config import MARKED_PRIORITY_BASE  # defined beside the queue map
 
 __all__ = ["DECISION_KINDS", "GRANTS", "MARKED_PRIORITY_BASE", "ON_CONTROLLER_ERROR", "CoflowState",
            "Controller", "ControllerIssue", "Decision", "DecisionPoint", "JobState", "Levers", "NetworkView",
@@ -263,10 +264,6 @@ class Levers:
                               "(controller.levers.above_background)")
 
 
-#: Engine priority of a marked class 0 served above the background (class ``p`` is this plus
-#: ``p``; unmarked traffic is at 0): `flowherd.sim.control_api.ControlAPI.engine_priority`, and
-#: what `flowherd.sim.network.NetworkConfig.queue_of` maps onto a port's queues.
-MARKED_PRIORITY_BASE = -(1 << 20)
 
 #: The named grants: ``buffer`` (the default) lets a controller touch only its job's own timing
 #: and paths; ``weighted`` adds weighted fair shares; ``priority`` adds 8 strict classes above the

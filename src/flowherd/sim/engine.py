@@ -57,7 +57,7 @@ from flowherd.sim.coflow_input import as_1d, check_flows, check_routes, check_ti
 from flowherd.sim.event_loop import RELEASE, drive, heap_push, heap_push_many
 from flowherd.sim.incidence import COFLOW_COLUMNS, FLOW_COLUMNS, Grow, compact_flows, ranges
 from flowherd.sim.input_memo import InputMemo
-from flowherd.sim.network import NetworkConfig, NetworkModel, current_network
+from flowherd.sim.network import NetworkConfig, current_network
 from flowherd.sim.results import SimResult
 
 __all__ = ["Engine"]
@@ -132,7 +132,11 @@ class Engine:
         num_links = fabric.num_directed_links
         # NETWORK HOOK 1/4: a congestion model other than ideal gives the links' payload capacity
         net = network if network is not None else current_network()
-        self.network = None if net is None or net.ideal else NetworkModel(net, fabric)
+        self.network = None
+        if net is not None and not net.ideal:
+            from flowherd.sim.network.model import NetworkModel  # an ideal run loads no model
+
+            self.network = NetworkModel(net, fabric)
         self._ls = LinkState(fabric.link_capacity_bytes_per_s if self.network is None else self.network.cap)
         self._ls.local = _Scratch(num_links)
         self._st_i = np.zeros(ev.NUM_I, np.int64)  # the event loop's state (`event_loop` slots)

@@ -25,8 +25,13 @@ from typing import Any
 
 from flowherd.errors import ConfigError, check_fields
 from flowherd.registry import Registry
-from flowherd.sim.control_types import MARKED_PRIORITY_BASE
 from flowherd.units import KB, MB, ms, parse_size, parse_time, us
+
+#: Engine priority of a marked class 0 served above the background (class ``p`` is this plus
+#: ``p``; unmarked traffic is at 0): `flowherd.sim.control_api.ControlAPI.engine_priority`, and
+#: what `NetworkConfig.queue_of` maps onto a port's queues (here, not in
+#: `flowherd.sim.control_types`, which re-exports it: an ideal run imports no controller types).
+MARKED_PRIORITY_BASE = -(1 << 20)
 
 __all__ = ["MODELS", "SWITCHES", "NetworkConfig", "SwitchPreset", "load_network",
            "network_from_mapping"]
