@@ -29,8 +29,8 @@ sharing, the scenario's routing and no background traffic, so contention counts 
 share of the links and the network model's losses too.
 
     python benchmarks/control.py --reuse benchmarks/results/control_roce.json \
-        --scenarios heavy --controllers none adaptive cassini flowherd flowherd/drain-yield \
-        --network roce          # the stored runs' tables, nothing re-run
+        --scenarios heavy --controllers none adaptive cassini crux sincronia varys mltcp \
+        interleave flowherd --network roce          # the stored runs' tables, nothing re-run
 
 With --model, the learning curve saved next to each model (MODEL_curve.csv, by `flowherd train`)
 is printed too. Evaluation seeds default to 0..4: train models on other seeds
@@ -423,6 +423,13 @@ def main(argv: list[str] | None = None) -> int:
                     pct = 100 * d / mean_of[lab].mean()
                     tie = " tie" if math.isfinite(dh) and abs(d) <= dh else ""
                     print(f"  {lab:<10} {d:+8.2f} +-{dh:.2f} s ({pct:+.1f}% of its JCT){tie}")
+            base_labs = [lab for lab in ("none", *LITERATURE, *OURS) if lab != mine and lab in mean_of
+                         and mean_of[lab].size == mean_of[mine].size and mean_of[lab].size]
+            if base_labs:  # the other controller of the lowest mean JCT, ours included
+                best = min(base_labs, key=lambda lab: (mean_of[lab].mean(), lab))
+                d, dh = ci95(mean_of[best] - mean_of[mine])
+                tie = " tie" if math.isfinite(dh) and abs(d) <= dh else ""
+                print(f"  best other: {best} ({mean_of[best].mean():.2f} s): {d:+.2f} +-{dh:.2f} s{tie}")
     for m in args.model:
         print_curve(Path(m).resolve())
     print(f"\nwall {time.perf_counter() - t0:.0f} s")
