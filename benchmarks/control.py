@@ -29,8 +29,8 @@ sharing, the scenario's routing and no background traffic, so contention counts 
 share of the links and the network model's losses too.
 
     python benchmarks/control.py --reuse benchmarks/results/control_roce.json \
-        --scenarios heavy --controllers none adaptive cassini flowherd flowherd/drain-yield \
-        --network roce          # the stored runs' tables, nothing re-run
+        --scenarios heavy --controllers none adaptive cassini crux sincronia varys mltcp \
+        interleave flowherd --network roce          # the stored runs' tables, nothing re-run
 
 With --model, the learning curve saved next to each model (MODEL_curve.csv, by `flowherd train`)
 is printed too. Evaluation seeds default to 0..4: train models on other seeds
@@ -87,6 +87,27 @@ SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cas
             **{lab: {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")}
                for lab in ("flowherd", "flowherd/1-class", "flowherd/spray", "flowherd/yield",
                           "flowherd/util-paths", "flowherd/drain-yield")}}
+
+# Controllers that under a grant are no control by construction: every decision they make uses a
+# lever the grant lacks, and `ControlHook` refuses the whole decision (Crux: classes and paths;
+# Sincronia: classes; Varys: classes and a weight), or they decide nothing without it (MLTCP:
+# weights only). Their run there is no control's run on the same seed, and is not repeated: the
+# table lists them with no control's figures and "all" refused (tests/control/test_levers.py
+# checks both on the two-job case).
+NO_OP = {"crux": ("buffer", "weighted"), "sincronia": ("buffer", "weighted"),
+         "varys": ("buffer", "weighted"), "mltcp": ("buffer",)}
+
+
+def no_op_rows(tasks: list[tuple], rows: list[dict]) -> list[dict]:
+    """For each task of a controller that is no control under its grant (`NO_OP`), no control's
+    row of the same scenario and seed from ``rows``, relabelled (``same_run_as``: "none")."""
+    none_of = {(r["scenario"], r["seed"]): r for r in rows if r["controller"] == "none"}
+    out = []
+    for t in tasks:
+        n = none_of.get((t[0], t[5]))
+        if n is not None:
+            out.append({**n, "controller": t[2], "grant": t[6], "same_run_as": "none", "refused": None})
+    return out
 
 
 def run_one(task: tuple) -> dict:
@@ -315,6 +336,14 @@ def main(argv: list[str] | None = None) -> int:
         rows = [r for r in map(earlier, tasks) if r is not None]
         tasks = [t for t in tasks if earlier(t) is None]
         print(f"  {len(rows)} runs reused from {args.reuse}, {len(tasks)} to run", flush=True)
+    noop = [t for t in tasks if args.grant in NO_OP.get(t[2], ())]
+    tasks = [t for t in tasks if t not in noop]
+    have = {(r["scenario"], r["seed"]) for r in rows if r["controller"] == "none"}
+    missing = {(t[0], t[5]) for t in noop} - have
+    tasks += [t for t in ((lvl, levels[lvl], "none", "none", {}, sd, args.grant, args.network)
+                          for lvl, sd in sorted(missing)) if t not in tasks]
+    if noop:
+        print(f"  {len(noop)} runs are no control's by construction under {args.grant!r} (NO_OP)", flush=True)
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         for i, r in enumerate(pool.map(run_one, tasks), 1):
             rows.append(r)
@@ -323,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
             if i % 10 == 0 or i == len(tasks):
                 print(f"  {i}/{len(tasks)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
 
+    rows += no_op_rows(noop, rows)
+    if args.json_out and noop:
+        args.json_out.write_text(json.dumps(rows, indent=1))
     for lvl in levels:
         sub = [r for r in rows if r["scenario"] == lvl]
         base = np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
@@ -369,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             jain = np.nanmean([r.get("tenant_jain", math.nan) for r in rs]) if rs else math.nan
             gap = _gap_closed(rs, none_of)
             gapq = _gap_closed(rs, none_of, "queue_bound_jct_s") if qb else "n/a"
-            refused = sum(r.get("refused", 0) for r in rs)
+            refused = "all" if any(r.get("same_run_as") for r in rs) else sum(r.get("refused", 0) for r in rs)
             worst = np.nanmean([max(r["tenant_slowdown"].values(), default=math.nan) for r in rs
                                 if r.get("tenant_slowdown")] or [math.nan])
             print(f"{label:<18} {m:>9.2f} +-{h:>5.2f} {vs:>8} {gap:>14} {gapq:>14} {p:>9.2f} +-{ph:>5.2f} "
@@ -391,6 +423,13 @@ def main(argv: list[str] | None = None) -> int:
                     pct = 100 * d / mean_of[lab].mean()
                     tie = " tie" if math.isfinite(dh) and abs(d) <= dh else ""
                     print(f"  {lab:<10} {d:+8.2f} +-{dh:.2f} s ({pct:+.1f}% of its JCT){tie}")
+            base_labs = [lab for lab in ("none", *LITERATURE, *OURS) if lab != mine and lab in mean_of
+                         and mean_of[lab].size == mean_of[mine].size and mean_of[lab].size]
+            if base_labs:  # the other controller of the lowest mean JCT, ours included
+                best = min(base_labs, key=lambda lab: (mean_of[lab].mean(), lab))
+                d, dh = ci95(mean_of[best] - mean_of[mine])
+                tie = " tie" if math.isfinite(dh) and abs(d) <= dh else ""
+                print(f"  best other: {best} ({mean_of[best].mean():.2f} s): {d:+.2f} +-{dh:.2f} s{tie}")
     for m in args.model:
         print_curve(Path(m).resolve())
     print(f"\nwall {time.perf_counter() - t0:.0f} s")

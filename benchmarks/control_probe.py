@@ -34,7 +34,10 @@ JOBS = ("philly-r32791", "philly-r31716")  # the first two jobs of seed 5's wind
 GPUS_PER_SERVER = 8  # the scenario's fabric
 VARIANTS = {"none": ("none", {}), "adaptive": ("adaptive", {}), "flowherd": ("flowherd", {}),
             "paths-only": ("flowherd", {"interleave": False}),
-            "delays-only": ("flowherd", {"balance": False})}
+            "delays-only": ("flowherd", {"balance": False}),
+            "split-paths": ("flowherd", {"path_metric": "split"}),  # bytes split by share
+            "spray": ("flowherd", {"spray": True}),
+            "yield": ("flowherd", {"yield_fraction": 1.0})}
 
 
 def background_on(cluster, gpus, horizon_s: float) -> tuple[float, float]:

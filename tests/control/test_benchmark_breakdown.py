@@ -42,3 +42,17 @@ def test_the_ceiling_is_the_queue_bounds_share_of_the_isolated_gap_paired_by_see
     rows = [row("none", 0, 100.0, 20.0, 70.0), row("x", 0, 80.0, 20.0, 60.0),
             row("none", 1, 50.0, 10.0, 40.0), row("none", 2, 10.0, 10.0, 10.0)]
     assert bench.ceiling_closed(rows).tolist() == pytest.approx([50.0, 25.0])
+
+
+def test_a_no_op_controllers_rows_are_no_controls_of_the_same_scenario_and_seed():
+    # under buffer, crux on heavy seeds 0 and 1: seed 0 takes no control's heavy seed-0 row (not
+    # medium's, not seed 1's); seed 1 has no no-control row and gets none
+    rows = [{"scenario": "heavy", "controller": "none", "seed": 0, "mean_jct_s": 10.0, "refused": 0},
+            {"scenario": "medium", "controller": "none", "seed": 0, "mean_jct_s": 20.0, "refused": 0},
+            {"scenario": "heavy", "controller": "adaptive", "seed": 1, "mean_jct_s": 30.0, "refused": 0}]
+    tasks = [("heavy", "p", "crux", "crux", {}, sd, "buffer", "roce") for sd in (0, 1)]
+    got = bench.no_op_rows(tasks, rows)
+    assert len(got) == 1
+    assert (got[0]["controller"], got[0]["seed"], got[0]["mean_jct_s"]) == ("crux", 0, 10.0)
+    assert got[0]["same_run_as"] == "none" and got[0]["refused"] is None
+    assert bench.NO_OP["mltcp"] == ("buffer",)  # MLTCP's weights apply under weighted

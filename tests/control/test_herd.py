@@ -88,6 +88,13 @@ def test_without_classes_paths_go_where_a_new_flow_gets_the_largest_share():
     with pytest.raises(ConfigError, match="link_flows"):
         NetworkView(now_s=0.0, link_capacity_bytes_per_s=np.ones(4), link_utilization=np.zeros(4),
                     link_flows=[1, 2])
+    # split (an ablation): each pair's bytes over both paths in proportion to the rates there, the
+    # earlier pairs' fractions counted: first 1/6 : 1/2 of the link (fractions 1/4, 3/4)
+    split = HerdController(HerdParams(path_metric="split")).decide(p, view)
+    assert split.path_choice is None and len(split.path_splits) == 3
+    np.testing.assert_allclose(split.path_splits[0], (0.25, 0.75))
+    # the second pair finds link 0 with 5.25 flows, link 1 with 1.75: rates C/6.25 and C/2.75
+    np.testing.assert_allclose(split.path_splits[1], np.array([1 / 6.25, 1 / 2.75]) / (1 / 6.25 + 1 / 2.75))
     with pytest.raises(ConfigError, match="path_metric"):
         HerdParams(path_metric="hops")
     with pytest.raises(ConfigError, match="yield_burst"):

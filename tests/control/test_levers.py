@@ -36,3 +36,47 @@ def test_a_scenario_without_levers_runs_under_buffer_and_names_its_grant():
 def test_bad_levers_name_the_field(levers, match):
     with pytest.raises(ConfigError, match=match):
         scenario_from_mapping({**TINY, "controller": {"levers": levers}})
+
+
+@pytest.fixture(scope="module")
+def two_jobs_run():
+    """The issue's two-job case (benchmarks/scenarios/control_two_jobs.yaml), 6 iterations per job:
+    (controller, grant) -> (censored JCTs, the run's controller issues)."""
+    from pathlib import Path
+
+    from flowherd.experiments.runner import run_scenario
+    from flowherd.experiments.scenario import read_scenario_mapping
+
+    base = read_scenario_mapping(Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
+                                 / "control_two_jobs.yaml")
+    for j in base["workload"]["jobs"]:
+        j["iterations"] = 6
+
+    def run(name, levers):
+        res = run_scenario(scenario_from_mapping({**base, "controller": {"name": name, "levers": levers}}))
+        return res.cluster.censored_jct_s(), res.cluster.controller_issues
+
+    return run
+
+
+def test_the_benchmarks_no_op_controllers_are_no_control_under_their_grants(two_jobs_run):
+    # benchmarks/control.py reuses no control's run for these (NO_OP): Crux, Sincronia and Varys
+    # set a class in every decision, which a grant without classes refuses whole; MLTCP sets
+    # only weights and decides nothing where the grant has none
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "control_benchmark", Path(__file__).resolve().parents[2] / "benchmarks" / "control.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    none, _ = two_jobs_run("none", "buffer")
+    for name, grants in bench.NO_OP.items():
+        for grant in grants:
+            jct, issues = two_jobs_run(name, grant)
+            assert jct.tolist() == none.tolist(), (name, grant)
+            assert all(i.refused for i in issues), (name, grant)
+            assert bool(issues) == (name != "mltcp"), (name, grant)  # MLTCP asks for nothing
+    # and where the grant has the lever, the decisions apply: Varys's classes change the run
+    jct, issues = two_jobs_run("varys", "priority")
+    assert not issues and jct.tolist() != none.tolist()

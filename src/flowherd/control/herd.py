@@ -65,8 +65,8 @@ from flowherd.errors import ConfigError
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["ACTIONS", "FEATURE_NAMES", "NUM_CLASSES", "NUM_FEATURES", "HerdController", "HerdParams",
-           "action_mask", "asks_agent", "decision_for", "features", "spray_splits", "srpt_class",
-           "structured_action"]
+           "action_mask", "asks_agent", "decision_for", "features", "share_splits", "spray_splits",
+           "srpt_class", "structured_action"]
 
 NUM_CLASSES = 8
 ACTIONS: tuple[tuple[int, bool], ...] = tuple((c, d) for d in (False, True) for c in range(NUM_CLASSES))
@@ -96,9 +96,13 @@ class HerdParams:
             roce: 135.97 s against 135.81 s mean JCT).
         path_metric: Without classes, how the least-loaded path is told: ``share`` (the rate a
             new flow would get on the path's slowest link, from the links' flow counts:
-            `_widest_share`; the default) or ``utilization`` (the `adaptive` baseline's). On the
-            heavy scenario's first two jobs with its background (seed 5, roce, 30 s) iterations
-            took 2.03 s with ``share``, 2.73 s with ``utilization`` and 2.73 s spraying.
+            `_widest_share`; the default), ``utilization`` (the `adaptive` baseline's) or
+            ``split`` (each pair's bytes over all its candidates in proportion to those rates:
+            `share_splits`, an ablation). On the heavy scenario's first two jobs with its
+            background (seed 5, roce, 30 s) iterations took 2.03 s with ``share``, 2.73 s with
+            ``utilization`` and 2.73 s spraying; re-measured on f2f7a89's engine
+            (`benchmarks/control_probe.py --controllers flowherd split-paths`): ``share``
+            1.99/2.08 s, ``split`` 2.38/2.39 s, spraying 2.76/2.69 s.
         prioritize: Set shortest-remaining-first classes (False: no priorities).
         num_classes: Classes the ranks are compressed onto (1: every job in one class ahead of
             unmarked traffic, no order among jobs: an ablation of the order); never more than
@@ -137,8 +141,8 @@ class HerdParams:
                 or not 0 <= self.yield_fraction <= 4:
             raise ConfigError(f"flowherd yield_fraction must be in [0, 4], got {self.yield_fraction!r} "
                               "(controller.params.yield_fraction)")
-        if self.path_metric not in ("utilization", "share"):
-            raise ConfigError(f"flowherd path_metric must be 'utilization' or 'share', got "
+        if self.path_metric not in ("utilization", "share", "split"):
+            raise ConfigError(f"flowherd path_metric must be 'utilization', 'share' or 'split', got "
                               f"{self.path_metric!r} (controller.params.path_metric)")
         for f in ("balance", "prioritize", "interleave", "spray", "yield_burst"):
             if not isinstance(getattr(self, f), bool):
@@ -282,6 +286,36 @@ def _widest_share(point: DecisionPoint, view: NetworkView) -> tuple[int, ...]:
     return tuple(choice)
 
 
+def share_splits(point: DecisionPoint, view: NetworkView) -> tuple[tuple[float, ...], ...] | None:
+    """Per GPU pair, its bytes split over its candidate paths in proportion to the rate a new flow
+    gets on each (`_widest_share`'s rate: per link the larger of its unused capacity and
+    ``C / (n + 1)``, the slowest link of the path), this collective's earlier pairs counted (each
+    adds its fraction of a flow and takes its fraction of the rate off each link of a path).
+
+    An ablation (`HerdParams.path_metric` ``split``), measured slower than one widest path per
+    pair: a split pair is one flow at one rate (`flowherd.routing.base.Routes`), so every path it
+    touches must carry its fraction at that rate and the most contended one holds the whole pair
+    back, where choosing puts the pair on the widest path alone."""
+    if point.kind != "collective" or not point.candidate_paths or view.link_flows is None:
+        return None
+    cap = view.link_capacity_bytes_per_s
+    free = (cap * (1.0 - view.link_utilization)).tolist()
+    capl = cap.tolist()
+    n = view.link_flows.astype(np.float64).tolist()
+    out = []
+    for cands in point.candidate_paths:
+        paths = [p.tolist() for p in cands]
+        rates = [min(max(free[lk], capl[lk] / (n[lk] + 1.0)) for lk in p) if p else 1.0 for p in paths]
+        tot = sum(rates)
+        fr = [r / tot for r in rates] if tot > 0 else [1.0 / len(paths)] * len(paths)
+        out.append(tuple(fr))
+        for p, f, r in zip(paths, fr, rates, strict=True):
+            for lk in p:
+                free[lk] = max(free[lk] - f * r, 0.0)
+                n[lk] += f
+    return tuple(out)
+
+
 def spray_splits(point: DecisionPoint) -> tuple[tuple[float, ...], ...] | None:
     """Per GPU pair of a collective, equal fractions over its candidate paths (None without any).
 
@@ -355,8 +389,12 @@ class HerdController:
             if lv.delay and cls is None and self.params.yield_fraction > 0:  # the order, by delays
                 delay = max(delay, yield_delay_s(point, view, self.shifter.learner,
                                                  self.params.yield_fraction, self.params.yield_burst))
-            splits = spray_splits(point) if lv.paths and cls is None and self.params.balance \
-                and self.params.spray else None
+            splits = None
+            if lv.paths and cls is None and self.params.balance:
+                if self.params.spray:
+                    splits = spray_splits(point)
+                elif self.params.path_metric == "split":
+                    splits = share_splits(point, view)
             paths = _paths(point, view, self.params, cls) if lv.paths and splits is None else None
             if delay <= 0 and cls is None and paths is None and splits is None:
                 return None
