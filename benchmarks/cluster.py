@@ -99,6 +99,9 @@ def main() -> None:
                     help="the exact rule without quiet windows (every such iteration simulated)")
     ap.add_argument("--max-iterations", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--progress", action="store_true",
+                    help="print the simulated time reached and the CPU seconds so far every 1%% of "
+                         "the horizon (a run cut short still tells how far it got)")
     ap.add_argument("--network", nargs="+", default=["ideal"],
                     help="network models (flowherd.sim.network) to run one after the other; with "
                          "two or more the wall-time ratio to the first is printed")
@@ -116,9 +119,13 @@ def main() -> None:
         build_s = time.perf_counter() - t0
         bg = (BackgroundSpec(load=args.load, max_flows_per_s=args.bg_flows_per_s, fast_forward=args.bg_mode,
                              quiet_windows=not args.no_quiet) if args.load else None)
+        def progress(t_s: float, cpu0: float = cpu0, scale: str = scale) -> None:
+            print(f"    ({scale}) simulated {t_s:g} s, CPU {time.process_time() - cpu0:.1f} s", flush=True)
+
         with use_network(load_network(net_name)):
             res = simulate_cluster(fab, jobs, fidelity=args.fidelity, horizon_s=horizon, background=bg,
-                                   placer=args.placer, seed=args.seed)
+                                   placer=args.placer, seed=args.seed,
+                                   progress=progress if args.progress else None)
         walls[scale, net_name] = res.wall_s
         cpu_s = time.process_time() - cpu0
         cpus[scale, net_name] = cpu_s

@@ -27,6 +27,7 @@ from flowherd.errors import SimulationError
 from flowherd.sim.allocation import activate, settle
 from flowherd.sim.aot import kernel
 from flowherd.sim.bottleneck import local_update
+from flowherd.sim.flow_heap import fh_build, fh_push, fh_soonest, fh_take_done, squeeze
 from flowherd.sim.incidence import adj_insert, buckets_add
 
 if TYPE_CHECKING:
@@ -63,8 +64,11 @@ S_AFTER = 6  # a step with a rate update ended and the per-link loads are due fo
 # st_i slots
 HEAP_N, SEQ, N_ACT, N_STARTED, N_DONE, PHASE, EVENTS, UPDATES, PASSES, MOVED, DEAD, CB_CID, \
     INSERTED, B_USED, REFRESH_AT, COMPACT_MIN, RECORD, F_COUNT, PY_RATES, PY_ON_DONE, P_DONE, \
-    RATED, COUNTED = range(23)
-NUM_I = 23
+    RATED, COUNTED, SCAN, STEPS = range(25)
+NUM_I = 25
+# SCAN: 1 finds the flows that end by a scan of all active flows (`flow_heap`'s reference);
+# STEPS: the steps the last call ran (the heap, rebuilt at every call, pays from a few steps on)
+_HEAP_STEPS = 4
 # st_f slots
 NOW, CB_T, T_DONE, RTOL = range(4)
 NUM_F = 4
@@ -173,6 +177,15 @@ def link_coflows(c0, c1, now, c_base, c_delay, c_finish, c_waiting, c_alo, c_ahi
     return e_count
 
 
+@kernel(inline="always")
+def _leave(status, holes, act_buf, st_i, apos, steps):
+    """``status``, the holes squeezed out of ``act_buf`` first (`flowherd.sim.flow_heap`)."""
+    st_i[STEPS] = steps
+    if holes:
+        st_i[N_ACT] = squeeze(act_buf, st_i[N_ACT], apos)
+    return status
+
+
 @kernel
 def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                f_coflow, f_size, f_lat, f_weight, f_prio, f_lo, f_hi, f_start, f_txend, f_finish,
@@ -186,18 +199,32 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
     """Process events up to ``until`` (inclusive; ``inf``: all), in steps exactly as
     `flowherd.sim.engine.Engine` defines them, until one of the ``S_*`` hand-overs.
     ``act_buf[:st_i[N_ACT]]`` are the active flows; the buffers hold at least as many entries as
-    there are flows and the heap room for two events per coflow."""
+    there are flows and the heap room for two events per coflow. The ideal network's exact
+    mode finds the flows that end in a heap of their ends (`flowherd.sim.flow_heap`)."""
+    heap = (st_f[RTOL] == 0.0 and st_i[PY_RATES] == 0 and st_i[PY_ON_DONE] == 0
+            and st_i[SCAN] == 0 and st_i[STEPS] >= _HEAP_STEPS)
+    holes = 0
+    steps = 0
+    fh_cap = 2 * act_buf.size + 64 if heap else 1
+    ht = np.empty(fh_cap)
+    hf = np.empty(fh_cap, np.int64)
+    apos = np.empty(f_txend.size if heap else 1, np.int64)
+    hn = fh_build(act_buf, st_i[N_ACT], f_txend, apos, ht, hf) if heap else 0
     while True:
         phase = st_i[PHASE]
         if phase == 0:  # the next step's time, then the flows that end
+            steps += 1
             n_act = st_i[N_ACT]
-            t_flow = soonest(act_buf[:n_act], f_txend) if n_act else np.inf
+            if heap:
+                t_flow, hn = fh_soonest(ht, hf, hn, f_txend, apos)
+            else:
+                t_flow = soonest(act_buf[:n_act], f_txend) if n_act else np.inf
             t_heap = h_t[0] if st_i[HEAP_N] else np.inf
             t = min(t_flow, t_heap)
             if t == np.inf:
-                return S_EMPTY
+                return _leave(S_EMPTY, holes, act_buf, st_i, apos, steps)
             if t > until:
-                return S_UNTIL
+                return _leave(S_UNTIL, holes, act_buf, st_i, apos, steps)
             now = max(t, st_f[NOW])
             st_f[NOW] = now
             st_i[N_DONE] = 0
@@ -206,22 +233,30 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
             st_f[T_DONE] = np.inf
             st_i[COUNTED] = 0
             st_i[PHASE] = 1
-            if n_act:
+            if heap and hn:
+                n_d, hn = fh_take_done(ht, hf, hn, f_txend, apos, now + _TIME_RTOL * abs(now), act_buf,
+                                       done_buf)
+                holes += n_d
+                done = done_buf[:n_d]
+            elif n_act and not heap:
                 done, keep = split_done(act_buf[:n_act], f_txend, f_start, now, _TIME_RTOL * abs(now),
                                         st_f[RTOL])
                 if done.size:
                     act_buf[:keep.size] = keep
                     st_i[N_ACT] = keep.size
-                    p_d, t_d = end_flows(done, now, f_rate, f_weight, f_prio, f_rem, f_t0, f_lo, f_hi,
-                                         link_buf, frac_buf, l_bytes, l_nact, l_load, l_busy_since,
-                                         l_busy_s, inc_pos, b_start, b_len, b_flow, b_inc, f_txend,
-                                         f_finish, f_lat)
-                    st_i[P_DONE] = p_d
-                    st_f[T_DONE] = t_d
-                    done_buf[:done.size] = done
-                    st_i[N_DONE] = done.size
-                    if st_i[PY_ON_DONE]:
-                        return S_HOOK_DONE  # the hook, then the rest of this phase (PHASE 1)
+            else:
+                done = done_buf[:0]
+            if done.size:
+                p_d, t_d = end_flows(done, now, f_rate, f_weight, f_prio, f_rem, f_t0, f_lo, f_hi,
+                                     link_buf, frac_buf, l_bytes, l_nact, l_load, l_busy_since,
+                                     l_busy_s, inc_pos, b_start, b_len, b_flow, b_inc, f_txend,
+                                     f_finish, f_lat)
+                st_i[P_DONE] = p_d
+                st_f[T_DONE] = t_d
+                done_buf[:done.size] = done
+                st_i[N_DONE] = done.size
+                if st_i[PY_ON_DONE]:  # the hook, then the rest of this phase (PHASE 1)
+                    return _leave(S_HOOK_DONE, holes, act_buf, st_i, apos, steps)
         if st_i[PHASE] == 1 and st_i[N_DONE] and st_i[COUNTED] == 0:
             # the flows that ended, counted off (after the congestion model's hook)
             n_done = st_i[N_DONE]
@@ -274,12 +309,15 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     if c_cb[cid]:
                         st_i[CB_CID] = cid
                         st_f[CB_T] = t
-                        return S_CALLBACK
+                        return _leave(S_CALLBACK, holes, act_buf, st_i, apos, steps)
             n_s = st_i[N_STARTED]
             if n_s:
                 n_act = st_i[N_ACT]
                 act_buf[n_act:n_act + n_s] = started_buf[:n_s]
                 st_i[N_ACT] = n_act + n_s
+                if heap:
+                    for i in range(n_s):
+                        apos[started_buf[i]] = n_act + i
             st_i[INSERTED] = 0
             st_i[PHASE] = 2
         if st_i[PHASE] == 2:  # the started flows into the per-link buckets
@@ -291,17 +329,17 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                 st_i[B_USED] = used
                 st_i[INSERTED] = ins + k
                 if ins + k < n_s:
-                    return S_ROOM
+                    return _leave(S_ROOM, holes, act_buf, st_i, apos, steps)
             st_i[PHASE] = 3
         if st_i[PHASE] == 3:  # one rate update for the step
             n_s = st_i[N_STARTED]
             n_done = st_i[N_DONE]
             st_i[PHASE] = 4
             st_i[RATED] = 0
-            if (n_s or n_done) and st_i[N_ACT]:
+            if (n_s or n_done) and st_i[N_ACT] > holes:
                 st_i[RATED] = 1
                 if st_i[PY_RATES]:
-                    return S_RATES
+                    return _leave(S_RATES, holes, act_buf, st_i, apos, steps)
                 now = st_f[NOW]
                 comp, passes, moved = local_update(
                     started_buf[:n_s], done_buf[:n_done], f_lo, f_hi, link_buf, frac_buf, f_rate,
@@ -312,6 +350,13 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                            l_bytes, l_nact, l_load, l_busy_since, l_busy_s)
                     activate(comp, now, f_rate, f_rate_new, f_rem, f_txend, f_lo, f_hi, link_buf,
                              frac_buf, l_nact, l_load, l_busy_since)
+                    if heap and hn + comp.size > fh_cap:  # full of stale entries: anew
+                        hn = fh_build(act_buf, st_i[N_ACT], f_txend, apos, ht, hf)
+                    elif heap:
+                        for i in range(comp.size):
+                            g = comp[i]
+                            if f_txend[g] < np.inf:
+                                hn = fh_push(ht, hf, hn, f_txend[g], g)
                 st_i[UPDATES] += 1
                 st_i[PASSES] += passes
                 st_i[MOVED] += moved
@@ -323,7 +368,10 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
             if (rated and st_i[UPDATES] >= st_i[REFRESH_AT]) or (
                     st_i[RECORD] == 0 and dead > max(st_i[COMPACT_MIN], 2 * (st_i[F_COUNT] - dead))):
                 st_i[RATED] = rated
-                return S_AFTER
+                return _leave(S_AFTER, holes, act_buf, st_i, apos, steps)
+            if holes > 1024 and 2 * holes > st_i[N_ACT]:
+                st_i[N_ACT] = squeeze(act_buf, st_i[N_ACT], apos)
+                holes = 0
 
 
 # ---- the Python side ------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def _heap_pop(hk, hl, n):
     return n
 
 
-@kernel
+@kernel(inline="always")  # no refcounting of its arrays per call (perf: 18% of a run)
 def _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn):
     """Push flow ``i``'s link of lowest level (ties: lowest id) unless a key as low is there."""
     best = np.inf
