@@ -79,9 +79,13 @@ EXPORTS: dict[str, str] = {
     "flowherd.sim.incidence.adj_rebuild": _sig("i8", *[_A] * 10),
     "flowherd.sim.event_loop.heap_push": _sig("none", _F, _A, _A, _A, _A, "f8", "i8", "i8"),
     "flowherd.sim.event_loop.run_events": _sig(  # `flowherd.sim.event_loop.drive` calls it
-        "i8", "f8", _A, _F, _A, _A, _A, _A, _F, _F, _F, _A, _A, _A, _F, _F, _F, _F, _F, _F, _F, _B, _A,
+        f"Tuple((i8, {_A}, {_F}))",
+        "f8", _A, _F, _A, _A, _A, _A, _F, _F, _F, _A, _A, _A, _F, _F, _F, _F, _F, _F, _F, _B, _A,
         _A, _F, _A, _F, _F, _F, _F, _A, _F, _F, _B, _A, _F, _A, _F, _A, _F, _B, _A, _A, _A, _A, _A, _A,
-        _A, _F, _A, _A, _F, _F, _F, _F, _F, _A, _A, _A, _A, _B, _A, _A, _A, _F, _A, _A, _A),
+        _A, _F, _A, _A, _F, _F, _F, _F, _F, _A, _A, _A, _A, _B, _A, _A, _A, _F, _A, _A, _A,
+        # the congestion model's state (`flowherd.sim.network.model.NetworkModel.loop_args`)
+        _B, _B, _F, _A, _B, _F, _A, _F, _A, _F, _F, "i8", _F, _A, _F, _A, _A, _F, _F, _A, _F, _A, _A, _A, _A,
+        _A, _F),
     # the congestion model's passes (`flowherd.sim.network`, issue 13): a roce or tcp run calls
     # no JIT kernel either
     "flowherd.sim.network.packed.rates_step": _sig(
@@ -101,6 +105,9 @@ EXPORTS: dict[str, str] = {
         f"Tuple((i8, i8, {_A}, {_F}))",
         _A, _A, _A, _A, _B, _A, _F, _F, _F, _A, _A, _A, _A, _A, _B, _F, _F, _F, _B, _B, "b1", _A, _F, _B, _B,
         _F, _A, _A, _F, _F, _A, _F, "i8", "f8", "f8", "f8", "f8", "f8", "i8", _A, _A, _B),
+    "flowherd.sim.network.packed.start_loss_memo": _sig(
+        "f8", "i8", "f8", "f8", "f8", "i8", _A, _F, _A, _F, "i8"),
+    "flowherd.sim.network.packed.memo_rehash": _sig("none", _A, _F, _A, _F),
     "flowherd.sim.network.dcqcn.start_loss_stepped_s": _sig(
         "f8", "i8", "f8", "f8", "f8", "i8", "f8", "f8", "f8", "f8", "f8", "f8", "f8", "f8", "i8", "f8", "f8",
         "f8", "f8", "f8", "f8"),

@@ -150,6 +150,8 @@ class Engine:
         self._act_buf = np.zeros(16, np.int64)  # the active flows are _act_buf[:N_ACT]
         self._started_buf = np.zeros(16, np.int64)
         self._done_buf = np.zeros(16, np.int64)
+        self._comp_buf = np.zeros(16, np.int64)  # a step's re-allocated flows (a congestion model's hook)
+        self._fi_buf = np.zeros(16, np.int64)
         # flow arrays, Routes and routed pairs already checked (`flowherd.sim.input_memo`)
         self._memo = InputMemo(fabric.num_gpus, num_links)
         # per coflow: columns (`COFLOW_COLUMNS`), its `after` ids in one pool, its dependents as
@@ -421,9 +423,10 @@ class Engine:
                               "(until_s)")
         self._running = True
         try:
-            # the rate update is Python's for a congestion model, the closure rule, or a
-            # subclass's _rates (tests check every update there)
-            py = self.network is not None or self._rule == "closure" or type(self)._rates is not Engine._rates
+            # the rate update is Python's for a congestion model whose hooks are not in the event
+            # loop, the closure rule, or a subclass's _rates (tests check every update there)
+            py = ((self.network is not None and not self.network.in_loop) or self._rule == "closure"
+                  or type(self)._rates is not Engine._rates)
             drive(self, math.inf if until_s is None else float(until_s), py)
         finally:
             self._running = False

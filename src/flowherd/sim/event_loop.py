@@ -29,6 +29,7 @@ from flowherd.sim.aot import kernel
 from flowherd.sim.bottleneck import local_update
 from flowherd.sim.flow_heap import fh_build, fh_push, fh_soonest, fh_take_done, squeeze
 from flowherd.sim.incidence import adj_insert, buckets_add
+from flowherd.sim.network.packed import loop_done, loop_rates, loop_room
 
 if TYPE_CHECKING:
     from flowherd.sim.engine import Engine
@@ -41,6 +42,9 @@ __all__ = [
     "S_CALLBACK",
     "S_EMPTY",
     "S_HOOK_DONE",
+    "S_NET_FLUSH",
+    "S_NET_PAUSES",
+    "S_NET_RATES",
     "S_RATES",
     "S_ROOM",
     "S_UNTIL",
@@ -61,11 +65,14 @@ S_HOOK_DONE = 4  # flows ended (done_buf[:st_i[N_DONE]]): the congestion model's
 S_RATES = 5  # the rate update is Python's (st_i[PY_RATES])
 S_AFTER = 6  # a step with a rate update ended and the per-link loads are due for a refresh, or
 # a step ended and the flows that are over are due to be dropped
+S_NET_RATES = 7  # the congestion model's rest of a rate update is Python's (a burst fills a port)
+S_NET_FLUSH = 8  # the congestion model's record buffers are due to be emptied (before a step)
+S_NET_PAUSES = 9  # a burst's PFC pause records did not fit the model's buffer: they are returned
 # st_i slots
 HEAP_N, SEQ, N_ACT, N_STARTED, N_DONE, PHASE, EVENTS, UPDATES, PASSES, MOVED, DEAD, CB_CID, \
     INSERTED, B_USED, REFRESH_AT, COMPACT_MIN, RECORD, F_COUNT, PY_RATES, PY_ON_DONE, P_DONE, \
-    RATED, COUNTED, SCAN, STEPS = range(25)
-NUM_I = 25
+    RATED, COUNTED, SCAN, STEPS, NET, N_COMP = range(27)
+NUM_I = 27
 # SCAN: 1 finds the flows that end by a scan of all active flows (`flow_heap`'s reference);
 # STEPS: the steps the last call ran (the heap, rebuilt at every call, pays from a few steps on)
 _HEAP_STEPS = 4
@@ -179,11 +186,12 @@ def link_coflows(c0, c1, now, c_base, c_delay, c_finish, c_waiting, c_alo, c_ahi
 
 @kernel(inline="always")
 def _leave(status, holes, act_buf, st_i, apos, steps):
-    """``status``, the holes squeezed out of ``act_buf`` first (`flowherd.sim.flow_heap`)."""
+    """``status`` and no pause records, the holes squeezed out of ``act_buf`` first
+    (`flowherd.sim.flow_heap`)."""
     st_i[STEPS] = steps
     if holes:
         st_i[N_ACT] = squeeze(act_buf, st_i[N_ACT], apos)
-    return status
+    return status, np.empty(0, np.int64), np.empty(0)
 
 
 @kernel
@@ -195,13 +203,21 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                b_start, b_len, b_cap, b_flow, b_inc,
                c_left, c_last, c_flo, c_fhi, c_base, c_delay, c_min, c_start, c_finish, c_waiting,
                c_alo, c_ahi, c_dhead, c_cb, after_buf, e_to, e_next,
-               h_t, h_seq, h_kind, h_cid):
+               h_t, h_seq, h_kind, h_cid,
+               lossless_q, default_mask, n_lf, n_li, n_lb, n_cf, n_ci, n_bf, n_ms, dq_p, dq_q, dq_w, ser_t,
+               ser_l, ser_q, ser_n, mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark, comp_buf, fi_buf, ho_i, ho_f):
     """Process events up to ``until`` (inclusive; ``inf``: all), in steps exactly as
     `flowherd.sim.engine.Engine` defines them, until one of the ``S_*`` hand-overs.
     ``act_buf[:st_i[N_ACT]]`` are the active flows; the buffers hold at least as many entries as
     there are flows and the heap room for two events per coflow. The ideal network's exact
-    mode finds the flows that end in a heap of their ends (`flowherd.sim.flow_heap`)."""
-    heap = (st_f[RTOL] == 0.0 and st_i[PY_RATES] == 0 and st_i[PY_ON_DONE] == 0
+    mode finds the flows that end in a heap of their ends (`flowherd.sim.flow_heap`).
+
+    With ``st_i[NET]`` the congestion model's hooks run here too (`flowherd.sim.network.packed`:
+    ``loop_done``, ``loop_rates``, on its state ``lossless_q`` .. ``fmark``, where they would run
+    from Python), handing over only what they cannot do (``S_NET_RATES``, ``S_HOOK_DONE``).
+    Returns (the ``S_*`` status, and with ``S_NET_PAUSES`` the pause records' links and
+    durations, else empty arrays)."""
+    heap = (st_f[RTOL] == 0.0 and st_i[PY_RATES] == 0 and st_i[PY_ON_DONE] == 0 and st_i[NET] == 0
             and st_i[SCAN] == 0 and st_i[STEPS] >= _HEAP_STEPS)
     holes = 0
     steps = 0
@@ -212,6 +228,8 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
     hn = fh_build(act_buf, st_i[N_ACT], f_txend, apos, ht, hf) if heap else 0
     while True:
         phase = st_i[PHASE]
+        if phase == 0 and st_i[NET] and not loop_room(cap.size, ser_t, ser_n, n_ms, pz_t):
+            return _leave(S_NET_FLUSH, holes, act_buf, st_i, apos, steps)
         if phase == 0:  # the next step's time, then the flows that end
             steps += 1
             n_act = st_i[N_ACT]
@@ -256,6 +274,11 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                 done_buf[:done.size] = done
                 st_i[N_DONE] = done.size
                 if st_i[PY_ON_DONE]:  # the hook, then the rest of this phase (PHASE 1)
+                    return _leave(S_HOOK_DONE, holes, act_buf, st_i, apos, steps)
+                if st_i[NET] and loop_done(done, f_lo, f_hi, link_buf, b_len, l_load, now, n_lf, n_li,
+                                           n_lb, n_cf, n_ci, dq_p, dq_q, dq_w, ser_t, ser_l, ser_q,
+                                           ser_n):
+                    # DCQCN's table first: the model's hook does it all
                     return _leave(S_HOOK_DONE, holes, act_buf, st_i, apos, steps)
         if st_i[PHASE] == 1 and st_i[N_DONE] and st_i[COUNTED] == 0:
             # the flows that ended, counted off (after the congestion model's hook)
@@ -345,7 +368,24 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     started_buf[:n_s], done_buf[:n_done], f_lo, f_hi, link_buf, frac_buf, f_rate,
                     f_rate_new, f_weight, f_prio, cap, cap_eff, s_pos, l_mark, f_mark, b_start, b_len,
                     b_flow, b_inc, f_bn, sc_load, sc_pmax, sc_mlev, sc_stamp, sc_raw, sc_dirty, sc_uid)
-                if comp.size:
+                st_i[UPDATES] += 1
+                st_i[PASSES] += passes
+                st_i[MOVED] += moved
+                if comp.size and st_i[NET]:  # the model's hook, then the new rates (PHASE 5)
+                    comp_buf[:comp.size] = comp
+                    st_i[N_COMP] = comp.size
+                    st_i[PHASE] = 5
+                    status, rec_u, rec_t = loop_rates(
+                        comp, f_lo, f_hi, link_buf, frac_buf, f_rate, f_rate_new, f_rem, f_size, f_start,
+                        f_prio, f_lat, now, l_load, b_start, b_len, b_flow, lossless_q, default_mask, n_lf,
+                        n_li, n_lb, n_cf, n_ci, n_bf, n_ms, dq_p, dq_q, dq_w, ser_t, ser_l, ser_q, ser_n,
+                        mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark, fi_buf, ho_i, ho_f)
+                    if status == 1:
+                        return _leave(S_NET_RATES, holes, act_buf, st_i, apos, steps)
+                    if status == 2:
+                        st_i[STEPS] = steps  # no holes: the heap is off with NET
+                        return S_NET_PAUSES, rec_u, rec_t
+                elif comp.size:
                     settle(comp, now, False, f_rate, f_rem, f_t0, f_lo, f_hi, link_buf, frac_buf,
                            l_bytes, l_nact, l_load, l_busy_since, l_busy_s)
                     activate(comp, now, f_rate, f_rate_new, f_rem, f_txend, f_lo, f_hi, link_buf,
@@ -357,9 +397,14 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                             g = comp[i]
                             if f_txend[g] < np.inf:
                                 hn = fh_push(ht, hf, hn, f_txend[g], g)
-                st_i[UPDATES] += 1
-                st_i[PASSES] += passes
-                st_i[MOVED] += moved
+        if st_i[PHASE] == 5:  # the new rates after the congestion model's hook (no heap: NET)
+            now = st_f[NOW]
+            comp = comp_buf[:st_i[N_COMP]]
+            settle(comp, now, False, f_rate, f_rem, f_t0, f_lo, f_hi, link_buf, frac_buf, l_bytes, l_nact,
+                   l_load, l_busy_since, l_busy_s)
+            activate(comp, now, f_rate, f_rate_new, f_rem, f_txend, f_lo, f_hi, link_buf, frac_buf, l_nact,
+                     l_load, l_busy_since)
+            st_i[PHASE] = 4
         if st_i[PHASE] == 4:  # the end of the step: what Python does now and then
             st_i[PHASE] = 0
             rated = st_i[RATED]
@@ -375,10 +420,16 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
 
 
 # ---- the Python side ------------------------------------------------------------------------
+_NO_I, _NO_F, _NO_B = np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.bool_)
+# `NetworkModel.loop_args` of an engine without one in the loop
+_NO_NET = (_NO_B, _NO_B, _NO_F, _NO_I, _NO_B, _NO_F, _NO_I, _NO_F, _NO_I, _NO_F, _NO_F, 0, _NO_F, _NO_I,
+           _NO_F, _NO_I, _NO_I, _NO_F, _NO_F, _NO_I, _NO_F, _NO_I, _NO_I, _NO_I, _NO_F)
+
+
 def _buffers(eng: Engine) -> None:
     """Room in the loop's flow buffers for every flow (active, started or ended in a step)."""
     n = eng._f.count
-    for name in ("_act_buf", "_started_buf", "_done_buf"):
+    for name in ("_act_buf", "_started_buf", "_done_buf", "_comp_buf", "_fi_buf"):
         buf = getattr(eng, name)
         if buf.size < n:
             grown = np.zeros(2 * n, np.int64)
@@ -391,12 +442,16 @@ def drive(eng: Engine, until: float, py_rates: bool) -> None:
     """`run_events` of engine ``eng`` up to ``until``, doing in Python what it hands over
     (``py_rates``: the rate updates too, ``eng._py_rates``)."""
     st = eng._st_i
-    st[PY_ON_DONE] = eng.network is not None
+    net = eng.network
+    in_loop = net is not None and net.in_loop and not py_rates  # its hooks in `run_events`
+    st[PY_ON_DONE] = net is not None and not in_loop
+    st[NET] = in_loop
     st[PY_RATES] = py_rates
     while True:
         _buffers(eng)
         f, lk, ls, sc, c, h = eng._f, eng._links, eng._ls, eng._ls.local, eng._c, eng._hp
-        status = run_events(
+        na = net.loop_args(eng) if in_loop else _NO_NET
+        status, rec_u, rec_t = run_events(
             until, st, eng._st_f, eng._act_buf, eng._started_buf, eng._done_buf,
             f.coflow, f.size, f.lat, f.weight, f.prio, f.lo, f.hi, f.start, f.txend, f.finish,
             f.rem, f.t0, f.rate, f.rate_new, f.mark, f.bn, lk.link, lk.frac, lk.pos,
@@ -405,12 +460,19 @@ def drive(eng: Engine, until: float, py_rates: bool) -> None:
             eng._b_start, eng._b_len, eng._b_cap, eng._b_flow, eng._b_inc,
             c.left, c.last, c.flo, c.fhi, c.base, c.delay, c.cmin, c.start, c.finish, c.waiting,
             c.alo, c.ahi, c.dhead, c.cb, eng._after.cid, eng._edges.to, eng._edges.next,
-            h.t, h.seq, h.kind, h.cid)
+            h.t, h.seq, h.kind, h.cid, *na[:-2], eng._comp_buf, eng._fi_buf, *na[-2:])
         if status == S_CALLBACK:
             cid = int(st[CB_CID])
             eng._cbs.pop(cid)(cid, float(eng._st_f[CB_T]))
         elif status == S_HOOK_DONE:  # NETWORK HOOK 3/4: link state after departures
             eng.network.on_done(eng, eng._done_buf[:st[N_DONE]].copy(), eng.now_s)
+        elif status == S_NET_RATES:
+            net.loop_rates_rest(eng, eng._comp_buf[:st[N_COMP]], eng.now_s)
+        elif status == S_NET_FLUSH:
+            net.flush_records()
+        elif status == S_NET_PAUSES:
+            net._now = eng.now_s
+            net._add_pauses(rec_u, rec_t)
         elif status == S_ROOM:
             buckets_add(eng, eng._started_buf[st[INSERTED]:st[N_STARTED]].copy())
             st[INSERTED] = st[N_STARTED]

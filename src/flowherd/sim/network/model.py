@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from flowherd.fabric.core import Fabric, LinkKind, NodeKind
-from flowherd.sim.network import dcqcn, fluid, packed
+from flowherd.sim.network import fluid, packed
 from flowherd.sim.network.ack_path import AckPath
 from flowherd.sim.network.burst_kernels import burst_apply, burst_members
 from flowherd.sim.network.config import NetworkConfig
@@ -78,8 +78,8 @@ if TYPE_CHECKING:
 __all__ = ["NetworkModel", "NetworkStats"]
 
 _SAT_RTOL = 1e-6  # a link loaded to within this of its capacity holds a standing queue
-_SERIES_MAX = 1_000_000  # queue samples kept (the rest of a long run is dropped, counted)
-_PFC_DEPTH = 3  # hops a pause may spread upstream
+_SERIES_MAX = packed.SERIES_MAX  # queue samples kept (the rest of a long run is dropped, counted)
+_PFC_DEPTH = packed.PFC_DEPTH  # hops a pause may spread upstream
 _DCQCN_MIN_RATE = 100e6 / 8  # DCQCN's rate floor, 100 Mb/s (Mellanox's default; the HPCC fork's MIN_RATE)
 
 
@@ -174,18 +174,25 @@ class NetworkModel:
         self.arrive = row["arrive"]  # arrival potential (below), bytes per second
         self._mark = row["scratch"]
         self._s_dload, self._s_rtt, self._s_cnt = row["s_dload"], row["s_rtt"], row["s_cnt"]
-        self.drops = np.zeros(num_links)
-        self.pause = np.zeros(num_links)
+        self.drops, self.pause = row["drops"], row["pause"]
         self._lossless_q = np.array([cfg.queue_is_lossless(q) for q in range(cfg.queues)], bool)
         self._default_mask = np.zeros(cfg.queues, np.bool_)
         self._default_mask[cfg.default_queue] = True
-        self._multi_class = False  # some flow is outside the default queue (`port_class`)
-        self.num_timeouts = 0
-        self.num_pauses = 0
-        self._series: list[tuple[float, np.ndarray, np.ndarray]] = []
-        self._series_n = 0
-        self._pauses: list[tuple[float, np.ndarray, np.ndarray]] = []  # (start, links, durations)
-        self._pauses_n = 0
+        self._ms = np.zeros(len(packed.MS), np.int64)  # counters and flags (`packed.MS`)
+        self._series: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (times, links, queues)
+        # the queue changes the event loop records (`packed.record_series`), emptied into
+        # `_series` before Python records one and when full; _ser_n: (in the buffer, kept in all)
+        room = max(4 * num_links, 1 << 14)
+        self._ser_t, self._ser_l, self._ser_q = np.zeros(room), np.zeros(room, np.int64), np.zeros(room)
+        self._ser_n = np.zeros(2, np.int64)
+        # what `packed.loop_rates` hands over (`loop_rates_rest`)
+        self._ho_i = np.zeros(4 + 4 * num_links, np.int64)
+        self._ho_f = np.zeros(3 * num_links)
+        self._pauses: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (starts, links, durations)
+        # likewise the pause episodes the event loop records (counts in `_ms`)
+        self._pz_t, self._pz_l, self._pz_d = np.zeros(room), np.zeros(room, np.int64), np.zeros(room)
+        # `_start_loss`'s memo (`packed.start_loss_memo`), 1024 slots to begin with
+        self._mk_i, self._mk_f = np.zeros(5 * 1024, np.int64), np.zeros(2 * 1024)
         self._fpos = np.full(0, -1, np.int64)  # per-flow scratch of `burst_kernels.burst_apply`
         self._fmark = np.zeros(0, np.int64)
         self._pos = row["pos"]  # scratch of `kernels.burst_peaks`, -1 between calls
@@ -197,7 +204,6 @@ class NetworkModel:
         self._dq_p = np.full((self._dq_caps.size, 64), np.nan)
         self._dq_q = np.full((self._dq_caps.size, 64), np.nan)
         self._now = 0.0
-        self._start_cache: dict[tuple, float] = {}  # `_start_loss`
         self._dq_args = self._dq_views()
         # the constants of `packed.rates_step` / `done_step`, in the order of `packed.CF`, `packed.CI`
         tcp = cfg.model == "tcp"
@@ -215,6 +221,15 @@ class NetworkModel:
         self._buffer, self._xoff = float(cfg.port_buffer_bytes), float(cfg.pfc_xoff_bytes)
         ci = dict(tcp=int(tcp), setup_rtts=cfg.setup_rtts, dcqcn_steps=cfg.dcqcn_fast_recovery_steps)
         self._ci = np.array([int(ci[k]) for k in packed.CI], np.int64)
+        # the bursts' constants (`packed.BF`): what `dcqcn.start_loss_stepped_s` takes besides
+        # the port, start_loss_s's step and horizon last
+        bf = dict(xon=cfg.pfc_xon_bytes, min_rto=cfg.min_rto_s, xoff=cfg.pfc_xoff_bytes,
+                  kmin=cfg.ecn_kmin_bytes, kmax=cfg.ecn_kmax_bytes, pmax=cfg.ecn_pmax, pkt=self.pkt_wire,
+                  cnp_interval=cfg.dcqcn_cnp_interval_s, alpha_interval=cfg.dcqcn_alpha_interval_s,
+                  timer=cfg.dcqcn_timer_s, rai=cfg.dcqcn_rai_bytes_per_s,
+                  rhai=10.0 * cfg.dcqcn_rai_bytes_per_s,
+                  g=cfg.dcqcn_g, min_rate=_DCQCN_MIN_RATE, dt=1e-6, t_max=0.05)
+        self._bf = np.array([float(bf[k]) for k in packed.BF])
         # `kernels.link_update`'s per-link state and constants (`_link_args`)
         self._lu_args = (self.q, self.q_t, self.q_int, self.q_max, self.mark, self.load, self.marked,
                          self.src_is_switch, self.arrive, self.cap, self.cap_wire, _SAT_RTOL, tcp, k_bytes,
@@ -224,6 +239,64 @@ class NetworkModel:
             fabric, rwnd_bytes=cfg.rwnd_bytes, init_window_bytes=cf["iw"], growth=cfg.slow_start_growth,
             setup_rtts=cfg.setup_rtts, is_net=self.is_net, cap=self.cap, cap_wire=self.cap_wire,
             rtt_part=self.rtt_part, q=self.q)
+
+    num_timeouts = property(lambda self: int(self._ms[packed.MS.index("timeouts")]),
+                            lambda self, v: self._ms.__setitem__(packed.MS.index("timeouts"), v),
+                            doc="Retransmission timeouts taken so far.")
+    num_pauses = property(lambda self: int(self._ms[packed.MS.index("pauses")]),
+                          lambda self, v: self._ms.__setitem__(packed.MS.index("pauses"), v),
+                          doc="PFC pause episodes so far.")
+    # some flow is outside the default queue (`port_class`): pauses look at each flow's class
+    _multi_class = property(lambda self: bool(self._ms[packed.MS.index("multi_class")]),
+                            lambda self, v: self._ms.__setitem__(packed.MS.index("multi_class"), int(v)))
+
+    @property
+    def in_loop(self) -> bool:
+        """Whether the engine's event loop runs the hooks itself (`packed.loop_done`,
+        `packed.loop_rates`): ``roce`` with this class's hooks (a subclass, as the tests'
+        reference, and ``tcp`` take the Python hooks)."""
+        return type(self) is NetworkModel and not self._tcp
+
+    def loop_args(self, eng: Engine) -> tuple:
+        """The state and constants `flowherd.sim.event_loop.run_events` takes for the hooks of
+        engine ``eng`` (the per-flow scratch made as long as its flow columns)."""
+        self._flow_room(eng._f.rem.size)
+        return (self._lossless_q, self._default_mask, self._lf, self._li, self._lb, self._cf, self._ci,
+                self._bf, self._ms, *self._dq_args, self._ser_t, self._ser_l, self._ser_q, self._ser_n,
+                self._mk_i, self._mk_f, self._pz_t, self._pz_l, self._pz_d, self._fpos, self._fmark,
+                self._ho_i, self._ho_f)
+
+    def _flow_room(self, n: int) -> None:
+        if self._fpos.size < n:
+            self._fpos = np.full(n, -1, np.int64)
+            self._fmark = np.zeros(n, np.int64)
+
+    def loop_rates_rest(self, eng: Engine, comp: np.ndarray, now: float) -> None:
+        """The rest of `on_rates` after the event loop's `packed.loop_rates` handed it over:
+        the bursts, the links' update where DCQCN's table lacked an entry."""
+        self._now = now
+        h, hf = self._ho_i, self._ho_f
+        nf, nh, nt, need = (int(x) for x in h[:4])
+        if nh:
+            self._memo_room(nh)  # what the loop's bursts ask next time
+            self._bursts(eng, comp[eng._fi_buf[:nf]], h[4:4 + nh].copy(), hf[:nh].copy(),
+                         h[4 + nh:4 + 2 * nh] != 0)
+        if need >= 0:
+            k = 4 + 2 * nh
+            self._set_links(h[k:k + nt].copy(), h[k + nt:k + 2 * nt].copy(), hf[nh:nh + nt].copy(),
+                            hf[nh + nt:nh + 2 * nt].copy(), now)
+
+    def flush_records(self) -> None:
+        """The event loop's queue changes and pause episodes into the records."""
+        k = int(self._ser_n[0])
+        if k:
+            self._series.append((self._ser_t[:k].copy(), self._ser_l[:k].copy(), self._ser_q[:k].copy()))
+            self._ser_n[0] = 0
+        ms = packed.MS.index("pz_buf")
+        k = int(self._ms[ms])
+        if k:
+            self._pauses.append((self._pz_t[:k].copy(), self._pz_l[:k].copy(), self._pz_d[:k].copy()))
+            self._ms[ms] = 0
 
     def _dq_views(self) -> tuple[np.ndarray, np.ndarray, int]:
         # DCQCN's table as the kernels take it: flat rows of one width
@@ -322,9 +395,10 @@ class NetworkModel:
         return (*self._lu_args, *self._dq_args)
 
     def _record(self, now: float, ch_l: np.ndarray, ch_q: np.ndarray) -> None:
-        if ch_l.size and self._series_n < _SERIES_MAX:
-            self._series.append((now, ch_l, ch_q))
-            self._series_n += ch_l.size
+        self.flush_records()  # in the order they happened
+        if ch_l.size and self._ser_n[1] < _SERIES_MAX:
+            self._series.append((np.full(ch_l.size, now), ch_l, ch_q))
+            self._ser_n[1] += ch_l.size
 
     def _set_links(self, links: np.ndarray, nflows: np.ndarray, load: np.ndarray, rtt: np.ndarray,
                    now: float) -> np.ndarray:
@@ -390,9 +464,7 @@ class NetworkModel:
                                                  float(self.cap_wire[hot[j]]), int(n_in[j]))
         elif not (drop.any() or pausing.any()):
             return
-        if self._fpos.size < f.rem.size:
-            self._fpos = np.full(f.rem.size, -1, np.int64)
-            self._fmark = np.zeros(f.rem.size, np.int64)
+        self._flow_room(f.rem.size)
         n_to, n_rec, rec_u, rec_t = burst_apply(
             comp, f.lo, f.hi, lk.link, self.is_net, f.prio, f.rate_new, f.rem, f.lat, eng._b_start,
             eng._b_len, eng._b_flow, self.link_src, self.link_dst, self.src_is_switch, self.cap,
@@ -406,26 +478,28 @@ class NetworkModel:
 
     def _add_pauses(self, links: np.ndarray, dur_s: np.ndarray) -> None:
         # the pause episodes' records, at most _SERIES_MAX in all (the rest only counted)
-        k = min(links.size, _SERIES_MAX - self._pauses_n)
+        self.flush_records()  # in the order they happened
+        kept = packed.MS.index("pz_kept")
+        k = min(links.size, _SERIES_MAX - int(self._ms[kept]))
         if k > 0:
-            self._pauses.append((self._now, links[:k].copy(), dur_s[:k].copy()))
-            self._pauses_n += k
+            self._pauses.append((np.full(k, self._now), links[:k].copy(), dur_s[:k].copy()))
+            self._ms[kept] += k
 
     def _start_loss(self, n: int, size_wire: float, line: float, cap: float, n_in: int) -> float:
-        # memoized on a grid of 1% in size and line share (a cluster run repeats the same starts)
-        key = (n, round(float(np.log(max(size_wire, 1.0))) * 100), round(float(np.log(line)) * 100), cap,
-               n_in)
-        hit = self._start_cache.get(key)
-        if hit is None:
-            c = self.cfg
-            hit = self._start_cache[key] = dcqcn.start_loss_stepped_s(
-                n, size_wire, line, cap, n_in, float(c.pfc_xoff_bytes), float(c.ecn_kmin_bytes),
-                float(c.ecn_kmax_bytes), float(c.ecn_pmax), float(self.pkt_wire),
-                float(c.dcqcn_cnp_interval_s), float(c.dcqcn_alpha_interval_s), float(c.dcqcn_timer_s),
-                int(c.dcqcn_fast_recovery_steps), float(c.dcqcn_rai_bytes_per_s),
-                10.0 * c.dcqcn_rai_bytes_per_s, float(c.dcqcn_g), _DCQCN_MIN_RATE,
-                1e-6, 0.05)  # start_loss_s's step and horizon
-        return hit
+        # memoized on a grid of 1% in size and line share (`packed.start_loss_memo`, which the
+        # event loop's bursts share); the table kept at most half full
+        self._memo_room(1)
+        return packed.start_loss_memo(int(n), float(size_wire), float(line), float(cap), int(n_in),
+                                      self._mk_i, self._mk_f, self._ms, self._bf,
+                                      int(self.cfg.dcqcn_fast_recovery_steps))
+
+    def _memo_room(self, k: int) -> None:
+        # room in the memo for k more entries, at most half full (doubled and rehashed)
+        while 2 * (int(self._ms[packed.MS.index("memo_n")]) + k) > self._mk_f.size // 2:
+            slots = self._mk_f.size // 2
+            mk_i, mk_f = np.zeros(10 * slots, np.int64), np.zeros(4 * slots)
+            packed.memo_rehash(self._mk_i, self._mk_f, mk_i, mk_f)
+            self._mk_i, self._mk_f = mk_i, mk_f
 
     # ---- output --------------------------------------------------------------------------
     def stats(self, now: float) -> NetworkStats:
@@ -433,8 +507,9 @@ class NetworkModel:
         dt = now - self.q_t
         q_int = self.q_int + self.q * dt
         marked = self.marked + self.load * self.mark * dt
+        self.flush_records()
         if self._series:
-            t = np.concatenate([np.full(s[1].size, s[0]) for s in self._series])
+            t = np.concatenate([s[0] for s in self._series])
             lnk = np.concatenate([s[1] for s in self._series])
             qb = np.concatenate([s[2] for s in self._series])
         else:
@@ -445,7 +520,7 @@ class NetworkModel:
                             queue_max_bytes=self.q_max.copy(), pause_s=self.pause.copy(),
                             ecn_marked_bytes=marked, drop_bytes=self.drops.copy(), series_t_s=t,
                             series_link=lnk, series_queue_bytes=qb,
-                            pause_t_s=np.concatenate([np.full(p[1].size, p[0]) for p in self._pauses] + [z]),
+                            pause_t_s=np.concatenate([p[0] for p in self._pauses] + [z]),
                             pause_link=np.concatenate([p[1] for p in self._pauses] + [z.astype(np.int64)]),
                             pause_dur_s=np.concatenate([p[2] for p in self._pauses] + [z]),
                             num_timeouts=self.num_timeouts,
