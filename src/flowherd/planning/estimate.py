@@ -95,7 +95,7 @@ def run_penalties_s(fabric: Fabric, jobs: Sequence[Any], plan: Any, *, backgroun
     """Per training job of ``plan`` across servers: the extra iteration time, seconds, of the
     job run as the plan runs it (alone, pinned to its planned GPUs, the plan's routes, its host
     pacers) among ``background`` under ``network`` at ``fidelity``, over the same run alone on
-    the ideal network.
+    the ideal network without pacers (what the loads model reproduces).
 
     The loads model (`flowherd.planning.predict`) is the ideal network's max-min; its
     background term is measured on the ideal network on canonical servers. A congestion model
@@ -135,13 +135,15 @@ def run_penalties_s(fabric: Fabric, jobs: Sequence[Any], plan: Any, *, backgroun
         iters = max(_PROBE_ITERATIONS, math.ceil(_PROBE_S / it))
         probe = dataclasses.replace(j, iterations=iters, submit_s=0.0)
         means = []
-        for bg, net in ((None, load_network("ideal")), (background, network)):
+        # the reference is what the loads model reproduces: the ideal network, no background, no
+        # pacers; the run as planned has all three (a pacer's cost is the model's to miss too)
+        for bg, net, pac in ((None, load_network("ideal"), None), (background, network, pacing)):
             ctx = contextlib.nullcontext() if net is None else use_network(net)
             req = JobRequest(name=j.name, tenant="probe", spec=probe, submit_s=0.0)
             with ctx:
                 res = simulate_cluster(fabric, [req], fidelity=fidelity, horizon_s=4.0 * iters * it,
                                        router=router, background=bg, seed=seed,
-                                       placements={j.name: tuple(jp.gpus)}, pacing=pacing)
+                                       placements={j.name: tuple(jp.gpus)}, pacing=pac)
             its = np.asarray(res.jobs[0].iteration_s, dtype=np.float64)
             means.append(float(its.mean()) if its.size else 0.0)
         out[j.name] = max(0.0, means[1] - means[0])
