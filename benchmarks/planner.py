@@ -33,7 +33,10 @@ gain split into schedule (topology -> topology+backfill), placement (-> heuristi
 routing (-> heuristic) and pacing (-> heuristic+pacing), joint vs sequential, and the congested
 bytes against packed + ECMP. CPU seconds of each cell's planning and simulation are stored
 (``plan_cpu_s``, ``sim_cpu_s``; wall times on the shared machine are mostly waiting).
-Cells run group by group, replicate by replicate (`PRIORITY`), and are cached in ``--cache``
+``--as-run LABELS`` simulates nothing: it adds, per plan, the model's mean JCT as the plan runs
+with each job's background term probed on its own run under the network model
+(`flowherd.planning.estimate.predicted_as_run`, `run_penalties_s`), reported next to the plan's
+own prediction. Cells run group by group, replicate by replicate (`PRIORITY`), and are cached in ``--cache``
 (JSON lines): a run can be resumed, and ``--report`` prints the tables from the cache.
 
     .venv/bin/python benchmarks/planner.py [--instances 20] [--skip-large]
