@@ -33,7 +33,10 @@ gain split into schedule (topology -> topology+backfill), placement (-> heuristi
 routing (-> heuristic) and pacing (-> heuristic+pacing), joint vs sequential, and the congested
 bytes against packed + ECMP. CPU seconds of each cell's planning and simulation are stored
 (``plan_cpu_s``, ``sim_cpu_s``; wall times on the shared machine are mostly waiting).
-Cells run group by group, replicate by replicate (`PRIORITY`), and are cached in ``--cache``
+``--as-run LABELS`` simulates nothing: it adds, per plan, the model's mean JCT as the plan runs
+with each job's background term probed on its own run under the network model
+(`flowherd.planning.estimate.predicted_as_run`, `run_penalties_s`), reported next to the plan's
+own prediction. Cells run group by group, replicate by replicate (`PRIORITY`), and are cached in ``--cache``
 (JSON lines): a run can be resumed, and ``--report`` prints the tables from the cache.
 
     .venv/bin/python benchmarks/planner.py [--instances 20] [--skip-large]
@@ -197,7 +200,10 @@ def _cache_read(path) -> dict:
             for line in Path(one).read_text().splitlines():
                 if line.strip():
                     r = json.loads(line)
-                    out[(r["scenario"], r["seed"], r.get("label", r["signature"]))] = r
+                    if r.get("as_run"):  # a plan's JCTs as run (`_as_run`), one row per plan
+                        out.setdefault("as_run", {})[(r["scenario"], r["label"], r["signature"])] = r
+                    else:
+                        out[(r["scenario"], r["seed"], r.get("label", r["signature"]))] = r
     return out
 
 
@@ -232,7 +238,7 @@ PRIORITY = (("packed", "heuristic"), ("heuristic+ecmp", "topology"), ("topology+
 
 def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5, trace_slices: int = 2,
                   network: str = "roce", labels: tuple[str, ...] | None = None, cache: str | None = None,
-                  report_only: bool = False, first_slice: int = 0) -> None:
+                  report_only: bool = False, first_slice: int = 0, as_run: tuple[str, ...] = ()) -> None:
     """Every variant's plan simulated (module docstring), cells in `PRIORITY` order (every
     replicate of a variant before the next variant); results cached per (scenario, seed, plan
     signature) in ``cache`` (JSON lines) so a run can be resumed, and reported from the cache."""
@@ -241,6 +247,7 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
     from flowherd.planning.plan import SimCheck
 
     done = _cache_read(cache)  # (scenario, seed, label) -> row
+    ran_done = done.pop("as_run", {})  # (scenario, label, signature) -> the plan's JCTs as run
     sims = {(r["scenario"], r["seed"], r["signature"]): r for r in done.values()}  # by plan signature
     if not report_only:
         insts = []
@@ -271,9 +278,24 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
             sig = _signature(plan)
             cong = plan.info.get("congestion") or {}
             key = (sc.name, seed, label)
+            if as_run:  # only the model's JCTs as each plan runs (no simulation): once per plan
+                if label in as_run and (sc.name, label, sig) not in ran_done:
+                    same = next((r for r in ran_done.values()  # another label's plan, the same plan
+                                 if (r["scenario"], r["signature"]) == (sc.name, sig)), None)
+                    mean_s, cpu_s = (same["as_run_mean_jct_s"], 0.0) if same else _as_run(sc, plan)
+                    ran_done[(sc.name, label, sig)] = row = {
+                        "as_run": True, "scenario": sc.name, "label": label, "signature": sig,
+                        "as_run_mean_jct_s": mean_s, "as_run_cpu_s": cpu_s}
+                    _cache_add(cache, row)
+                    print(f"  {sc.name[:24]:24s} {label:17s}: mean JCT as run {mean_s:.3f} s ({cpu_s:.0f} "
+                          "CPU-s of probes)", flush=True)
+                continue
             if key in done and done[key]["signature"] == sig:
+                _repredict(done[key], plan)  # the plan's prediction by this tree's predictor
                 continue
             row = sims.get((sc.name, seed, sig))
+            if row is not None:
+                row = _repredict(dict(row), plan)
             if row is None:
                 check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
                                  fidelity=sc.fidelity, seed=seed, network=sc.network)
@@ -305,12 +327,40 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
     table: dict = {}
     for row in done.values():
         kind = row.get("kind", "")
+        if row.get("simulated_mean_jct_s", 0.0) <= 0.0:  # a window past the trace's end: no jobs
+            continue
+        ran = ran_done.get((row["scenario"], row.get("label"), row["signature"]))
+        if ran is not None:
+            row = {**row, "jct_error_as_run": ran["as_run_mean_jct_s"] / row["simulated_mean_jct_s"] - 1.0}
         if "label" in row and kind.split(" ")[0] in kinds:
             groups = [kind] + (["trace (every slice)"] if kind.startswith("trace slice") else [])
             for g in groups:
                 per = table.setdefault(g, {}).setdefault(row["label"], {})
                 per[(row["scenario"], row["seed"])] = row
     _report(table)
+
+
+def _repredict(row: dict, plan) -> dict:
+    """``row`` (a cached simulation of ``plan``'s signature) with the predicted mean JCT of
+    ``plan``: a change of the predictor alone needs no new simulation."""
+    pred = float(plan.predicted_mean_jct_s)
+    sim = row["simulated_mean_jct_s"]
+    row.update(predicted_mean_jct_s=pred, jct_error=pred / sim - 1.0 if sim > 0 else math.nan)
+    return row
+
+
+def _as_run(sc, plan) -> tuple[float, float]:
+    """(the model's mean JCT of ``plan`` as the simulator runs it, each job's background term
+    probed on its own run under the scenario's network model, `flowherd.planning.estimate.
+    run_penalties_s` and `predicted_as_run`; CPU seconds of the probes)."""
+    from flowherd.planning.estimate import predicted_as_run, run_penalties_s
+
+    c0 = time.process_time()
+    pen = run_penalties_s(sc.fabric, sc.jobs, plan, background=sc.background, routing=sc.routing,
+                          network=sc.network, fidelity=sc.fidelity)
+    jct = predicted_as_run(sc.fabric, sc.jobs, plan, background=sc.background, routing=sc.routing,
+                           penalties_s=pen)
+    return (float(jct.mean()) if jct.size else 0.0), time.process_time() - c0
 
 
 def _paired(a: dict, b: dict, key: str = "simulated_mean_jct_s") -> tuple[np.ndarray, np.ndarray]:
@@ -337,13 +387,18 @@ def _report(by_kind: dict) -> None:
             d = x - y
             mean, half = ci95(d)
             err = np.array([per[r]["jct_error"] for r in common])
+            ran = [per[r]["jct_error_as_run"] for r in common if "jct_error_as_run" in per[r]]
             le = np.array([per[r]["load_error_median"] for r in common])
+            le90 = np.array([per[r]["load_error_p90"] for r in common])
             cg = np.array([per[r]["congested_bytes"] for r in common])
             print(f"  {label:17s}: mean JCT {x.mean():.3f} s; minus best baseline {mean:+.3f} +- "
                   f"{half:.3f} s "
                   f"({100 * (x / y - 1).mean():+.2f}%), better on {int((d < 0).sum())}/{d.size}; predicted "
                   f"vs simulated JCT {100 * err.mean():+.1f}% (max |.| {100 * np.abs(err).max():.1f}%); "
-                  f"link load error median {le.mean():.3f}; congested {cg.mean() / 1e9:.3f} GB")
+                  f"link load error median {le.mean():.3f} (p90 {le90.mean():.3f}); congested "
+                  f"{cg.mean() / 1e9:.3f} GB"
+                  + (f"; as run, penalties under the network model: {100 * np.mean(ran):+.1f}% (max |.| "
+                     f"{100 * np.abs(ran).max():.1f}%, {len(ran)} replicates)" if ran else ""))
         for mine in ("heuristic", "heuristic+pacing"):
             if mine not in rows:
                 continue
@@ -425,11 +480,14 @@ def main() -> None:
     ap.add_argument("--cache", default=None, help="JSON-lines file of finished simulations (resume, report); "
                     "comma-separated: all are read, new rows go to the first")
     ap.add_argument("--report", action="store_true", help="only report what the cache holds")
+    ap.add_argument("--as-run", default="", help="comma-separated labels: also predict each plan as it runs, "
+                    "the background terms probed on its jobs' own runs under the network model")
     args = ap.parse_args()
     if args.simulate:
         run_simulated(tuple(args.scenarios.split(",")), seeds=args.seeds, trace_slices=args.trace_slices,
                       network=args.network, labels=tuple(args.variants.split(",")) if args.variants else None,
-                      cache=args.cache, report_only=args.report, first_slice=args.first_slice)
+                      cache=args.cache, report_only=args.report, first_slice=args.first_slice,
+                      as_run=tuple(x for x in args.as_run.split(",") if x))
         return
     run_small(args.instances, args.time_limit)
     if not args.skip_large:

@@ -141,6 +141,29 @@ def test_the_pacers_hold_under_a_controller(plans):
     assert res.link_bytes[n:].sum() == pytest.approx(res.link_bytes[:n][nic_up].sum(), rel=1e-9)
 
 
+def test_the_pacers_hold_when_the_controller_chooses_the_paths(plans):
+    # adaptive routing under the buffer grant (delays and paths) re-routes every collective it
+    # can: its routes keep each pair's pacer (flowherd.sim.control_api.ControlHook, pacers), so
+    # every scale-out byte still crosses its pair's pacer, and caps far below the plan's slow the
+    # job as they do without the controller
+    from flowherd.control import make_controller
+
+    sc, _, paced = plans
+    check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, fidelity=sc.fidelity, seed=1,
+                     network=load_network("roce"))
+    sim = simulate_plan(sc.fabric, sc.jobs, paced, check, controller=make_controller("adaptive"))
+    res = sim.cluster
+    assert res.num_decisions > 0 and res.jobs[0].finish_s is not None
+    n = sc.fabric.num_directed_links
+    kind = np.asarray(sc.fabric.link_kind)
+    nic_up = (kind == LinkKind.NETWORK) & (np.asarray(sc.fabric.node_tier)[sc.fabric.link_src] == 1)
+    assert res.link_bytes[n:].sum() == pytest.approx(res.link_bytes[:n][nic_up].sum(), rel=1e-9)
+    tight = dataclasses.replace(paced, info={**paced.info, "pacing": {
+        k: v / 20 for k, v in paced.info["pacing"].items()}})
+    slow = simulate_plan(sc.fabric, sc.jobs, tight, check, controller=make_controller("adaptive"))
+    assert slow.mean_jct_s > 1.5 * sim.mean_jct_s
+
+
 def test_planner_pace_in_the_scenario_reaches_the_run(plans):
     """`planner.pace` (YAML) plans with caps and the run applies the plan's caps: caps far below
     the plan's rates slow the jobs, the same plan without caps runs as the unpaced plan does."""

@@ -124,6 +124,33 @@ def test_baseline_placers_keep_fifo_unless_asked_to_backfill():
     assert {j.name: j.start_s for j in bf.jobs}["c"] == pytest.approx(0.02)
 
 
+def test_the_heuristics_queue_runs_the_least_work_first():
+    # 16 GPUs. a (16) runs; b (16, 3 iterations) and then c, d (8 GPUs, 1 iteration each) queue
+    # behind it. Nothing can backfill beside a (no GPU is free) and, in submission order, b takes
+    # every GPU at a's end: c and d wait for b. Least work first (GPUs x least run time, the
+    # order of the SRPT relaxation `capacity_bound` solves) runs c and d at a's end, then b: b's
+    # JCT grows by one short run, c's and d's shrink by b's whole run.
+    jobs = [_job("a", 16), _job("b", 16, submit_s=0.01), _job("c", 8, iters=1, submit_s=0.02),
+            _job("d", 8, iters=1, submit_s=0.03)]
+    work = make_plan(_fabric(), jobs, method="heuristic")
+    fifo = make_plan(_fabric(), jobs, method="heuristic", order="fifo")
+    assert (work.info["order"], fifo.info["order"]) == ("work", "fifo")
+    w = {j.name: j for j in work.jobs}
+    f = {j.name: j for j in fifo.jobs}
+    a_end = w["a"].predicted_jct_s
+    assert w["c"].start_s == pytest.approx(a_end) and w["d"].start_s == pytest.approx(a_end)
+    assert w["b"].start_s == pytest.approx(a_end + w["c"].predicted_iteration_s, rel=1e-6)
+    assert f["b"].start_s == pytest.approx(a_end) and f["c"].start_s >= f["b"].start_s + 2 * f[
+        "b"].predicted_iteration_s
+    assert work.objective < fifo.objective - 0.2 * w["b"].predicted_iteration_s
+    # the baseline placers keep FIFO; backfill=True gives them the heuristic's whole schedule
+    assert make_plan(_fabric(), jobs, method="topology").info["order"] == "fifo"
+    bf = make_plan(_fabric(), jobs, method="topology", backfill=True)
+    assert bf.info["order"] == "work" and bf.objective == pytest.approx(work.objective)
+    with pytest.raises(ConfigError, match=r"queue order .*'sjf' \(order\)"):
+        make_plan(_fabric(), jobs, method="heuristic", order="sjf")
+
+
 def test_capacity_bound_is_srpt_on_the_fluid_cluster():
     # One GPU; A needs 4 GPU-s from t=0, B 1 GPU-s from t=1. Shortest remaining work first on
     # the fluid relaxation (optimal for 1|r_j, pmtn|sum C_j, Schrage 1968): A runs 0-1 (3 left),

@@ -17,8 +17,9 @@ utilization (``|predicted - simulated|``), median and 90th percentile.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,8 @@ from flowherd.fabric.core import Fabric
 from flowherd.planning.congestion import DEFAULT_MAX_UTILIZATION, PlannedJob, predict_link_loads
 from flowherd.planning.sim_check import SimCheck
 
-__all__ = ["ACTIVE_LOAD", "TIERS", "PlanSimulation", "estimate_check", "simulate_plan"]
+__all__ = ["ACTIVE_LOAD", "TIERS", "PlanSimulation", "estimate_check", "predicted_as_run", "run_penalties_s",
+           "simulate_plan"]
 
 ACTIVE_LOAD = 0.01
 
@@ -80,6 +82,112 @@ def _planned(jobs: Sequence[Any], plan: Any) -> list[PlannedJob]:
     by = {j.name: j for j in plan.jobs}
     return [PlannedJob(job=j, gpus=by[j.name].gpus, start_s=by[j.name].start_s,
                        iteration_s=by[j.name].predicted_iteration_s) for j in jobs if j.name in by]
+
+
+# each job's probe (`run_penalties_s`): at least this many iterations and seconds of simulated time
+_PROBE_ITERATIONS = 8
+_PROBE_S = 8.0
+
+
+def run_penalties_s(fabric: Fabric, jobs: Sequence[Any], plan: Any, *, background: Any = None,
+                    routing: str = "ecmp", network: Any = None, fidelity: str = "collective",
+                    seed: int = 0) -> dict[str, float]:
+    """Per training job of ``plan`` across servers: the extra iteration time, seconds, of the
+    job run as the plan runs it (alone, pinned to its planned GPUs, the plan's routes, its host
+    pacers) among ``background`` under ``network`` at ``fidelity``, over the same run alone on
+    the ideal network without pacers (what the loads model reproduces).
+
+    The loads model (`flowherd.planning.predict`) is the ideal network's max-min; its
+    background term is measured on the ideal network on canonical servers. A congestion model
+    adds to a job what max-min does not: queueing, ECN marks and DCQCN's cuts below the fair
+    share, PFC pauses where its own flows or the background's overfill a port. How much depends
+    on the ports its flows share, so it is measured on the plan's own placement, routes and
+    caps, once per job (a background drawn from ``seed``, not a scenario's seed: the planner
+    knows the background's statistics, not its flows), for at least `_PROBE_S` seconds.
+    Measured on the embedded default's two-leaf 24-GPU job under ``roce`` (phase fidelity, the
+    heuristic's routes): 0.2414 s per iteration alone on the ideal network (the model: 0.2385),
+    0.2626 alone under ``roce``; among the background 0.2963 ideal, 0.3085 ``roce``. On the
+    canonical servers with even splits over every shortest path the ``roce`` penalty is
+    0.092-0.100 s (4 draws), not the plan's 0.067: the ports a job's splits share decide it.
+    """
+    import contextlib
+
+    from flowherd.planning.pacing import plan_pacing
+    from flowherd.sim.cluster import JobRequest, simulate_cluster
+    from flowherd.sim.network import load_network, use_network
+    from flowherd.workload.training import TrainingJob
+
+    by = {j.name: j for j in plan.jobs}
+    router: Any = routing
+    if plan.routes:
+        from flowherd.planning.congestion import routes_to_splits
+        from flowherd.routing.policies import ExplicitRouter
+
+        router = ExplicitRouter(fabric, routes_to_splits(plan.routes), fallback=routing, seed=seed)
+    pacing = plan_pacing(plan, fabric)
+    server = np.asarray(fabric.gpu_server)
+    out: dict[str, float] = {}
+    for j in jobs:
+        jp = by.get(j.name)
+        if not isinstance(j, TrainingJob) or jp is None or np.unique(server[list(jp.gpus)]).size <= 1:
+            continue
+        it = max(float(jp.predicted_iteration_s), 1e-6)
+        iters = max(_PROBE_ITERATIONS, math.ceil(_PROBE_S / it))
+        probe = dataclasses.replace(j, iterations=iters, submit_s=0.0)
+        means = []
+        # the reference is what the loads model reproduces: the ideal network, no background, no
+        # pacers; the run as planned has all three (a pacer's cost is the model's to miss too)
+        for bg, net, pac in ((None, load_network("ideal"), None), (background, network, pacing)):
+            ctx = contextlib.nullcontext() if net is None else use_network(net)
+            req = JobRequest(name=j.name, tenant="probe", spec=probe, submit_s=0.0)
+            with ctx:
+                res = simulate_cluster(fabric, [req], fidelity=fidelity, horizon_s=4.0 * iters * it,
+                                       router=router, background=bg, seed=seed,
+                                       placements={j.name: tuple(jp.gpus)}, pacing=pac)
+            its = np.asarray(res.jobs[0].iteration_s, dtype=np.float64)
+            means.append(float(its.mean()) if its.size else 0.0)
+        out[j.name] = max(0.0, means[1] - means[0])
+    return out
+
+
+def predicted_as_run(fabric: Fabric, jobs: Sequence[Any], plan: Any, *, background: Any = None,
+                     routing: str = "ecmp", penalties_s: Mapping[str, float] | None = None,
+                     rounds: int = 10) -> np.ndarray:
+    """The planner's model's JCT of each job of ``plan`` as the simulator executes the plan,
+    seconds (``float64[J]``, in ``jobs`` order).
+
+    The simulator keeps the plan's placements and its order of jobs on every GPU, not its
+    times: a job starts when it is submitted and the jobs before it on its GPUs have ended. So
+    the run times (`flowherd.planning.predict.evaluate`, with the time overlaps) and the starts
+    are solved together, by fixed-point rounds from the planned starts. ``penalties_s``
+    (`run_penalties_s`) replaces a job's background term (the ideal network's, on canonical
+    servers) by the one measured on its own run under the scenario's network model; None: the
+    planner's own model (its prediction, with the starts as run).
+    """
+    from flowherd.planning.predict import evaluate, fabric_view, profile_job
+
+    view = fabric_view(fabric)
+    by = {j.name: j for j in plan.jobs}
+    profiles = [profile_job(j, view, background, routing) for j in jobs]
+    if penalties_s:
+        profiles = [dataclasses.replace(p, background_s=float(penalties_s[j.name])) if j.name in penalties_s
+                    else p for j, p in zip(jobs, profiles, strict=True)]
+    place = [np.asarray(by[j.name].gpus, dtype=np.int64) for j in jobs]
+    submit = np.array([float(j.submit_s) for j in jobs])
+    start = np.array([float(by[j.name].start_s) for j in jobs])
+    order = np.argsort(start, kind="stable")  # the plan's order on every GPU
+    for _ in range(rounds):
+        dur = evaluate(view, profiles, place, start_s=start).duration_s
+        free_at = np.full(fabric.num_gpus, -math.inf)
+        new = np.empty_like(start)
+        for j in order.tolist():
+            new[j] = max(submit[j], float(free_at[place[j]].max(initial=-math.inf)))
+            free_at[place[j]] = new[j] + dur[j]
+        done = np.allclose(new, start, rtol=0.0, atol=1e-9)
+        start = new
+        if done:
+            break
+    return start - submit + evaluate(view, profiles, place, start_s=start).duration_s
 
 
 TIERS = ("nic", "leaf-up", "spine-down")

@@ -105,7 +105,7 @@ def known_background(fabric: Fabric, check: SimCheck) -> KnownBackground | None:
 def check_in_simulator(base: Timeline, planner: Any, method: str, view: Any,
                         profiles: Sequence[JobProfile], fabric: Fabric, jobs: Sequence[Any], seed: int,
                         deadline: float | None, check: SimCheck, bg: KnownBackground | None,
-                        backfill: bool = False) -> tuple[Timeline, dict[str, Any]]:
+                        backfill: bool = False, order: str = "fifo") -> tuple[Timeline, dict[str, Any]]:
     """Candidate plans (the model's best first), each simulated; the least simulated mean JCT wins.
 
     Candidates: the plan made with the overrun tie-break, the plan made without it, and plans
@@ -123,7 +123,7 @@ def check_in_simulator(base: Timeline, planner: Any, method: str, view: Any,
             break
         tl = base if (slack_aware, shuffle, s, use_bg) == (True, False, seed, True) else run_timeline(
             planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(s), deadline,
-            slack_aware, shuffle, bg if use_bg else None, backfill)
+            slack_aware, shuffle, bg if use_bg else None, backfill, order=order)
         key = tuple(tuple(int(x) for x in g) for g in tl.gpus)
         if key in seen:
             continue

@@ -17,7 +17,10 @@ from flowherd.planning.batch import LeafCongestion, leaf_excess
 from flowherd.planning.heuristic import OVERRUN_SLACK
 from flowherd.planning.predict import JobProfile, _server_of, evaluate
 
-__all__ = ["LOOKAHEAD_SHARE", "Congestion", "KnownBackground", "Timeline", "run_timeline"]
+__all__ = ["LOOKAHEAD_SHARE", "ORDERS", "Congestion", "KnownBackground", "Timeline", "run_timeline"]
+
+# Queue orders of the timeline (`_Planning.reorder`): submission order, or least work first.
+ORDERS = ("fifo", "work")
 
 # The heuristic (an offline planner: it knows the arrivals) places a batch together with the jobs
 # submitted within this share of the batch's shortest predicted run: jobs that arrive a moment
@@ -66,17 +69,22 @@ class _Planning:
     def __init__(self, planner: Any, method: str, view: Any, profiles: Sequence[JobProfile],
                  num_gpus: int, rng: np.random.Generator, deadline: float | None, slack_aware: bool,
                  shuffle: bool, background: KnownBackground | None,
-                 congestion: Congestion | None = None):
+                 congestion: Congestion | None = None, order: str = "fifo"):
         self.planner, self.method, self.view, self.profiles = planner, method, view, profiles
         self.rng, self.deadline, self.slack_aware, self.shuffle = rng, deadline, slack_aware, shuffle
         self.background = background
         self.congestion = congestion
+        self.order = order
         self.held = 0
         self.server = _server_of(view)
         nj = len(profiles)
         self.nj = nj
         self.submit = np.array([p.submit_s for p in profiles])
         self.waiting = sorted(range(nj), key=lambda i: (profiles[i].submit_s, i))  # the queue, FIFO
+        self.work = np.array([p.world_size * (p.fixed_duration_s if p.fixed_duration_s is not None
+                                              else p.iterations * min(p.multi_server_s, p.single_server_s
+                                                                      or math.inf))
+                              for p in profiles])  # GPU-seconds at the least run time
         self.free = np.ones(num_gpus, dtype=bool)
         self.freed_at = np.full(num_gpus, -math.inf)  # predicted end of each GPU's last holder
         self.held_s = np.zeros(num_gpus)  # predicted run time of that holder
@@ -93,6 +101,17 @@ class _Planning:
         self.bounds: list[float] = []
         self.statuses: list[str] = []
         self.risk = 0.0
+
+    def reorder(self) -> None:
+        """Queue order now (``order``): "fifo" keeps submission order; "work" puts the jobs
+        submitted by now first, least predicted work (GPUs x least run time) first, then the
+        jobs not yet submitted in submission order (`ORDERS`)."""
+        if self.order == "fifo":
+            return
+        t, profiles = self.t, self.profiles
+        now = [i for i in self.waiting if profiles[i].submit_s <= t]
+        later = [i for i in self.waiting if profiles[i].submit_s > t]
+        self.waiting = sorted(now, key=lambda i: (self.work[i], profiles[i].submit_s, i)) + later
 
     def slack_now(self) -> np.ndarray:
         """Each GPU's slack now: the overrun of its last holder, as a fraction of its predicted
@@ -294,7 +313,8 @@ class _Planning:
 def run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobProfile], num_gpus: int,
                  rng: np.random.Generator, deadline: float | None, slack_aware: bool,
                  shuffle: bool = False, background: KnownBackground | None = None,
-                 backfill: bool = False, congestion: Congestion | None = None) -> Timeline:
+                 backfill: bool = False, congestion: Congestion | None = None,
+                 order: str = "fifo") -> Timeline:
     """The planning timeline of `flowherd.planning.plan` with one method (``backfill``: EASY).
 
     Args:
@@ -314,10 +334,11 @@ def run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPro
             until running jobs end; None: no guard.
     """
     run = _Planning(planner, method, view, profiles, num_gpus, rng, deadline, slack_aware, shuffle,
-                    background, congestion)
+                    background, congestion, order)
     while run.waiting:
-        run.t = max(run.t, profiles[run.waiting[0]].submit_s)
+        run.t = max(run.t, min(profiles[i].submit_s for i in run.waiting))
         run.release_ended()
+        run.reorder()
         batch = run.fifo_batch()
         if batch:
             placed = run.place(batch)

@@ -372,7 +372,7 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                           f"{on_controller_error!r} (controller.on_error)")
     if controller is not None:
         sim.hook = ControlHook(controller, fabric, eng, on_error=on_controller_error, seed=int(seed),
-                               levers=levers)
+                               levers=levers, pacers=pacing.pacer_of if pacing is not None else None)
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, i))
     for i in order:
         run = sim.runs[i]

@@ -102,11 +102,14 @@ class ControlHook:
         history_iterations: Recent iterations a job's period estimate averages.
         levers: The grant (`Levers`, a name of `GRANTS`, a mapping of `Levers` fields; None:
             ``buffer``).
+        pacers: ``(src GPU, dst GPU)`` -> the link id of the pair's host pacer
+            (`flowherd.sim.pacing.Pacing.pacer_of`), or None: a route the controller chooses
+            keeps the pair's pacer (a plan's rate cap is the host's, not the path's).
     """
 
     def __init__(self, controller, fabric, engine, *, on_error: str = "skip", seed: int = 0,
                  max_pairs_for_paths: int = 64, max_paths: int = 8, history_iterations: int = 3,
-                 levers: Levers | str | None = None):
+                 levers: Levers | str | None = None, pacers=None):
         if on_error not in ON_CONTROLLER_ERROR:
             raise ConfigError(f"on_controller_error must be one of {ON_CONTROLLER_ERROR}, got {on_error!r} "
                               "(controller.on_error)")
@@ -136,6 +139,7 @@ class ControlHook:
         self._index = None
         self._cpm: dict[int, tuple] = {}
         self._cap = np.asarray(fabric.link_capacity_bytes_per_s, dtype=np.float64)
+        self._pacers = dict(pacers or {})
         controller.reset(int(seed))
 
     # -- job life ---------------------------------------------------------------------------------
@@ -270,19 +274,25 @@ class ControlHook:
             return ()
         return tuple(out)
 
-    def _routes_for(self, d: Decision, cands) -> object:
+    def _routes_for(self, d: Decision, cands, src=None, dst=None) -> object:
+        """The routes of ``d``'s path choice over ``cands``; a pair with a host pacer (``pacers``)
+        keeps it (fraction 1, after the path's links, as `flowherd.sim.pacing.PacedRouter` puts it)."""
         from flowherd.routing.base import Routes
 
         lat = np.asarray(self.fabric.link_latency_s, dtype=np.float64)
         links, fracs, ptr, lats = [], [], [0], []
+        pacer = ([self._pacers.get((int(a), int(b))) for a, b in zip(src, dst, strict=True)]
+                 if self._pacers and src is not None else [None] * len(cands))
         for i, paths in enumerate(cands):
             if d.path_choice is not None:  # one path: its links, whole (the one-hot row below, faster)
                 p = paths[d.path_choice[i]]
                 ls = p.tolist()
+                if pacer[i] is not None:
+                    ls = [*ls, pacer[i]]
                 links.extend(ls)
                 fracs.extend([1.0] * len(ls))
                 ptr.append(ptr[-1] + len(ls))
-                lats.append(float(lat[p].sum()) if ls else 0.0)
+                lats.append(float(lat[p].sum()) if len(p) else 0.0)
                 continue
             share = (np.eye(len(paths))[d.path_choice[i]] if d.path_choice is not None
                      else np.asarray(d.path_splits[i], dtype=np.float64))
@@ -294,6 +304,8 @@ class ControlHook:
                 for lk in p.tolist():
                     acc[lk] = acc.get(lk, 0.0) + s
                 worst = max(worst, float(lat[p].sum()))
+            if pacer[i] is not None:
+                acc[pacer[i]] = 1.0
             links.extend(acc)
             fracs.extend(min(1.0, v) for v in acc.values())
             ptr.append(ptr[-1] + len(acc))
@@ -422,7 +434,7 @@ class _Walk:
         delay = 0.0 if d is None else float(d.delay_s)
         routes = t.routes
         if d is not None and (d.path_choice is not None or d.path_splits is not None):
-            routes = hook._routes_for(d, cands)
+            routes = hook._routes_for(d, cands, t.src, t.dst)
         if tr is not None:
             tr.windows[i] = [now + delay - self.start_s, math.nan]
         if self.fid == "step":

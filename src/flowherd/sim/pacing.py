@@ -20,8 +20,9 @@ queues, marks or pauses are the paced ones. That is the point of pacing.
 
 Scope: the pacers pace the flows the cluster's router routes (the jobs' collectives, and the
 private probes of the ``phase`` fidelity); `flowherd.sim.cluster.simulate_cluster` routes the
-background with the router it was given, unpaced. A controller that re-routes a flow replaces
-its route, pacer included.
+background with the router it was given, unpaced. A controller granted paths that re-routes a
+flow keeps its pacer (`flowherd.sim.control_api.ControlHook`, ``pacers``): the cap is the
+host's, whichever path the flow takes.
 """
 
 from __future__ import annotations
