@@ -260,6 +260,21 @@ def _paths(point: DecisionPoint, view: NetworkView, params: HerdParams,
     return _least_loaded(point, load + 1e-6 * view.link_utilization)
 
 
+def _link_lists(view: NetworkView) -> tuple[list[float], list[float], list[float]]:
+    """Per link its unused capacity, its capacity and its flows as plain floats: a few links per
+    path, where numpy's per-call cost would dominate (same values)."""
+    cap = view.link_capacity_bytes_per_s
+    return ((cap * (1.0 - view.link_utilization)).tolist(), cap.tolist(),
+            view.link_flows.astype(np.float64).tolist())
+
+
+def _path_rates(paths: list[list[int]], free: list[float], capl: list[float], n: list[float],
+                empty: float) -> list[float]:
+    """Per path the rate a new flow gets on its slowest link (per link the larger of its unused
+    capacity and ``C / (n + 1)``); ``empty`` for a path of no link."""
+    return [min(max(free[lk], capl[lk] / (n[lk] + 1.0)) for lk in p) if p else empty for p in paths]
+
+
 def _widest_share(point: DecisionPoint, view: NetworkView) -> tuple[int, ...]:
     """Per pair, the candidate path whose slowest link gives a new flow the largest rate: on each
     link the larger of its unused capacity and its max-min share ``C / (n + 1)`` with the ``n``
@@ -268,16 +283,11 @@ def _widest_share(point: DecisionPoint, view: NetworkView) -> tuple[int, ...]:
     the pace of its slowest flow, and a link fully used by one elastic flow (utilization 1, which
     is all the `adaptive` baseline sees) still gives a newcomer half of it, while a link shared by
     five gives a sixth."""
-    # plain floats: a few links per path, where numpy's per-call cost would dominate (same values)
-    cap = view.link_capacity_bytes_per_s
-    free = (cap * (1.0 - view.link_utilization)).tolist()
-    capl = cap.tolist()
-    n = view.link_flows.astype(np.float64).tolist()
+    free, capl, n = _link_lists(view)
     choice = []
     for cands in point.candidate_paths:
         paths = [p.tolist() for p in cands]
-        rates = [min(max(free[lk], capl[lk] / (n[lk] + 1.0)) for lk in p) if p else math.inf
-                 for p in paths]
+        rates = _path_rates(paths, free, capl, n, math.inf)
         k = max(range(len(rates)), key=rates.__getitem__)  # first of the widest: deterministic ties
         choice.append(k)
         for lk in paths[k]:
@@ -298,14 +308,11 @@ def share_splits(point: DecisionPoint, view: NetworkView) -> tuple[tuple[float, 
     back, where choosing puts the pair on the widest path alone."""
     if point.kind != "collective" or not point.candidate_paths or view.link_flows is None:
         return None
-    cap = view.link_capacity_bytes_per_s
-    free = (cap * (1.0 - view.link_utilization)).tolist()
-    capl = cap.tolist()
-    n = view.link_flows.astype(np.float64).tolist()
+    free, capl, n = _link_lists(view)
     out = []
     for cands in point.candidate_paths:
         paths = [p.tolist() for p in cands]
-        rates = [min(max(free[lk], capl[lk] / (n[lk] + 1.0)) for lk in p) if p else 1.0 for p in paths]
+        rates = _path_rates(paths, free, capl, n, 1.0)
         tot = sum(rates)
         fr = [r / tot for r in rates] if tot > 0 else [1.0 / len(paths)] * len(paths)
         out.append(tuple(fr))

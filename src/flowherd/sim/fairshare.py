@@ -38,7 +38,9 @@ _EPS = 1e-12
 
 # ---- a binary min-heap of (key, link) in two arrays --------------------------------
 @kernel(inline="always")
-def _heap_push(hk, hl, n, key, lnk):
+def heap_push_pair(hk, hl, n, key, lnk):
+    """Push ``(key, lnk)`` on the heap ``hk, hl`` of ``n`` entries (the caller keeps room; ties by
+    the second array); returns the new size. `flowherd.sim.flow_heap` keeps its ends with it."""
     i = n
     while i > 0:
         p = (i - 1) >> 1
@@ -97,7 +99,7 @@ def _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn):
         hl2[:hn] = hl[:hn]
         hk, hl = hk2, hl2
     hkey[bj] = best
-    return hk, hl, _heap_push(hk, hl, hn, best, bj)
+    return hk, hl, heap_push_pair(hk, hl, hn, best, bj)
 
 
 @kernel

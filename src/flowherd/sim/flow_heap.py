@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from flowherd.sim.aot import kernel
+from flowherd.sim.fairshare import heap_push_pair
 
 __all__ = ["fh_build", "fh_push", "fh_soonest", "fh_take_done", "squeeze"]
 
@@ -52,17 +53,7 @@ def _sift_down(ht, hf, hn, i):
 @kernel
 def fh_push(ht, hf, hn, t, f):
     """Push ``(t, f)`` (the caller keeps room); returns the new size."""
-    i = hn
-    while i > 0:
-        p = (i - 1) >> 1
-        if ht[p] < t or (ht[p] == t and hf[p] <= f):
-            break
-        ht[i] = ht[p]
-        hf[i] = hf[p]
-        i = p
-    ht[i] = t
-    hf[i] = f
-    return hn + 1
+    return heap_push_pair(ht, hf, hn, t, f)
 
 
 @kernel
