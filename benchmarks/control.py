@@ -115,11 +115,14 @@ def run_one(task: tuple) -> dict:
     from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
 
-    level, path, label, name, params, seed, grant, network = task
+    level, path, label, name, params, seed, grant, network, *rest = task
+    background = rest[0] if rest else True
     base = read_scenario_mapping(str(path))
     source = {**base, "seed": int(seed), "controller": {"name": name, "params": params, "levers": grant}}
     if network is not None:
         source["network"] = network
+    if not background:  # --no-background: the decomposition's runs (what the background costs)
+        source["workload"] = {k: v for k, v in base["workload"].items() if k != "background"}
     t0 = time.perf_counter()
     run = run_scenario(scenario_from_mapping(source), solo=True)
     wall = time.perf_counter() - t0
@@ -130,11 +133,12 @@ def run_one(task: tuple) -> dict:
     alone = [j["iterations_planned"] * j["solo_iteration_s"] for j in run.jobs
              if j["solo_iteration_s"] is not None and j["iterations_planned"]]
     detail = [{"name": r.name, "submit_s": r.submit_s, "start_s": r.start_s, "finish_s": r.finish_s,
-               "gpus": len(r.gpus), "iterations": int(r.iterations_planned),
+               "gpus": len(r.gpus), "gpu_ids": [int(g) for g in r.gpus],
+               "iterations": int(r.iterations_planned),
                "solo_iteration_s": j["solo_iteration_s"]}
               for r, j in zip(c.jobs, run.jobs, strict=True)]
     return {"scenario": level, "controller": label, "seed": int(seed), "grant": grant,
-            "network": network or "scenario",
+            "network": network or "scenario", **({} if background else {"background": "off"}),
             "isolated_jct_s": float(np.mean(alone)) if alone else math.nan,
             "queue_bound_jct_s": queue_bound_jct_s(detail, c.horizon_s, int(run.scenario.fabric.num_gpus)),
             "mean_wait_s": float(np.mean([min(d["start_s"] if d["start_s"] is not None else c.horizon_s,
@@ -298,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the levers every controller may use (flowherd.sim.control_api.GRANTS)")
     ap.add_argument("--network", default=None, help="network model of every run: ideal, roce, tcp "
                     "(default: the scenario's)")
+    ap.add_argument("--no-background", action="store_true",
+                    help="run without the scenarios' background traffic (rows marked background: off; "
+                    "the isolated bound has none either way): what the background's share of the links costs")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
     ap.add_argument("--json-out", type=Path, default=None, help="write every run's figures here")
     ap.add_argument("--reuse", type=Path, default=None,
@@ -314,8 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     levels = {s: (SCENARIOS[s] if s in SCENARIOS else Path(s)) for s in args.scenarios}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     # seed by seed: a benchmark stopped early (--json-out keeps every run) has whole paired seeds
-    tasks = [(lvl, path, label, name, params, sd, args.grant, args.network) for lvl, path in levels.items()
-             for sd in seeds for label, name, params in ctrls]
+    bg = not args.no_background
+    tasks = [(lvl, path, label, name, params, sd, args.grant, args.network, bg)
+             for lvl, path in levels.items() for sd in seeds for label, name, params in ctrls]
     print(f"{len(tasks)} runs: {len(levels)} scenarios x {len(ctrls)} controllers x {args.seeds} seeds, "
           f"grant {args.grant!r}, network {args.network or 'of the scenario'}, {args.workers} workers",
           flush=True)
@@ -324,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.reuse is not None:
         net = args.network or "scenario"
         done = {(r["scenario"], r["controller"], r["seed"], r.get("grant", "buffer")): r
-                for r in json.loads(args.reuse.read_text()) if r.get("network", "scenario") == net}
+                for r in json.loads(args.reuse.read_text()) if r.get("network", "scenario") == net
+                and (r.get("background", "on") == "on") == bg}
 
         def earlier(t: tuple) -> dict | None:
             """The same run under this grant, or under another grant it cannot tell apart."""
@@ -340,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in tasks if t not in noop]
     have = {(r["scenario"], r["seed"]) for r in rows if r["controller"] == "none"}
     missing = {(t[0], t[5]) for t in noop} - have
-    tasks += [t for t in ((lvl, levels[lvl], "none", "none", {}, sd, args.grant, args.network)
+    tasks += [t for t in ((lvl, levels[lvl], "none", "none", {}, sd, args.grant, args.network, bg)
                           for lvl, sd in sorted(missing)) if t not in tasks]
     if noop:
         print(f"  {len(noop)} runs are no control's by construction under {args.grant!r} (NO_OP)", flush=True)
@@ -360,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         base = np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
                          if r["controller"] == "none"])
         print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}, grant {args.grant!r}, network "
-              f"{args.network or 'of the scenario'}: mean +- 95% CI over seeds ==")
+              f"{args.network or 'of the scenario'}{'' if bg else ', no background'}: "
+              "mean +- 95% CI over seeds ==")
         iso = [r["isolated_jct_s"] for r in sub if r["controller"] == "none"]
         if iso:
             im, ih = ci95(iso)
