@@ -11,24 +11,30 @@ mean JCT with two measured limits and one relaxation:
   `flowherd` policy's least-contended paths (``alone_bg_s``). No other job shares the fabric, so
   nothing a controller does about other jobs can make it faster; a job that never started in
   that run is placed by the scenario's placer on the idle fabric.
-* **The shared tier**: each job's bytes per iteration on the leaf-spine links (``tier_bytes``,
-  measured alone without background; a path choice does not change it in a leaf-spine, where
-  every cross-leaf byte crosses one uplink and one downlink whichever spine it takes) and the
-  background's average bytes per second there (``bg_tier_bytes_per_s``). Whatever the
-  controller, the jobs running at a moment carry at most the tier's capacity minus the
-  background's average on it: ``sum_j r_j tier_bytes_j <= C - B`` (``r_j`` iterations per
-  second). This relaxes every per-link limit into one pooled one, and the background's bytes
-  into their average (a controller cannot make them fewer, only later, at their FCT's cost).
+* **The leaves' uplinks and downlinks**: each job's bytes per iteration on each leaf's uplinks
+  and on each leaf's downlinks (a *group*; ``group_bytes``, measured alone without background;
+  in a leaf-spine every cross-leaf byte leaves its source leaf by one of its uplinks and enters
+  its destination leaf by one of its downlinks whichever spine carries it, so no path choice
+  changes a group's bytes) and the background's average bytes per second on each group
+  (``bg_group_bytes_per_s``). Whatever the controller, the jobs running at a moment carry at
+  most a group's capacity minus the background's average there:
+  ``sum_j r_j group_bytes_j[g] <= C_g - B_g`` (``r_j`` iterations per second). This relaxes the
+  per-link limits into one per group (as if the spine choice balanced every byte perfectly) and
+  the background's bytes into their average (a controller cannot make them fewer, only later,
+  at their FCT's cost).
 * **The queue**: the run's strict FIFO queue for GPUs (as `control.queue_bound_jct_s`).
 
 The fluid replay then runs every job at the largest rates these allow, in two orders: ``fair``
-(every running job slowed by the same factor: what a perfectly balanced max-min network gives
-jobs that all send all the time) and ``srpt`` (the job with the least time left first, up to
-its speed: the order that minimizes the mean completion time on one shared resource, Schrage
-1968; the buffer grant can only approach it by delays, which idle the delayed job's GPUs). The
-``fair`` row is the estimate of a perfect delay-and-paths controller; ``srpt`` is looser still.
-Both ignore the per-link limits and the max-min losses (a pair's flow is held by its most
-contended link) that keep the measured tier under 90% busy, so they are optimistic.
+(max-min fair in the share of its own speed each job gets, by progressive filling: what a
+perfectly balanced network gives jobs that all send all the time) and ``srpt`` (the job with
+the least time left first, up to its speed: the order that minimizes the mean completion time on
+one shared resource, Schrage 1968; the buffer grant can only approach it by delays, which idle
+the delayed job's GPUs). The ``fair`` row is the estimate of a perfect delay-and-paths
+controller; ``srpt`` is looser still. Both ignore the per-link limits and the max-min losses (a
+pair's flow is held by its most contended link, and a background flow hashed to a link stays
+there) that keep the measured leaf-spine tier under 90% busy, so they are optimistic: a
+controller that reaches them is perfect; falling short of them does not show that a controller
+can do better.
 
     python benchmarks/control_ceiling.py --runs benchmarks/results/control_roce_heavy.json \
         --scenario heavy --network roce --seeds 5
@@ -50,25 +56,37 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from control import SCENARIOS, ci95  # noqa: E402  (the benchmark beside this script)
 
-ITERS_BYTES = 2  # iterations alone without background to count a job's tier bytes
+ITERS_BYTES = 2  # iterations alone without background to count a job's leaf-group bytes
 ITERS_SPEED = 6  # iterations alone with the background to time it (the first is dropped)
 HORIZON_S = 120.0  # a lone job's run ends before this (its iterations at a few seconds each)
 
 
-def _tier_links(fabric) -> np.ndarray:
+def leaf_groups(fabric) -> tuple[np.ndarray, np.ndarray, int]:
+    """The leaf-spine links, each one's group (a leaf's uplinks, or its downlinks) and the number
+    of groups. Every cross-leaf byte leaves its source leaf on one of that leaf's uplinks and
+    enters its destination leaf on one of its downlinks whichever spine carries it, so a group's
+    bytes do not depend on the paths chosen."""
     from flowherd.sim.cluster_background import link_tiers
 
     names, tier = link_tiers(fabric)
-    return np.flatnonzero(tier == list(names).index("leaf-spine"))
+    links = np.flatnonzero(tier == list(names).index("leaf-spine"))
+    src, dst = np.asarray(fabric.link_src)[links], np.asarray(fabric.link_dst)[links]
+    up = np.asarray(fabric.node_tier)[src] == 2
+    leaf = np.where(up, src, dst)
+    leaves = np.unique(leaf)
+    group = np.searchsorted(leaves, leaf) * 2 + (~up).astype(np.int64)
+    return links, group, 2 * leaves.size
 
 
-def measure_job(scenario, spec, gpus, tier: np.ndarray) -> dict:
-    """One job alone: its leaf-spine bytes per iteration (no background) and its iteration time
-    with the scenario's background under the flowherd policy, on ``gpus`` (None: the scenario's
-    placer on the idle fabric)."""
+def measure_job(scenario, spec, gpus, groups: tuple[np.ndarray, np.ndarray, int]) -> dict:
+    """One job alone: its bytes per iteration on each leaf group (no background) and its
+    iteration time with the scenario's background under the flowherd policy, on ``gpus`` (None:
+    the scenario's placer on the idle fabric); and the background's bytes per second per group."""
     from flowherd.control import make_controller
     from flowherd.sim.cluster import JobRequest, simulate_cluster
     from flowherd.sim.network import use_network
+
+    links, group, n = groups
 
     def run(iterations: int, background, controller):
         short = dataclasses.replace(spec, name="alone", submit_s=0.0, iterations=iterations)
@@ -80,24 +98,26 @@ def measure_job(scenario, spec, gpus, tier: np.ndarray) -> dict:
                                     placements=None if gpus is None else {"alone": tuple(gpus)},
                                     controller=controller, levers="buffer")
 
+    def per_group(res) -> np.ndarray:
+        return np.bincount(group, weights=np.asarray(res.link_bytes, dtype=float)[links], minlength=n)
+
     bare = run(ITERS_BYTES, None, None)
     done = len(bare.jobs[0].iteration_s)
-    tier_bytes = float(bare.link_bytes[tier].sum()) / max(done, 1)
+    group_bytes = per_group(bare) / max(done, 1)
     with_bg = run(ITERS_SPEED, scenario.background, make_controller("flowherd"))
     it = np.asarray(with_bg.jobs[0].iteration_s, dtype=float)
-    rec = with_bg.jobs[0]
     end = float(with_bg.util_bin_edges_s[-1])  # the run goes on to the horizon (the background does)
-    job_tier = tier_bytes * it.size
-    bg_rate = max(float(with_bg.link_bytes[tier].sum()) - job_tier, 0.0) / end
-    return {"tier_bytes": tier_bytes, "alone_bg_s": float(it[1:].mean() if it.size > 1 else it.mean()),
-            "bg_tier_bytes_per_s": bg_rate, "gpus": len(rec.gpus)}
+    bg = np.maximum(per_group(with_bg) - group_bytes * it.size, 0.0) / end
+    return {"group_bytes": group_bytes, "alone_bg_s": float(it[1:].mean() if it.size > 1 else it.mean()),
+            "bg_group_bytes_per_s": bg, "gpus": len(with_bg.jobs[0].gpus)}
 
 
-def fluid_jct_s(jobs: list[dict], horizon_s: float, num_gpus: int, capacity: float, order: str) -> float:
+def fluid_jct_s(jobs: list[dict], horizon_s: float, num_gpus: int, capacity: np.ndarray, order: str) -> float:
     """Mean JCT (censored at the horizon) of the fluid replay (module docstring): strict FIFO for
     GPUs; running job ``j`` at rate ``r_j <= 1 / alone_bg_s`` iterations per second with
-    ``sum r_j tier_bytes_j <= capacity``, shared ``fair`` (one slowdown factor for all) or
-    ``srpt`` (least time left first)."""
+    ``sum_j r_j group_bytes_j[g] <= capacity[g]`` on every group ``g``, shared ``fair`` (max-min
+    fair in the share of its own speed each job gets, by progressive filling) or ``srpt`` (least
+    time left first, each up to its speed)."""
     queue = sorted((j for j in jobs if j["submit_s"] < horizon_s), key=lambda j: j["submit_s"])
     left = {id(j): float(j["iterations"]) for j in queue}
     running: list[dict] = []
@@ -106,10 +126,9 @@ def fluid_jct_s(jobs: list[dict], horizon_s: float, num_gpus: int, capacity: flo
     while now < horizon_s and (nxt < len(queue) or running):
         while nxt < len(queue) and queue[nxt]["submit_s"] <= now + 1e-12 and queue[nxt]["gpus"] <= free:
             free -= queue[nxt]["gpus"]
-            queue[nxt]["start_s"] = now
             running.append(queue[nxt])
             nxt += 1
-        rates = _rates(running, left, capacity, order)
+        rates = _rates(running, left, np.asarray(capacity, dtype=float), order)
         # the next event: a job ends, or the queue's head is submitted (it may then fit)
         t_end = min((left[id(j)] / rates[id(j)] for j in running if rates[id(j)] > 0), default=math.inf)
         head = queue[nxt]["submit_s"] if nxt < len(queue) else math.inf
@@ -125,18 +144,33 @@ def fluid_jct_s(jobs: list[dict], horizon_s: float, num_gpus: int, capacity: flo
     return float(np.mean([min(done.get(id(j), horizon_s), horizon_s) - j["submit_s"] for j in queue]))
 
 
-def _rates(running: list[dict], left: dict, capacity: float, order: str) -> dict[int, float]:
-    cap = {id(j): 1.0 / j["alone_bg_s"] for j in running}
-    need = sum(cap[id(j)] * j["tier_bytes"] for j in running)
-    if order == "fair" or need <= capacity:
-        f = 1.0 if need <= capacity else capacity / need
-        return {k: v * f for k, v in cap.items()}
-    out, room = {}, capacity
-    for j in sorted(running, key=lambda j: left[id(j)] * j["alone_bg_s"]):
-        r = cap[id(j)] if j["tier_bytes"] <= 0 else min(cap[id(j)], room / j["tier_bytes"])
-        out[id(j)] = r
-        room -= r * j["tier_bytes"]
-    return out
+def _rates(running: list[dict], left: dict, capacity: np.ndarray, order: str) -> dict[int, float]:
+    """Iterations per second of each running job (`fluid_jct_s`)."""
+    # demand[j, g]: bytes per second job j puts on group g at its own speed
+    demand = np.array([np.asarray(j["group_bytes"], dtype=float) / j["alone_bg_s"] for j in running])
+    demand = demand.reshape(len(running), capacity.size)
+    x = np.zeros(len(running))  # the share of its own speed each job gets
+    room = capacity.copy()
+    if order == "srpt":
+        for i in sorted(range(len(running)), key=lambda i: left[id(running[i])] * running[i]["alone_bg_s"]):
+            on = demand[i] > 0
+            x[i] = min(1.0, float(np.min(room[on] / demand[i, on]))) if on.any() else 1.0
+            room = np.maximum(room - x[i] * demand[i], 0.0)
+    else:  # progressive filling: raise every unfrozen job's share together until a group fills
+        active = np.ones(len(running), dtype=bool)
+        while active.any():
+            load = demand[active].sum(axis=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = np.where(load > 0, room / load, math.inf)
+            t = min(float(step.min()), float((1.0 - x[active]).min()))
+            x[active] += t
+            room = np.maximum(room - t * load, 0.0)
+            full = (load > 0) & (room <= 1e-9 * np.maximum(capacity, 1.0))
+            frozen = active & ((x >= 1.0 - 1e-12) | (demand[:, full] > 0).any(axis=1))
+            if not frozen.any():
+                break
+            active &= ~frozen
+    return {id(j): x[i] / j["alone_bg_s"] for i, j in enumerate(running)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,8 +199,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         sc = scenario_from_mapping({**base, "seed": sd, "network": args.network,
                                     "controller": {"name": "flowherd", "levers": "buffer"}})
-        tier = _tier_links(sc.fabric)
-        capacity = float(np.asarray(sc.fabric.link_capacity_bytes_per_s)[tier].sum())
+        groups = leaf_groups(sc.fabric)
+        links, group, ng = groups
+        cap = np.asarray(sc.fabric.link_capacity_bytes_per_s, dtype=float)
+        capacity = np.bincount(group, weights=cap[links], minlength=ng)
         detail = {d["name"]: d for d in of[args.placements_of]["job_detail"]}
         cache: dict = {}
         jobs = []
@@ -175,29 +211,31 @@ def main(argv: list[str] | None = None) -> int:
             gpus = tuple(d.get("gpu_ids") or ()) or None
             key = (repr(dataclasses.replace(spec, name="k", tenant="k", submit_s=0.0, iterations=1)), gpus)
             if key not in cache:
-                cache[key] = measure_job(sc, spec, gpus, tier)
+                cache[key] = measure_job(sc, spec, gpus, groups)
             m = cache[key]
             jobs.append({"name": spec.name, "submit_s": spec.submit_s, "gpus": m["gpus"],
                          "iterations": int(spec.iterations), **m})
-        bg = float(np.median([j["bg_tier_bytes_per_s"] for j in jobs]))
+        bg = np.median([j["bg_group_bytes_per_s"] for j in jobs], axis=0)  # the same background each time
         n, iso = of["none"]["mean_jct_s"], of["none"]["isolated_jct_s"]
         qb = min(r["queue_bound_jct_s"] for r in of.values())
         res = {o: fluid_jct_s([dict(j) for j in jobs], float(sc.horizon_s), int(sc.fabric.num_gpus),
-                              capacity - bg, o) for o in ("fair", "srpt")}
+                              np.maximum(capacity - bg, 0.0), o) for o in ("fair", "srpt")}
         share = {o: 100 * (n - v) / (n - iso) for o, v in res.items()}
         share["queue"] = 100 * (n - qb) / (n - iso)
         for k, v in share.items():
             closed[k].append(v)
         got = {lab: 100 * (n - r["mean_jct_s"]) / (n - iso) for lab, r in of.items()}
-        print(f"seed {sd}: none {n:.2f} s, isolated {iso:.2f}, queue-aware bound {qb:.2f}; tier capacity "
-              f"{capacity / 1e9:.0f} GB/s, background on it {bg / 1e9:.1f} GB/s "
-              f"({100 * bg / capacity:.0f}%); "
+        print(f"seed {sd}: none {n:.2f} s, isolated {iso:.2f}, queue-aware bound {qb:.2f}; leaf groups "
+              f"{capacity.mean() / 1e9:.0f} GB/s each, the background {100 * bg.min() / capacity.mean():.0f}-"
+              f"{100 * bg.max() / capacity.mean():.0f}% of one; "
               f"fluid fair {res['fair']:.2f} s ({share['fair']:+.1f}% of the gap), srpt {res['srpt']:.2f} s "
               f"({share['srpt']:+.1f}%), queue-aware {share['queue']:+.1f}%; runs: "
               + ", ".join(f"{lab} {v:+.1f}%" for lab, v in sorted(got.items()) if lab != "none"), flush=True)
         for j in jobs:
-            print(f"    {j['name']:<14} {j['gpus']:>3} GPUs  {j['iterations']:>3} it  tier "
-                  f"{j['tier_bytes'] / 1e9:6.2f} GB/it  alone with background {j['alone_bg_s']:.3f} s/it")
+            print(f"    {j['name']:<14} {j['gpus']:>3} GPUs  {j['iterations']:>3} it  leaf-spine "
+                  f"{j['group_bytes'].sum() / 1e9:6.2f} GB/it over {int((j['group_bytes'] > 0).sum())} "
+                  "groups  "
+                  f"alone with background {j['alone_bg_s']:.3f} s/it")
     print("\nshare of the gap between no control and the isolated bound, mean +- 95% CI over seeds:")
     for k, v in closed.items():
         if v:
