@@ -21,7 +21,8 @@ share of the gap between no control and that bound that a controller closes. The
 bound (`queue_bound_jct_s`) keeps the cluster's FIFO queue for GPUs and lets every job run at its
 solo speed: no network controller does better, so "gap (queue)", the share of the gap to it that
 a controller closes, is the part of the gap a controller can be asked for. Each run's per-job
-submit, start, finish, GPUs, iterations and solo iteration time are in the JSON (``job_detail``),
+submit, start, finish, GPUs (their count and ids), iterations and solo iteration time are in the
+JSON (``job_detail``; `control_ceiling.py` reads the ids to time each job alone on its GPUs),
 and each table is followed by where the mean JCT goes (`breakdown`): the wait in the queue for
 GPUs, the run at solo speed and the rest of the run (contention), per job. The solo iteration
 time is measured on a private engine (`flowherd.sim.cluster_runs`): the fabric's ideal max-min
@@ -31,6 +32,10 @@ share of the links and the network model's losses too.
     python benchmarks/control.py --reuse benchmarks/results/control_roce.json \
         --scenarios heavy --controllers none adaptive cassini crux sincronia varys mltcp \
         interleave flowherd --network roce          # the stored runs' tables, nothing re-run
+
+--no-background runs the scenarios without their background traffic (the rows say
+``background: off``; the isolated bound has none either way): what the background's share of the
+links, which no delay or path takes from it, costs each controller.
 
 With --model, the learning curve saved next to each model (MODEL_curve.csv, by `flowherd train`)
 is printed too. Evaluation seeds default to 0..4: train models on other seeds
@@ -108,6 +113,14 @@ def no_op_rows(tasks: list[tuple], rows: list[dict]) -> list[dict]:
         if n is not None:
             out.append({**n, "controller": t[2], "grant": t[6], "same_run_as": "none", "refused": None})
     return out
+
+
+def reusable(rows: list[dict], network: str, background: bool) -> dict[tuple, dict]:
+    """The runs of an earlier --json-out that a benchmark on ``network`` (a model's name, or
+    "scenario") with or without the background can take, by (scenario, controller, seed, grant):
+    a run without the background is marked ``background: off``, one without the mark had it."""
+    return {(r["scenario"], r["controller"], r["seed"], r.get("grant", "buffer")): r for r in rows
+            if r.get("network", "scenario") == network and (r.get("background", "on") == "on") == background}
 
 
 def run_one(task: tuple) -> dict:
@@ -331,9 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     if args.reuse is not None:
         net = args.network or "scenario"
-        done = {(r["scenario"], r["controller"], r["seed"], r.get("grant", "buffer")): r
-                for r in json.loads(args.reuse.read_text()) if r.get("network", "scenario") == net
-                and (r.get("background", "on") == "on") == bg}
+        done = reusable(json.loads(args.reuse.read_text()), net, bg)
 
         def earlier(t: tuple) -> dict | None:
             """The same run under this grant, or under another grant it cannot tell apart."""

@@ -56,3 +56,16 @@ def test_a_no_op_controllers_rows_are_no_controls_of_the_same_scenario_and_seed(
     assert (got[0]["controller"], got[0]["seed"], got[0]["mean_jct_s"]) == ("crux", 0, 10.0)
     assert got[0]["same_run_as"] == "none" and got[0]["refused"] is None
     assert bench.NO_OP["mltcp"] == ("buffer",)  # MLTCP's weights apply under weighted
+
+
+def test_runs_without_the_background_are_reused_only_by_a_benchmark_without_it():
+    rows = [{"scenario": "heavy", "controller": "none", "seed": 0, "grant": "buffer", "network": "roce"},
+            {"scenario": "heavy", "controller": "none", "seed": 0, "grant": "buffer", "network": "roce",
+             "background": "off", "mean_jct_s": 1.0},
+            {"scenario": "heavy", "controller": "none", "seed": 1, "network": "ideal"}]
+    on = bench.reusable(rows, "roce", True)
+    off = bench.reusable(rows, "roce", False)
+    key = ("heavy", "none", 0, "buffer")
+    assert list(on) == [key] and "background" not in on[key]
+    assert off[key]["mean_jct_s"] == 1.0
+    assert bench.reusable(rows, "ideal", True) == {("heavy", "none", 1, "buffer"): rows[2]}
