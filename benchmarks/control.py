@@ -136,9 +136,9 @@ def run_one(task: tuple) -> dict:
         source["network"] = network
     if not background:  # --no-background: the decomposition's runs (what the background costs)
         source["workload"] = {k: v for k, v in base["workload"].items() if k != "background"}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run = run_scenario(scenario_from_mapping(source), solo=True)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     jct = run.cluster.censored_jct_s()
     finished = sum(r.finish_s is not None for r in run.cluster.jobs)
     c = run.cluster
@@ -165,6 +165,7 @@ def run_one(task: tuple) -> dict:
             "jobs": int(jct.size), "finished": int(finished),
             "decision_us": 1e6 * c.decision_wall_s / c.num_decisions if c.num_decisions else 0.0,
             "decisions": int(c.num_decisions), "issues": len(c.controller_issues), "wall_s": wall,
+            "cpu_s": cpu,
             "bg_mean_fct_s": bg["mean_fct_s"] if bg["mean_fct_s"] is not None else math.nan,
             "bg_p99_fct_s": bg["p99_fct_s"] if bg["p99_fct_s"] is not None else math.nan,
             "tenant_jain": run.summary["tenant_jain"] if run.summary["tenant_jain"] is not None else math.nan,
