@@ -1,6 +1,7 @@
 """The control benchmark's accounting of where the mean JCT goes (benchmarks/control.py)."""
 
 import importlib.util
+import math
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,15 @@ def test_runs_without_the_background_are_reused_only_by_a_benchmark_without_it()
     assert list(on) == [key] and "background" not in on[key]
     assert off[key]["mean_jct_s"] == 1.0
     assert bench.reusable(rows, "ideal", True) == {("heavy", "none", 1, "buffer"): rows[2]}
+
+
+def test_a_run_without_the_background_has_no_background_flows_and_records_the_gpu_ids():
+    tiny = Path(__file__).resolve().parents[2] / "scenarios" / "tiny.yaml"
+    task = ("tiny", tiny, "none", "none", {}, 1, "buffer", None)
+    with_bg = bench.run_one(task)  # the 8-field task of earlier runs: the scenario's background
+    without = bench.run_one((*task, False))
+    assert "background" not in with_bg and without["background"] == "off"
+    assert with_bg["bg_mean_fct_s"] > 0 and math.isnan(without["bg_mean_fct_s"])
+    for r in (with_bg, without):
+        assert [len(d["gpu_ids"]) for d in r["job_detail"]] == [d["gpus"] for d in r["job_detail"]]
+        assert r["cpu_s"] > 0
