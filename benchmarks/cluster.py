@@ -24,6 +24,10 @@ jobs belong to tenant "t1", the rest spread over "t2".."t4".
 
 If a horizon shorter than an hour is given, the hour's wall time is extrapolated linearly and
 the line says so.
+
+The network model (``--network``) is ``roce`` by default (lossless RoCE, PFC and DCQCN-like
+rate control, `flowherd.sim.network`: what a GPU back-end fabric is); ``--network ideal`` is the
+fluid max-min engine, ``--network ideal roce`` runs both and prints the cost ratio of roce.
 """
 
 from __future__ import annotations
@@ -102,8 +106,9 @@ def main() -> None:
     ap.add_argument("--progress", action="store_true",
                     help="print the simulated time reached and the CPU seconds so far every 1%% of "
                          "the horizon (a run cut short still tells how far it got)")
-    ap.add_argument("--network", nargs="+", default=["ideal"],
-                    help="network models (flowherd.sim.network) to run one after the other; with "
+    ap.add_argument("--network", nargs="+", default=["roce"],
+                    help="network models (flowherd.sim.network) to run one after the other (default "
+                         "roce: a GPU back-end fabric is lossless RoCE; ideal: fluid max-min); with "
                          "two or more the wall-time ratio to the first is printed")
     args = ap.parse_args()
     walls: dict[tuple[str, str], float] = {}

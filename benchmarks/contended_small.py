@@ -1,6 +1,6 @@
 """CPU and wall time of the small contended run (prints figures; not a test).
 
-    .venv/bin/python benchmarks/contended_small.py [--horizon 20] [--src /work/main/src]
+    .venv/bin/python benchmarks/contended_small.py [--horizon 20] [--src /work/main/src] [--network ideal]
 
 Runs `benchmarks/scenarios/contended_small.yaml` (128 H100, four Llama-3-8B jobs whose DDP
 buckets cross 16:1 leaf uplinks, 20% background, collective fidelity) in process up to
@@ -8,6 +8,7 @@ buckets cross 16:1 leaf uplinks, 20% background, collective fidelity) in process
 wall seconds and each job's completed iterations and last iteration end. CPU seconds are the
 figure to quote on a shared machine. ``--src`` runs another checkout's package (e.g. main) in a
 subprocess the same way, so that two trees are measured side by side, runs alternated.
+``--network`` runs another network model than the scenario's (``roce``), e.g. ``ideal``.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from pathlib import Path
 SCENARIO = Path(__file__).parent / "scenarios" / "contended_small.yaml"
 
 
-def run_here(horizon_s: float | None) -> None:
+def run_here(horizon_s: float | None, network: str | None = None) -> None:
     from flowherd.experiments.runner import run_scenario
-    from flowherd.experiments.scenario import load_scenario
+    from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
 
-    sc = load_scenario(SCENARIO)
+    source = read_scenario_mapping(str(SCENARIO))
+    sc = scenario_from_mapping(source if network is None else {**source, "network": network})
     if horizon_s is not None:
         sc = dataclasses.replace(sc, horizon_s=horizon_s)
     t, c = time.perf_counter(), time.process_time()
@@ -45,10 +47,11 @@ def main() -> None:
     ap.add_argument("--src", action="append", default=[],
                     help="another tree's src/ to run side by side (repeatable)")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--network", default=None, help="network model instead of the scenario's (roce)")
     ap.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.here or not args.src:
-        run_here(args.horizon)
+        run_here(args.horizon, args.network)
         return
     here = str(Path(__file__).resolve().parents[1] / "src")
     for _ in range(args.repeats):
@@ -58,6 +61,8 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--here"]
             if args.horizon is not None:
                 cmd += ["--horizon", str(args.horizon)]
+            if args.network is not None:
+                cmd += ["--network", args.network]
             subprocess.run(cmd, env=env, check=True)
 
 

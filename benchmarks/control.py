@@ -15,8 +15,11 @@ by leaving jobs unfinished.
 Every controller runs under one grant of levers (--grant, `flowherd.sim.control_api.GRANTS`;
 default ``buffer``: delays and paths only); decisions outside it are refused and counted
 ("refused"). --network sets the network model of every run (ideal, roce, tcp; default: the
-scenario's). The isolated bound is each job alone on the fabric (its planned iterations times its
-iteration time alone, no queue), averaged over the jobs; "gap closed" is the paired per-seed
+scenario's, ``roce`` in every scenario of benchmarks/scenarios/: a GPU back-end fabric is lossless
+RoCE; each run's JSON row names its model, and a row of an older file that says "scenario" ran
+the ideal engine, those scenarios' network until 2026-12-02). The isolated bound is each job
+alone on the fabric (its planned iterations times its iteration time alone, no queue), averaged
+over the jobs; "gap closed" is the paired per-seed
 share of the gap between no control and that bound that a controller closes. The queue-aware
 bound (`queue_bound_jct_s`) keeps the cluster's FIFO queue for GPUs and lets every job run at its
 solo speed: no network controller does better, so "gap (queue)", the share of the gap to it that
@@ -25,8 +28,8 @@ submit, start, finish, GPUs (their count and ids), iterations and solo iteration
 JSON (``job_detail``; `control_ceiling.py` reads the ids to time each job alone on its GPUs),
 and each table is followed by where the mean JCT goes (`breakdown`): the wait in the queue for
 GPUs, the run at solo speed and the rest of the run (contention), per job. The solo iteration
-time is measured on a private engine (`flowherd.sim.cluster_runs`): the fabric's ideal max-min
-sharing, the scenario's routing and no background traffic, so contention counts the background's
+time is measured alone on the job's GPUs (`flowherd.experiments.runner`): the scenario's
+network model and routing and no background traffic, so contention counts the background's
 share of the links and the network model's losses too.
 
     python benchmarks/control.py --reuse benchmarks/results/control_roce.json \
@@ -103,6 +106,20 @@ NO_OP = {"crux": ("buffer", "weighted"), "sincronia": ("buffer", "weighted"),
          "varys": ("buffer", "weighted"), "mltcp": ("buffer",)}
 
 
+def scenario_network(path: Path) -> str | dict:
+    """The ``network:`` a scenario file gives (a name or a mapping; omitted: ideal), as a row
+    records it."""
+    from flowherd.experiments.scenario import read_scenario_mapping
+
+    return read_scenario_mapping(str(path)).get("network") or "ideal"
+
+
+def _row_network(row: dict) -> str | dict:
+    # rows written before 2026-12-02 say "scenario" for the scenarios' own network, then ideal
+    net = row.get("network", "scenario")
+    return "ideal" if net == "scenario" else net
+
+
 def no_op_rows(tasks: list[tuple], rows: list[dict]) -> list[dict]:
     """For each task of a controller that is no control under its grant (`NO_OP`), no control's
     row of the same scenario and seed from ``rows``, relabelled (``same_run_as``: "none")."""
@@ -115,12 +132,17 @@ def no_op_rows(tasks: list[tuple], rows: list[dict]) -> list[dict]:
     return out
 
 
-def reusable(rows: list[dict], network: str, background: bool) -> dict[tuple, dict]:
-    """The runs of an earlier --json-out that a benchmark on ``network`` (a model's name, or
-    "scenario") with or without the background can take, by (scenario, controller, seed, grant):
-    a run without the background is marked ``background: off``, one without the mark had it."""
+def reusable(rows: list[dict], network: str | dict, background: bool) -> dict[tuple, dict]:
+    """The runs of an earlier --json-out that a benchmark on ``network`` (a model's name for every
+    scenario, or {scenario level: its network}) with or without the background can take, by
+    (scenario, controller, seed, grant): a row written before 2026-12-02 that says "scenario" ran
+    ideal (`_row_network`); a run without the background is marked ``background: off``, one
+    without the mark had it."""
+    def wanted(r: dict) -> bool:
+        net = network.get(r["scenario"]) if isinstance(network, dict) else network
+        return net is not None and _row_network(r) == net
     return {(r["scenario"], r["controller"], r["seed"], r.get("grant", "buffer")): r for r in rows
-            if r.get("network", "scenario") == network and (r.get("background", "on") == "on") == background}
+            if wanted(r) and (r.get("background", "on") == "on") == background}
 
 
 def run_one(task: tuple) -> dict:
@@ -151,7 +173,8 @@ def run_one(task: tuple) -> dict:
                "solo_iteration_s": j["solo_iteration_s"]}
               for r, j in zip(c.jobs, run.jobs, strict=True)]
     return {"scenario": level, "controller": label, "seed": int(seed), "grant": grant,
-            "network": network or "scenario", **({} if background else {"background": "off"}),
+            "network": network if network is not None else (base.get("network") or "ideal"),
+            **({} if background else {"background": "off"}),
             "isolated_jct_s": float(np.mean(alone)) if alone else math.nan,
             "queue_bound_jct_s": queue_bound_jct_s(detail, c.horizon_s, int(run.scenario.fabric.num_gpus)),
             "mean_wait_s": float(np.mean([min(d["start_s"] if d["start_s"] is not None else c.horizon_s,
@@ -333,19 +356,20 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         ctrls.append((f"rl:{p.stem}", str(p), {}))
     levels = {s: (SCENARIOS[s] if s in SCENARIOS else Path(s)) for s in args.scenarios}
+    nets = {lvl: args.network or scenario_network(path) for lvl, path in levels.items()}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     # seed by seed: a benchmark stopped early (--json-out keeps every run) has whole paired seeds
     bg = not args.no_background
-    tasks = [(lvl, path, label, name, params, sd, args.grant, args.network, bg)
+    tasks = [(lvl, path, label, name, params, sd, args.grant, nets[lvl], bg)
              for lvl, path in levels.items() for sd in seeds for label, name, params in ctrls]
     print(f"{len(tasks)} runs: {len(levels)} scenarios x {len(ctrls)} controllers x {args.seeds} seeds, "
-          f"grant {args.grant!r}, network {args.network or 'of the scenario'}, {args.workers} workers",
+          f"grant {args.grant!r}, network {', '.join(sorted({str(n) for n in nets.values()}))}, "
+          f"{args.workers} workers",
           flush=True)
     t0 = time.perf_counter()
     rows = []
     if args.reuse is not None:
-        net = args.network or "scenario"
-        done = reusable(json.loads(args.reuse.read_text()), net, bg)
+        done = reusable(json.loads(args.reuse.read_text()), nets, bg)
 
         def earlier(t: tuple) -> dict | None:
             """The same run under this grant, or under another grant it cannot tell apart."""
@@ -361,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in tasks if t not in noop]
     have = {(r["scenario"], r["seed"]) for r in rows if r["controller"] == "none"}
     missing = {(t[0], t[5]) for t in noop} - have
-    tasks += [t for t in ((lvl, levels[lvl], "none", "none", {}, sd, args.grant, args.network, bg)
+    tasks += [t for t in ((lvl, levels[lvl], "none", "none", {}, sd, args.grant, nets[lvl], bg)
                           for lvl, sd in sorted(missing)) if t not in tasks]
     if noop:
         print(f"  {len(noop)} runs are no control's by construction under {args.grant!r} (NO_OP)", flush=True)
@@ -381,8 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         base = np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
                          if r["controller"] == "none"])
         print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}, grant {args.grant!r}, network "
-              f"{args.network or 'of the scenario'}{'' if bg else ', no background'}: "
-              "mean +- 95% CI over seeds ==")
+              f"{nets[lvl]}{'' if bg else ', no background'}: mean +- 95% CI over seeds ==")
         iso = [r["isolated_jct_s"] for r in sub if r["controller"] == "none"]
         if iso:
             im, ih = ci95(iso)

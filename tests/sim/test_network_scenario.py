@@ -43,6 +43,21 @@ def test_a_scenario_without_network_is_ideal_and_ideal_is_unchanged():
     assert _jcts(run_scenario(plain, solo=False)) == _jcts(run_scenario(ideal, solo=False))
 
 
+def test_the_embedded_default_and_the_benchmark_scenarios_say_roce():
+    # issue 13: the model that matches a GPU back-end fabric (lossless RoCE) is the default of the
+    # embedded scenario and the benchmarks; since an omitted section stays ideal (the test above:
+    # a scenario written before keeps its numbers), each of them names it
+    from pathlib import Path
+
+    from flowherd.experiments.scenario import EMBEDDED, read_scenario_mapping
+
+    bench = sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios").glob("*.yaml"))
+    assert len(bench) >= 6
+    for name in [*EMBEDDED, *map(str, bench)]:
+        net = network_from_mapping(read_scenario_mapping(name).get("network"), field="network")
+        assert net.model == "roce" and net == network_from_mapping("roce", field="network"), name
+
+
 def test_congestion_models_slow_jobs_sharing_an_oversubscribed_uplink():
     ideal = _jcts(run_scenario(scenario_from_mapping(SCENARIO), solo=False))
     for net in ("roce", {"model": "tcp", "switch": "tomahawk2"}):

@@ -29,7 +29,9 @@ The contract (fields beyond these are documented on each model below)::
     placement: {method: first-fit}
     simulation: {fidelity: collective, horizon: 4h}
     network: ideal        # or roce / tcp / a switch preset / {model: roce, switch: spectrum3, ...}
-                          # (flowherd.sim.network.config)
+                          # (flowherd.sim.network.config); omitted: ideal (a scenario written
+                          # before keeps its numbers); the embedded default and the benchmarks'
+                          # scenarios set roce, the lossless RoCE of a GPU back-end fabric
     planner: {max_utilization: 0.9}   # the routes keep every link's predicted load under it
                                       # (pace: true also caps each job's pairs at the plan's rate)
                                       # where feasible (flowherd.planning.congestion)
