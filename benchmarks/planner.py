@@ -457,7 +457,9 @@ def _report(by_kind: dict) -> None:
             m, h = ci95(xa - xb)
             same = sum(a[r]["signature"] == b[r]["signature"] for r in set(a) & set(b))
             print(f"  the network model's cost in the plan (heuristic+netcost - heuristic): {m:+.3f} +- "
-                  f"{h:.3f} s, the same plan on {same}/{xa.size}")
+                  f"{h:.3f} s; the same plan (GPUs, starts, routes) on {same}/{xa.size}, simulated the "
+                  f"same to the last digit on {int((xa == xb).sum())}/{xa.size} (the simulator keeps a "
+                  "plan's GPUs, routes and order on every GPU, not its times)")
         if "packed" in rows:
             for label in ("heuristic+ecmp", "heuristic+mcf", "heuristic", "heuristic+pacing"):
                 if label not in rows:
