@@ -39,7 +39,9 @@ bytes against packed + ECMP. CPU seconds of each cell's planning and simulation 
 with each job's background term probed on its own run under the network model
 (`flowherd.planning.estimate.predicted_as_run`, `run_penalties_s`), reported next to the plan's
 own prediction. Cells run group by group, replicate by replicate (`PRIORITY`), and are cached in ``--cache``
-(JSON lines): a run can be resumed, and ``--report`` prints the tables from the cache.
+(JSON lines): a run can be resumed, and ``--report`` prints the tables from the cache. The cache
+keys on the plan, not on the simulator: ``--recheck N`` simulates N cached cells per scenario
+kind again and prints the cached and the new mean JCT (``STALE`` where they differ).
 
     .venv/bin/python benchmarks/planner.py [--instances 20] [--skip-large]
     .venv/bin/python benchmarks/planner.py --large
@@ -263,10 +265,13 @@ PRIORITY = (("packed", "heuristic"), ("heuristic+ecmp", "topology"), ("topology+
 
 def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5, trace_slices: int = 2,
                   network: str = "roce", labels: tuple[str, ...] | None = None, cache: str | None = None,
-                  report_only: bool = False, first_slice: int = 0, as_run: tuple[str, ...] = ()) -> None:
+                  report_only: bool = False, first_slice: int = 0, as_run: tuple[str, ...] = (),
+                  recheck: int = 0) -> None:
     """Every variant's plan simulated (module docstring), cells in `PRIORITY` order (every
     replicate of a variant before the next variant); results cached per (scenario, seed, plan
-    signature) in ``cache`` (JSON lines) so a run can be resumed, and reported from the cache."""
+    signature) in ``cache`` (JSON lines) so a run can be resumed, and reported from the cache.
+    The cache keys on the plan, not on the simulator: ``recheck`` cached cells per scenario kind
+    are simulated again and compared (`_recheck`), nothing written, to tell a stale cache."""
     from flowherd.experiments.scenario import scenario_from_mapping
     from flowherd.planning.estimate import estimate_check, simulate_plan
     from flowherd.planning.plan import SimCheck
@@ -291,6 +296,7 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
             reps = [(inst, seed) for inst in insts for seed in inst[2]]
             cells += [(label, inst, seed) for inst, seed in reps for label in group]
         plan_cpu: dict = {}  # (scenario name, label) -> CPU seconds of its planning
+        rechecked: dict = {}  # scenario kind -> cached cells re-simulated (``recheck``)
         for label, (kind, sc, _, plans), seed in cells:
             method, opts = variants[label]
             if label not in plans:
@@ -319,6 +325,9 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
                 continue
             if key in done and done[key]["signature"] == sig:
                 _repredict(done[key], plan)  # the plan's prediction by this tree's predictor
+                if rechecked.get(kind.split(" ")[0], 0) < recheck:
+                    rechecked[kind.split(" ")[0]] = rechecked.get(kind.split(" ")[0], 0) + 1
+                    _recheck(sc, seed, plan, done[key], label)
                 continue
             row = sims.get((sc.name, seed, sig))
             if row is not None:
@@ -365,6 +374,21 @@ def run_simulated(kinds: tuple[str, ...] = ("default", "trace"), seeds: int = 5,
                 per = table.setdefault(g, {}).setdefault(row["label"], {})
                 per[(row["scenario"], row["seed"])] = row
     _report(table)
+
+
+def _recheck(sc, seed: int, plan, row: dict, label: str) -> None:
+    """Simulate a cached cell again on this tree and print its cached and new mean JCT."""
+    from flowherd.planning.estimate import simulate_plan
+    from flowherd.planning.plan import SimCheck
+
+    check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
+                     fidelity=sc.fidelity, seed=seed, network=sc.network)
+    sim = simulate_plan(sc.fabric, sc.jobs, plan, check)
+    now = float(sim.mean_jct_s)
+    old = row["simulated_mean_jct_s"]
+    print(f"  recheck {sc.name[:24]:24s} {label:17s} seed {seed}: cached mean JCT {old:.6f} s, this tree "
+          f"{now:.6f} s ({100 * (now / old - 1) if old else 0.0:+.3f}%){'' if now == old else ': STALE'} "
+          f"({sim.cpu_s:.1f} CPU-s)", flush=True)
 
 
 def _repredict(row: dict, plan) -> dict:
@@ -520,12 +544,14 @@ def main() -> None:
     ap.add_argument("--report", action="store_true", help="only report what the cache holds")
     ap.add_argument("--as-run", default="", help="comma-separated labels: also predict each plan as it runs, "
                     "the background terms probed on its jobs' own runs under the network model")
+    ap.add_argument("--recheck", type=int, default=0, help="simulate this many cached cells per scenario "
+                    "kind again and compare (the cache keys on the plan, not on the simulator)")
     args = ap.parse_args()
     if args.simulate:
         run_simulated(tuple(args.scenarios.split(",")), seeds=args.seeds, trace_slices=args.trace_slices,
                       network=args.network, labels=tuple(args.variants.split(",")) if args.variants else None,
                       cache=args.cache, report_only=args.report, first_slice=args.first_slice,
-                      as_run=tuple(x for x in args.as_run.split(",") if x))
+                      as_run=tuple(x for x in args.as_run.split(",") if x), recheck=args.recheck)
         return
     if not args.large:
         run_small(args.instances, args.time_limit)
