@@ -62,3 +62,16 @@ def test_the_congestion_model_costs_the_job_what_max_min_does_not(tiny):
     ran = predicted_as_run(sc.fabric, sc.jobs, plan, routing=sc.routing, penalties_s=pen)
     assert ran[0] == pytest.approx(plan.jobs[0].predicted_jct_s + sc.jobs[0].iterations * pen["a"], rel=1e-6)
     assert np.all(np.isfinite(ran))
+
+
+def test_a_congestion_model_enters_the_plans_iteration_times(tiny):
+    # make_plan(network=roce) probes each job's background term under roce against the ideal
+    # network alone (no background here): what roce costs the job's own bursts lengthens its
+    # predicted iteration; the ideal network's model leaves the plan as it was, bit for bit
+    sc, plan = tiny
+    roce = make_plan(sc.fabric, sc.jobs, method="heuristic", routes=True, network=load_network("roce"))
+    assert roce.info["network_cost"] == "roce"
+    assert roce.jobs[0].predicted_iteration_s > plan.jobs[0].predicted_iteration_s
+    ideal = make_plan(sc.fabric, sc.jobs, method="heuristic", routes=True, network=load_network("ideal"))
+    assert (ideal.jobs, ideal.routes, ideal.objective) == (plan.jobs, plan.routes, plan.objective)
+    assert "network_cost" not in ideal.info

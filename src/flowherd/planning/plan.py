@@ -323,7 +323,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
               check: SimCheck | None = None, backfill: bool | None = None,
               max_utilization: float = DEFAULT_MAX_UTILIZATION, background: Any = None,
               joint: bool | None = None, window_s: float | None = None, routing: str = "ecmp",
-              pace: bool = False, order: str | None = None) -> Plan:
+              pace: bool = False, order: str | None = None, network: Any = None) -> Plan:
     """Plan ``jobs`` on ``fabric`` with ``method`` (module docstring).
 
     Args:
@@ -363,6 +363,12 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
         order: The queue's order (`flowherd.planning.timeline.ORDERS`): "fifo" (submission) or
             "work" (least GPUs x least run time first; module docstring, "The schedule"); None:
             "work" with backfilling, else "fifo" (``info["order"]``).
+        network: The scenario's network model (`flowherd.sim.network.NetworkConfig`): with a
+            congestion model (roce, tcp) each job's background term is probed under it
+            (`flowherd.planning.predict.background_penalty_s`), so its predicted cost (queueing,
+            marks, DCQCN's cuts, PFC pauses) enters the predicted iteration times, hence the
+            lower level's concurrent-traffic estimate and the upper level's scores and
+            schedule; None (or ideal): the ideal network's loads model.
 
     Returns:
         The plan.
@@ -389,7 +395,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ConfigError(f"job names must be unique, got {dup!r} twice (jobs)")
-    profiles = [profile_job(j, view, background, routing) for j in jobs]
+    profiles = [profile_job(j, view, background, routing, network) for j in jobs]
     for p in profiles:
         planner.check(view, p)
     deadline = None if time_limit_s is None else wall0 + float(time_limit_s)
@@ -409,6 +415,8 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     submit = np.array([p.submit_s for p in profiles])
     info: dict[str, Any] = {"num_gpus": fabric.num_gpus, "num_jobs": len(jobs), "seed": int(seed),
                             "schedule": "backfill" if backfill else "fifo", "order": order}
+    if getattr(network, "model", "ideal") != "ideal":  # the profiles carry its cost
+        info["network_cost"] = network.model
     loads = None
     if routes and jobs:
         tl, loads, info["congestion_restore"] = _route_and_restore(

@@ -40,7 +40,11 @@ switches (the fabric's ``server_leaf``), which is where placement changes the tr
   ``background_s`` more per iteration, the slowdown the simulator measures for the job alone
   among the scenario's background routed by the scenario's routing (`background_penalty_s`):
   a collective ends with its slowest flow, so a background flow on any of its NICs or uplinks
-  holds it back far more than its share of the bytes. Measured once per job shape.
+  holds it back far more than its share of the bytes. Measured once per job shape. With a
+  congestion model (``profile_job(..., network=)``, `flowherd.sim.network.NetworkConfig`) the
+  run among the background runs under it and the reference stays the ideal network alone: the
+  term then carries the model's predicted cost too (queueing, ECN marks and DCQCN's cuts, PFC
+  pauses of the job's own bursts and the background's), also where there is no background.
 * JCT of a training job = queueing (``start_s - submit_s``) + ``iterations`` iteration times; an
   inference job occupies its GPUs for its serving window ``duration_s`` (its traffic is not
   modelled: a deliberate shortcut, serving replicas are placed inside servers) plus the backlog
@@ -166,10 +170,12 @@ def _per_view(cache: dict[tuple[Any, ...], tuple[FabricView, Any]], shape: str, 
 
 
 def profile_job(job: TrainingJob | InferenceJob, view: FabricView, background: Any = None,
-                routing: str = "ecmp") -> JobProfile:
-    """The `JobProfile` of ``job`` on a fabric (cached by job shape, fabric view, background
-    and its routing); with ``background`` (a `flowherd.sim.cluster.BackgroundSpec`, routed by
-    ``routing``), its ``background_s`` (`background_penalty_s`)."""
+                routing: str = "ecmp", network: Any = None) -> JobProfile:
+    """The `JobProfile` of ``job`` on a fabric (cached by job shape, fabric view, background,
+    its routing and the network model); with ``background`` (a `flowherd.sim.cluster.
+    BackgroundSpec`, routed by ``routing``) or a congestion model ``network`` (a
+    `flowherd.sim.network.NetworkConfig` other than ideal), its ``background_s``
+    (`background_penalty_s`)."""
     gps = view.gpus_per_server
     n = int(job.world_size)
     gpu = getattr(job.gpu, "name", str(job.gpu))
@@ -187,9 +193,13 @@ def profile_job(job: TrainingJob | InferenceJob, view: FabricView, background: A
     neutral = dataclasses.replace(job, name="p", tenant="p", submit_s=0.0, iterations=1)
     hit = _per_view(_PROFILES, repr(neutral), view, lambda: _profile_training(
         neutral, gps, view.nvlink_bytes_per_s, view.nic_bytes_per_s, view))
-    if background is not None and getattr(background, "load", 0) > 0:
-        bg = _per_view(_BACKGROUND, repr((neutral, background, routing)), view,
-                       lambda: background_penalty_s(neutral, view, background, routing=routing))
+    congests = network is not None and getattr(network, "model", "ideal") != "ideal"
+    if background is not None and getattr(background, "load", 0) <= 0:
+        background = None
+    if background is not None or congests:
+        key = (neutral, background, routing) + ((network,) if congests else ())
+        bg = _per_view(_BACKGROUND, repr(key), view, lambda: background_penalty_s(
+            neutral, view, background, routing=routing, network=network if congests else None))
         hit = dataclasses.replace(hit, background_s=bg)
     return dataclasses.replace(hit, name=job.name, submit_s=float(job.submit_s),
                                iterations=int(job.iterations), job=job)
@@ -202,7 +212,7 @@ _PROBE_S = 8.0
 
 
 def background_penalty_s(job: TrainingJob, view: FabricView, background: Any, *, routing: str = "ecmp",
-                         seed: int = 0) -> float:
+                         seed: int = 0, network: Any = None) -> float:
     """Extra iteration time of ``job`` across servers among ``background``, seconds.
 
     A job's collectives end with their slowest flow, so a background flow that meets any one of
@@ -219,7 +229,9 @@ def background_penalty_s(job: TrainingJob, view: FabricView, background: Any, *,
     ``routing``, as in the scenario: a background flow hashed onto one uplink meets the job
     there at full size (on the default, ECMP's background slows the job 0.318 s per iteration
     where sprayed background gives 0.291 s). 0 for a job inside one server or on a fabric too
-    small for the canonical layout.
+    small for the canonical layout. With ``network`` (a `flowherd.sim.network.NetworkConfig`) the
+    run among ``background`` (None: none) runs under that network model and the reference on
+    the ideal network: the difference then adds the model's cost of the job's own bursts.
     """
     if view.fabric is None or job.world_size <= view.gpus_per_server:
         return 0.0
@@ -246,14 +258,27 @@ def background_penalty_s(job: TrainingJob, view: FabricView, background: Any, *,
     # the horizon bounds the background flows drawn; a probe slowed more than 4x is cut there
     horizon_s = 4.0 * iters * (one.base_s + one.network_s)
     out = []
-    for bg in (None, background):
+    for bg, net in ((None, None), (background, network)):
         req = JobRequest(name="probe", tenant="probe", spec=probe, submit_s=0.0)
-        res = simulate_cluster(view.fabric, [req],
-                               fidelity="collective", horizon_s=horizon_s, router=router, background=bg,
-                               seed=seed, placements={"probe": tuple(int(g) for g in gpus)})
+        with _network_context(net, network):
+            res = simulate_cluster(view.fabric, [req],
+                                   fidelity="collective", horizon_s=horizon_s, router=router, background=bg,
+                                   seed=seed, placements={"probe": tuple(int(g) for g in gpus)})
         it = np.asarray(res.jobs[0].iteration_s, dtype=np.float64)
         out.append(float(it.mean()) if it.size else 0.0)
     return max(0.0, out[1] - out[0])
+
+
+def _network_context(net: Any, network: Any) -> Any:
+    """The probe's network: ``net`` where a model is asked for, the ideal one for the reference
+    run beside it, and the caller's (none set: the ideal) without ``network``."""
+    import contextlib
+
+    if network is None:
+        return contextlib.nullcontext()
+    from flowherd.sim.network import load_network, use_network
+
+    return use_network(net if net is not None else load_network("ideal"))
 
 
 def _serving_s(job: InferenceJob, view: FabricView) -> float:
