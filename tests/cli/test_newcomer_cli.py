@@ -125,7 +125,11 @@ _HIDE = ("import sys, importlib.abc\n"
                                                 "pip install 'flowherd[plan]'"),
     (["sweep", "scenarios/sweep_tiny.yaml", "--out", "{tmp}/sw"], "flowherd sweep needs "),
     (["report", "{tmp}/nothing"], "flowherd report needs "),
-    (["demo", "--out", "{tmp}/demo"], "flowherd demo needs "),
+    # the demo runs its simulations in its own processes: no Ray, so no sweep extra
+    (["demo", "--out", "{tmp}/demo"], "flowherd demo needs highspy (not installed): "
+                                      "pip install 'flowherd[plan,report]'"),
+    (["simulate", "scenarios/tiny.yaml", "--out", "{tmp}/sim"], "flowherd simulate needs duckdb (not "
+                                                                "installed): pip install 'flowherd[store]'"),
 ])
 def test_a_minimal_install_says_which_extra_to_install(argv, hint, tmp_path):
     args = [a.replace("{tmp}", str(tmp_path)) for a in argv]

@@ -40,12 +40,16 @@ def _many(engine_cls, record_flows):
     if not record_flows:
         eng._compact_min = 256
     n = fab.num_gpus
-    for i in range(40):  # 40 coflows of 100 flows each, most of them in flight together
-        src = rng.integers(0, n, 100)
-        dst = (src + rng.integers(1, n, 100)) % n
-        eng.add_coflow(src, dst, rng.uniform(1e5, 4e7, 100), at_s=float(rng.uniform(0, 1e-3)),
+    # 40 coflows of 50 flows each, most of them in flight together, and 1,000 background flows:
+    # counting kernels under numba's JIT show the loop squeezing 1,274 holes out of the active
+    # list without a hand-over (more than its 1,024) and rebuilding the heap about 130 times;
+    # twice the flows (the earlier size) took seven times the CPU for the same paths
+    for i in range(40):
+        src = rng.integers(0, n, 50)
+        dst = (src + rng.integers(1, n, 50)) % n
+        eng.add_coflow(src, dst, rng.uniform(1e5, 4e7, 50), at_s=float(rng.uniform(0, 1e-3)),
                        name=f"c{i}")
-    m = 3000
+    m = 1000
     src = rng.integers(0, n, m)
     dst = (src + rng.integers(1, n, m)) % n
     routes = eng.router.route(src.astype(np.int32), dst.astype(np.int32), np.arange(m))
@@ -61,7 +65,7 @@ def _many(engine_cls, record_flows):
 def test_thousands_of_flows_in_flight_end_as_with_the_scan(record_flows):
     a, b = _many(Engine, record_flows), _many(ScanEngine, record_flows)
     ra, rb = a.result(), b.result()
-    assert ra.num_events == rb.num_events and ra.num_events > 7000
+    assert ra.num_events == rb.num_events and ra.num_events > 5000
     assert np.array_equal(ra.coflow_finish_s, rb.coflow_finish_s)
     assert np.array_equal(ra.link_bytes, rb.link_bytes)
     assert np.array_equal(ra.link_busy_s, rb.link_busy_s)

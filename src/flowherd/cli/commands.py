@@ -33,7 +33,7 @@ class CommandEntry:
 
 COMMANDS: dict[str, CommandEntry] = {
     "demo": CommandEntry(
-        module="flowherd.cli.demo_cmd", extras=("plan", "sweep", "report"),
+        module="flowherd.cli.demo_cmd", extras=("plan", "report"),  # no Ray: its own processes
         summary="The whole pipeline on the embedded default: plan, simulate without and with control, "
                 "store, report."),
     "simulate": CommandEntry(
@@ -90,7 +90,7 @@ def missing_extra_hint(module: str, command: str | None = None) -> str | None:
     >>> missing_extra_hint("highspy", "plan")
     "flowherd plan needs highspy (not installed): pip install 'flowherd[plan]'"
     >>> missing_extra_hint("duckdb", "demo")
-    "flowherd demo needs duckdb (not installed): pip install 'flowherd[plan,sweep,report]'"
+    "flowherd demo needs duckdb (not installed): pip install 'flowherd[plan,report]'"
     >>> missing_extra_hint("numpy") is None
     True
     """
