@@ -161,6 +161,7 @@ class Row:
     param_bytes: int | None = None  # 4: FP32 weights under autocast (Composer's DEFAULT mixed precision)
     grad_bytes: int = 2
     grad_accumulation: str = "fused"
+    pipeline_engine: str = "megatron"
     precision: str = "bf16"
     held_out: bool = False  # not among the rows the sustained fractions were fitted on
     slow: bool = False  # minutes to simulate: only with --all
@@ -261,7 +262,8 @@ ROWS = [
     Row(source=BLOOM, label="BLOOM-176B TP4 PP12 DP8 384xA100 GBS=2048 ZeRO-1 full recompute", gpu="a100",
         nic="50Gbps", model=_gpt("bloom", 70, 14336, 112, vocab=250880), gpus=384, seq_len=2048,
         micro_batch=2, global_batch=2048, tp=4, pp=12, zero=1, recompute="full", attention="unfused",
-        grad_bytes=4, grad_accumulation="fp32-buffer", published=150.0, metric="tflops"),
+        grad_bytes=4, grad_accumulation="fp32-buffer", pipeline_engine="deepspeed", published=150.0,
+        metric="tflops"),
     # NeMo 24.07 on DGX-H100 (8 x 400 Gb/s per node), FP8 (Transformer Engine), Megatron-Core's
     # distributed optimizer (ZeRO-1), no activation recomputation, sequence parallelism with TP > 1;
     # tokens/s/GPU as published. Shapes: NeMo-Framework-Launcher conf/training/gpt3/{5b,20b,175b}.yaml
@@ -269,7 +271,7 @@ ROWS = [
     *[Row(source=NEMO, label=f"{name} TP{tp} PP{pp} CP{cp} VP{vp} {n}xH100 mbs={mbs} GBS={gbs} s={s} FP8",
           gpu="h100", nic="400Gbps", model=shape, gpus=n, seq_len=s, micro_batch=mbs, global_batch=gbs,
           tp=tp, pp=pp, cp=cp, virtual_stages=vp, sequence_parallel=tp > 1, zero=1, precision="fp8",
-          published=tps, metric="tokens", held_out=True, slow=n > 128)
+          attention="cudnn", published=tps, metric="tokens", held_out=True, slow=n > 128)
       for name, shape, n, gbs, mbs, s, tp, pp, cp, vp, tps in [
           ("GPT3-5B", _gpt("gpt3-5b", 24, 4096, 32, vocab=50304, learned_positions=2048), 64, 2048, 4, 2048,
            1, 1, 1, 1, 22521),
@@ -303,6 +305,7 @@ def scenario(row: Row) -> dict:
                             "sequence_parallel": row.sequence_parallel, "zero": row.zero, "fsdp": row.fsdp},
             "recompute": row.recompute, "attention": row.attention, "param_bytes": row.param_bytes,
             "grad_bytes": row.grad_bytes, "grad_accumulation": row.grad_accumulation,
+            "pipeline_engine": row.pipeline_engine,
             "precision": row.precision, "micro_batch": row.micro_batch,
             "global_batch": row.global_batch, "seq_len": row.seq_len, "iterations": 1,
         }]},

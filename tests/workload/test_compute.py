@@ -394,3 +394,32 @@ def test_fp8_gemm_rises_with_k_as_the_measured_sweep():
     for k, tflops in cm.FP8_K_SWEEP:
         assert rate(k) / rate(k_ref) == pytest.approx(tflops / t_ref, rel=0.10), k
     assert rate(256) / rate(16384) < 0.45  # a short reduction wastes most of an FP8 GEMM
+
+
+@pytest.mark.parametrize("kernel", ["flash", "cudnn"])
+def test_h100_flashattention3_and_cudnn_reproduce_the_fa3_figures(kernel):
+    # FlashAttention-3 (Shah et al. 2024) figure 5 (forward, causal, head dim 128) and figure 6
+    # (backward, head dim 128), H100 SXM5 BF16, 16k tokens per batch: the H100 "flash" kernel is
+    # FlashAttention-3, "cudnn" cuDNN's fused attention; the benchmark counts 4 b s^2 a d / 2 forward
+    # FLOPs with the mask and 2.5x that backward (flowherd: the unmasked count, backward 2x)
+    g = GPUS["h100"]
+    fwd_meas, bwd_meas = cm.FA3_MEASURED_TFLOPS[kernel]
+    for s, f_t, b_t in zip(cm.FA2_SEQ_LENS, fwd_meas, bwd_meas, strict=True):
+        b, a, d = 16384 // s, 16, 128
+        fwd = 4 * b * s * s * a * d
+        t_f = cm.attention_time_s(fwd, s, g, kernel=kernel)
+        t_b = cm.attention_time_s(2 * fwd, s, g, backward=True, kernel=kernel)
+        assert fwd / 2 / t_f / 1e12 == pytest.approx(f_t, rel=0.03), s
+        assert 2.5 * fwd / 2 / t_b / 1e12 == pytest.approx(b_t, rel=0.03), s
+    # and the kernels differ: FlashAttention-3 pulls ahead at long sequences (figure 5)
+    t16 = [cm.attention_time_s(1e12, 16384, g, kernel=k) for k in ("flash", "cudnn")]
+    assert t16[0] < t16[1]
+
+
+def test_cudnn_attention_without_a_measurement_is_flashattention2():
+    # Transformer Engine prefers cuDNN's FusedAttention only on Hopper+ (get_attention_backend); A100
+    # has no cuDNN measurement here and runs FlashAttention-2's constants
+    g = GPUS["a100"]
+    for backward in (False, True):
+        assert (cm.attention_time_s(1e12, 4096, g, backward=backward, kernel="cudnn")
+                == cm.attention_time_s(1e12, 4096, g, backward=backward, kernel="flash2"))

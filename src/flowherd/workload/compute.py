@@ -22,6 +22,12 @@ Each op of a layer's forward and backward pass on one rank is timed as a rooflin
   (13 bytes per score in BF16; the backward moves twice that).
 * **Triton flash attention** (``attention="triton"``: FlashAttention in Triton, MosaicML MPT's
   ``attn_impl: triton``): the FlashAttention-2 fractions over 1.4 (forward) and 2 (backward).
+* **cuDNN fused attention** (``attention="cudnn"``: Transformer Engine's ``FusedAttention``, cuDNN's
+  ``F16_arbitrary_seqlen`` flash kernel, which TE selects over FlashAttention on Hopper:
+  ``get_attention_backend``, "Disabling FlashAttention to give FusedAttention preference on Hopper+
+  for performance reasons", transformer_engine/pytorch/attention.py, NVIDIA/TransformerEngine
+  commit 001b736048c5; what NeMo / Megatron-Core runs on H100): the ``cudnn_*`` constants; a GPU
+  without them runs FlashAttention-2's (TE's choice before Hopper).
 * **Weight casts** (``param_bytes`` 4: FP32 weights under autocast): per forward every weight
   matrix is read in FP32 and written in BF16, per backward its gradient the other way round.
 * **Elementwise and norm** kernels (RMSNorm/LayerNorm, residual adds, rotary embedding, the MLP
@@ -57,13 +63,22 @@ Fitted constants and their measurements:
   log, two parameters per GPU, every point within 2%) as ``fraction * s / (s + seq_half)`` with the
   forward / backward split of the A100 constants (0.60 / 0.50 of the peak per flowherd's FLOPs,
   backward = 2x forward): A100 fractions 0.60 / 0.50, ``attention_seq_half`` 485; H100 (the
-  ``fa2_*`` constants) 0.3275 / 0.2729, ``fa2_seq_half`` 532. The H100 ``flash`` kernel is
-  FlashAttention-3 (Shah et al., NeurIPS 2024, figures 5-7: H100 BF16 causal head dim 128, forward
-  500-640 TFLOP/s, backward 400-500 TFLOP/s at 2k-16k tokens; not refitted: its figure 6 backward
-  is not among the stored measurements). (Before: the H100 FlashAttention-2 fractions were the
-  A100's scaled by FlashAttention-2's headline 335 / 230 TFLOP/s and the ramp's half-point 256
-  tokens on both GPUs: the measured H100 / A100 ratio is 1.65-1.74 by sequence, not 1.46, and both
-  GPUs ramp slower; MPT's H100 rows at 16k tokens ran 11.5-12.8% faster than modelled.)
+  ``fa2_*`` constants) 0.3275 / 0.2729, ``fa2_seq_half`` 532.
+* FlashAttention-3 (the H100 ``flash`` kernel) and cuDNN (``cudnn``): FlashAttention-3 (Shah et al.,
+  NeurIPS 2024, arXiv:2407.08608) figure 5, "Attention forward speed, head dim 128 (H100 80GB
+  SXM5)", causal panel, and figure 6, "Attention backward speed, head dim 128", bar labels at
+  512-16k tokens (`FA3_MEASURED_TFLOPS`; batch x seqlen = 16k, FLOPs counted as FlashAttention-2's
+  benchmark, backward 2.5x forward): FlashAttention-3 forward 292, 423, 521, 579, 602, 616, backward
+  316, 424, 501, 542, 559, 561; cuDNN forward 315, 410, 484, 518, 529, 539, backward 305, 408, 465,
+  499, 518, 516 TFLOP/s. Fitted per pass (least squares on the log, two parameters each, with the
+  2 us kernel cost; every point within 3%): FlashAttention-3 forward 0.6624 of the peak with
+  half-point 584 tokens, backward 0.4783 / 420 (per flowherd's FLOPs: the backward bars x 0.8);
+  cuDNN 0.5673 / 371 and 0.4383 / 370. (Before: the H100 ``flash`` constants were unfitted
+  defaults, 0.55 / 0.45 with a 256-token half-point, and NeMo's H100 rows ran them.) (Before that:
+  the H100 FlashAttention-2 fractions were the A100's scaled by FlashAttention-2's headline 335 /
+  230 TFLOP/s and the ramp's half-point 256 tokens on both GPUs: the measured H100 / A100 ratio is
+  1.65-1.74 by sequence, not 1.46, and both GPUs ramp slower; MPT's H100 rows at 16k tokens ran
+  11.5-12.8% faster than modelled.)
 * HBM: 80% of the datasheet bandwidth for streaming kernels (the level NVIDIA's STREAM-like
   ``nvbandwidth`` / BabelStream measurements reach on A100 and H100).
 * Flash attention in Triton: FlashAttention-2 is "around 1.3-1.5x faster than FlashAttention in
@@ -117,6 +132,7 @@ __all__ = [
     "ATTENTION",
     "FA2_MEASURED_TFLOPS",
     "FA2_SEQ_LENS",
+    "FA3_MEASURED_TFLOPS",
     "FP8_GEMMS",
     "FP8_K_HALF",
     "FP8_K_SWEEP",
@@ -158,6 +174,10 @@ class KernelModel:
         fa2_fwd_fraction, fa2_bwd_fraction, fa2_seq_half: The same for the FlashAttention-2
             kernel where the flash constants are another kernel's (H100: FlashAttention-3); None:
             the flash ones.
+        attention_bwd_seq_half: The backward's half-point where it was fitted apart; None: the
+            forward's.
+        cudnn_fwd_fraction, cudnn_bwd_fraction, cudnn_seq_half, cudnn_bwd_seq_half: The same for
+            cuDNN's fused attention (``attention="cudnn"``); None: FlashAttention-2's.
         fp8_peak_fraction: Plateau of an FP8 GEMM's fraction of the dense FP8 peak (the FP8 MAMF);
             None: no FP8 GEMM measurement.
         hbm_fraction: Achieved fraction of the HBM bandwidth of streaming kernels.
@@ -185,6 +205,11 @@ class KernelModel:
     fa2_fwd_fraction: float | None = None
     fa2_bwd_fraction: float | None = None
     fa2_seq_half: float | None = None
+    attention_bwd_seq_half: float | None = None
+    cudnn_fwd_fraction: float | None = None
+    cudnn_bwd_fraction: float | None = None
+    cudnn_seq_half: float | None = None
+    cudnn_bwd_seq_half: float | None = None
     fp8_peak_fraction: float | None = None
     hbm_fraction: float = 0.8
     kernel_overhead_s: float = 2e-6
@@ -203,15 +228,21 @@ class KernelModel:
 FP8_K_HALF = 458.0
 FP8_K_SWEEP = ((256, 569), (512, 858), (1024, 1129), (2048, 1343), (4096, 1467), (8192, 1507), (16384, 1541))
 
+# H100 attention kernels fitted to FlashAttention-3's figures 5 and 6 (module docstring,
+# FA3_MEASURED_TFLOPS): FlashAttention-3 as the H100 "flash" kernel, cuDNN as "cudnn"
+_H100_ATTENTION = dict(attention_fwd_fraction=0.6624, attention_seq_half=584.0, attention_bwd_fraction=0.4783,
+                       attention_bwd_seq_half=420.0, cudnn_fwd_fraction=0.5673, cudnn_seq_half=371.0,
+                       cudnn_bwd_fraction=0.4383, cudnn_bwd_seq_half=370.0)
+
 KERNEL_MODELS: dict[str, KernelModel] = {
     # FlashAttention-2 on H100 and A100: fitted to the FlashAttention-2 paper's figures 7d and 4d
     # (module docstring, FA2_MEASURED_TFLOPS)
     "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.862,
                         fa2_fwd_fraction=0.3275, fa2_bwd_fraction=0.2729, fa2_seq_half=532.0,
-                        fp8_peak_fraction=1402.6 / 1979 * (14336 + FP8_K_HALF) / 14336),
+                        fp8_peak_fraction=1402.6 / 1979 * (14336 + FP8_K_HALF) / 14336, **_H100_ATTENTION),
     "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.862,
                         fa2_fwd_fraction=0.3275, fa2_bwd_fraction=0.2729, fa2_seq_half=532.0,
-                        fp8_peak_fraction=1453.4 / 1979 * (12032 + FP8_K_HALF) / 12032),
+                        fp8_peak_fraction=1453.4 / 1979 * (12032 + FP8_K_HALF) / 12032, **_H100_ATTENTION),
     "a100": KernelModel(name="a100", gemm_peak_fraction=0.861, gemm_k_half=85.0, gemm_overhead_s=6.52e-6,
                         attention_fwd_fraction=0.60, attention_bwd_fraction=0.50, attention_seq_half=485.0,
                         sustained_fraction=0.949, sm_count=108),
@@ -221,7 +252,7 @@ KERNEL_MODELS: dict[str, KernelModel] = {
                           attention_bwd_fraction=0.30, sustained_fraction=0.862, sm_count=304),
 }
 
-ATTENTION = ("flash", "unfused", "triton")  # attention kernels of `layer_ops`
+ATTENTION = ("flash", "unfused", "triton", "cudnn")  # attention kernels of `layer_ops`
 PRECISIONS = ("bf16", "fp8")  # GEMM precisions of `layer_ops` (module docstring)
 FP8_GEMMS = frozenset({"qkv", "attn-out", "mlp-up", "mlp-down", "experts-up", "experts-down", "shared-up",
                        "shared-down"})  # the ops Transformer Engine runs in FP8
@@ -232,6 +263,13 @@ FP8_GEMMS = frozenset({"qkv", "attn-out", "mlp-up", "mlp-down", "experts-up", "e
 # constants of `KERNEL_MODELS` were fitted to (tests/workload/test_compute.py reproduces them)
 FA2_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
 FA2_MEASURED_TFLOPS = {"a100": (99, 133, 155, 173, 182, 189), "h100": (163, 221, 265, 294, 308, 328)}
+
+# FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608), H100 80GB SXM5, BF16, head dim 128, at
+# FA2_SEQ_LENS: figure 5 forward (causal panel) and figure 6 backward, TFLOP/s as labelled on the bars
+# (FLOPs counted as FlashAttention-2's benchmark: backward 2.5x forward); kernel -> (forward, backward).
+# Transcribed from the figures (subtext.edge.nugit.net renderings 4ec66909... and f60142e2...).
+FA3_MEASURED_TFLOPS = {"flash": ((292, 423, 521, 579, 602, 616), (316, 424, 501, 542, 559, 561)),
+                       "cudnn": ((315, 410, 484, 518, 529, 539), (305, 408, 465, 499, 518, 516))}
 
 # FlashAttention in Triton (the kernel of MosaicML's MPT ``attn_impl: triton``) against
 # FlashAttention-2: "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass and
@@ -302,15 +340,19 @@ def attention_time_s(flops: float, seq_len: int, gpu: GpuSpec, *, backward: bool
     """Fused-attention time of ``flops`` (the model's count, no causal halving), seconds.
 
     ``kernel``: "flash" (the GPU's flash constants), "flash2" (FlashAttention-2: the same where
-    the GPU has no ``fa2_*`` constants) or "triton" (FlashAttention in Triton: the FlashAttention-2
-    fractions over `TRITON_FWD_SLOWDOWN` / `TRITON_BWD_SLOWDOWN`).
+    the GPU has no ``fa2_*`` constants), "triton" (FlashAttention in Triton: the FlashAttention-2
+    fractions over `TRITON_FWD_SLOWDOWN` / `TRITON_BWD_SLOWDOWN`) or "cudnn" (cuDNN's fused
+    attention: the ``cudnn_*`` constants, FlashAttention-2's where the GPU has none).
     """
     if flops <= 0:
         return 0.0
     km = kernel_model(gpu)
     frac = km.attention_bwd_fraction if backward else km.attention_fwd_fraction
-    half = km.attention_seq_half
-    if kernel in ("triton", "flash2"):
+    half = (km.attention_bwd_seq_half or km.attention_seq_half) if backward else km.attention_seq_half
+    if kernel == "cudnn" and km.cudnn_fwd_fraction is not None:
+        frac = km.cudnn_bwd_fraction if backward else km.cudnn_fwd_fraction
+        half = (km.cudnn_bwd_seq_half or km.cudnn_seq_half) if backward else km.cudnn_seq_half
+    elif kernel in ("triton", "flash2", "cudnn"):
         fa2 = km.fa2_bwd_fraction if backward else km.fa2_fwd_fraction
         if fa2 is not None:
             frac, half = fa2, km.fa2_seq_half or half
@@ -470,7 +512,7 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
     if attention == "unfused":
         ops.append(_unfused_attention(m, gpu, t=t, seq_len=seq_len, tp=tp, micro_batch=micro_batch,
                                       dtype_bytes=dtype_bytes))
-    elif attention in ("flash", "triton"):
+    elif attention in ("flash", "triton", "cudnn"):
         core = t * m.attention_score_flops(seq_len) / tp
         ops.append(OpTime(name="attention", flops=0.5 * core,
                           fwd_s=attention_time_s(core, seq_len, gpu, kernel=attention),
