@@ -423,3 +423,25 @@ def test_cudnn_attention_without_a_measurement_is_flashattention2():
     for backward in (False, True):
         assert (cm.attention_time_s(1e12, 4096, g, backward=backward, kernel="cudnn")
                 == cm.attention_time_s(1e12, 4096, g, backward=backward, kernel="flash2"))
+
+
+def test_context_parallel_ring_merges_cost_their_bytes():
+    # Transformer Engine's AttnFuncWithCPAndKVP2P: cp ring steps, each a flash kernel whose partial
+    # output is merged (flash_attn_fwd_out_correction: read the step's output, read and write the
+    # result) and whose backward's dq and dk, dv are added the same way; on the slowest rank every
+    # step covers all t query rows, its key/value rows t at step 0 and t / 2 after. Llama 3 8B, cp 2
+    g = GPUS["h100"]
+    m = TrainingJob(model="llama3-8b", gpus=2, cp=2, global_batch=2, seq_len=8192).model
+    kw = dict(micro_batch=1, seq_len=8192, attention="cudnn")
+    one = {o.name: o for o in cm.layer_ops(m, 0, g, cp=1, **kw)}
+    two = {o.name: o for o in cm.layer_ops(m, 0, g, cp=2, **kw)}
+    assert "cp-merge" not in one
+    t, d = 4096, m.head_dim
+    fwd_el = 2 * t * m.heads * d
+    bwd_el = 2 * t * m.heads * d + (t + t / 2) * m.kv_heads * 2 * d
+    assert two["cp-merge"].fwd_s == pytest.approx(cm.memory_time_s(3 * 2 * fwd_el, g, kernels=2), rel=1e-12)
+    assert two["cp-merge"].bwd_s == pytest.approx(cm.memory_time_s(3 * 2 * bwd_el, g, kernels=4), rel=1e-12)
+    # the attention kernels do half the FLOPs per rank at the unsplit rate, plus one launch per step
+    ovh = cm.kernel_model(g).kernel_overhead_s
+    assert two["attention"].flops == pytest.approx(one["attention"].flops / 2, rel=1e-12)
+    assert two["attention"].fwd_s - 2 * ovh == pytest.approx((one["attention"].fwd_s - ovh) / 2, rel=1e-12)

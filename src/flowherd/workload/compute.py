@@ -125,6 +125,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flowherd.errors import ConfigError
+from flowherd.workload.context_parallel import merge_elements
 from flowherd.workload.gpus import GpuSpec
 from flowherd.workload.models import ModelShape
 
@@ -451,7 +452,8 @@ class OpTime:
 
     Attributes:
         name: "qkv", "attn-out", "attention", "mlp-up", "mlp-down", "router", "experts-up",
-            "experts-down", "shared-up", "shared-down", "elementwise", "logits", "cross-entropy".
+            "experts-down", "shared-up", "shared-down", "elementwise", "cp-merge", "fp8-cast", "weight-cast",
+            "logits", "cross-entropy".
         flops: Forward FLOPs executed (the attention core: half the model's count, flash attention
             skipping the blocks the causal mask hides).
         fwd_s, bwd_s: Forward and backward kernel time, seconds.
@@ -514,9 +516,19 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
                                       dtype_bytes=dtype_bytes))
     elif attention in ("flash", "triton", "cudnn"):
         core = t * m.attention_score_flops(seq_len) / tp
+        extra = (cp - 1) * kernel_model(gpu).kernel_overhead_s  # one kernel per ring step
         ops.append(OpTime(name="attention", flops=0.5 * core,
-                          fwd_s=attention_time_s(core, seq_len, gpu, kernel=attention),
-                          bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True, kernel=attention)))
+                          fwd_s=attention_time_s(core, seq_len, gpu, kernel=attention) + extra,
+                          bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True, kernel=attention)
+                          + extra, kernels=cp))
+        if cp > 1:  # Transformer Engine's ring merges (`flowherd.workload.context_parallel`)
+            qk = m.head_dim + (m.rope_head_dim if m.kv_lora_rank else 0)
+            kv = m.heads if m.kv_lora_rank else m.kv_heads  # MLA materializes per-head K and V
+            f_el, b_el, f_k, b_k = merge_elements(tokens=t, cp=cp, heads=m.heads / tp, kv_heads=kv / tp,
+                                                  qk_dim=qk, v_dim=m.v_head_dim)
+            ops.append(OpTime(name="cp-merge", flops=0.0, kernels=f_k,
+                              fwd_s=memory_time_s(3 * f_el * dtype_bytes, gpu, kernels=f_k),
+                              bwd_s=memory_time_s(3 * b_el * dtype_bytes, gpu, kernels=b_k)))
     else:
         raise ConfigError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r} (attention)")
     ops.append(_gemm_op("attn-out", t, h, o_in / tp, gpu, precision=precision))
@@ -561,7 +573,7 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
         # element; its cast cache lives for one forward) and autograd's cast backward turns the
         # weight gradient back to FP32 (read 2, write 4); one kernel per weight matrix
         weights = m.layer_dense_params(layer) / tp + m.layer_expert_params(layer) / (tp * ep)
-        n_w = sum(o.name not in ("attention", "elementwise", "fp8-cast") for o in ops)
+        n_w = sum(o.name not in ("attention", "elementwise", "fp8-cast", "cp-merge") for o in ops)
         cast = memory_time_s(weights * (param_bytes + dtype_bytes), gpu, kernels=n_w)
         ops.append(OpTime(name="weight-cast", flops=0.0, fwd_s=cast, bwd_s=cast, kernels=n_w))
     return tuple(ops)
