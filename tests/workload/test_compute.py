@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from flowherd.errors import ConfigError
@@ -399,11 +401,14 @@ def test_fp8_gemm_rises_with_k_as_the_measured_sweep():
 @pytest.mark.parametrize("kernel", ["flash", "cudnn"])
 def test_h100_flashattention3_and_cudnn_reproduce_the_fa3_figures(kernel):
     # FlashAttention-3 (Shah et al. 2024) figure 5 (forward, causal, head dim 128) and figure 6
-    # (backward, head dim 128), H100 SXM5 BF16, 16k tokens per batch: the H100 "flash" kernel is
-    # FlashAttention-3, "cudnn" cuDNN's fused attention; the benchmark counts 4 b s^2 a d / 2 forward
-    # FLOPs with the mask and 2.5x that backward (flowherd: the unmasked count, backward 2x)
+    # (backward, head dim 128, no mask, times FlashAttention-2's causal / unmasked backward ratio),
+    # H100 SXM5 BF16, 16k tokens per batch: the H100 "flash" kernel is FlashAttention-3, "cudnn"
+    # cuDNN's fused attention; the benchmark counts 4 b s^2 a d / 2 forward FLOPs with the mask and
+    # 2.5x that backward (flowherd: the unmasked count, backward 2x)
     g = GPUS["h100"]
     fwd_meas, bwd_meas = cm.FA3_MEASURED_TFLOPS[kernel]
+    ratio = cm.causal_backward_ratio()
+    bwd_meas = [b * r for b, r in zip(bwd_meas, ratio, strict=True)]
     for s, f_t, b_t in zip(cm.FA2_SEQ_LENS, fwd_meas, bwd_meas, strict=True):
         b, a, d = 16384 // s, 16, 128
         fwd = 4 * b * s * s * a * d
@@ -414,6 +419,16 @@ def test_h100_flashattention3_and_cudnn_reproduce_the_fa3_figures(kernel):
     # and the kernels differ: FlashAttention-3 pulls ahead at long sequences (figure 5)
     t16 = [cm.attention_time_s(1e12, 16384, g, kernel=k) for k in ("flash", "cudnn")]
     assert t16[0] < t16[1]
+
+
+def test_fa3_backward_panel_is_unmasked_and_the_causal_ratio_follows_fa2():
+    # FlashAttention-2's bars in FA3's figure 6 (214 TFLOP/s at 512 tokens) beat its causal forward
+    # in figure 5 (191) and the causal backward its own figure 7d implies (2.5 / (3.5/163 - 1/191) =
+    # 154): the panel has no mask. The ratio rises to 1 with the length (the masked diagonal blocks
+    # weigh less)
+    r = cm.causal_backward_ratio()
+    assert r[0] == pytest.approx(154.0 / 214, rel=0.01)
+    assert all(a < b for a, b in itertools.pairwise(r)) and r[-1] == 1.0
 
 
 def test_cudnn_attention_without_a_measurement_is_flashattention2():

@@ -70,10 +70,16 @@ Fitted constants and their measurements:
   512-16k tokens (`FA3_MEASURED_TFLOPS`; batch x seqlen = 16k, FLOPs counted as FlashAttention-2's
   benchmark, backward 2.5x forward): FlashAttention-3 forward 292, 423, 521, 579, 602, 616, backward
   316, 424, 501, 542, 559, 561; cuDNN forward 315, 410, 484, 518, 529, 539, backward 305, 408, 465,
-  499, 518, 516 TFLOP/s. Fitted per pass (least squares on the log, two parameters each, with the
-  2 us kernel cost; every point within 3%): FlashAttention-3 forward 0.6624 of the peak with
-  half-point 584 tokens, backward 0.4783 / 420 (per flowherd's FLOPs: the backward bars x 0.8);
-  cuDNN 0.5673 / 371 and 0.4383 / 370. (Before: the H100 ``flash`` constants were unfitted
+  499, 518, 516 TFLOP/s. The backward panel is without the causal mask: its FlashAttention-2 bars
+  (214 at 512 tokens) exceed FlashAttention-2's causal forward (191) and the causal backward that
+  FlashAttention-2's own figure 7d implies (forward + backward 163 TFLOP/s at 512 tokens:
+  ``2.5 / (3.5 / 163 - 1 / 191)`` = 154). The causal backward is taken as the unmasked one times
+  FlashAttention-2's causal / unmasked backward ratio by length (`causal_backward_ratio`: 0.72,
+  0.80, 0.87, 0.92, 0.94, 1.0; the masked diagonal blocks of a causal kernel cost alike in any
+  flash kernel). Fitted per pass (least squares on the log, two parameters each, with the 2 us
+  kernel cost; every point within 3%): FlashAttention-3 forward 0.6624 of the peak with half-point
+  584 tokens, backward 0.4773 / 780 (per flowherd's FLOPs: the backward x 0.8); cuDNN 0.5673 / 371
+  and 0.4361 / 709. (Before: the H100 ``flash`` constants were unfitted
   defaults, 0.55 / 0.45 with a 256-token half-point, and NeMo's H100 rows ran them.) (Before that:
   the H100 FlashAttention-2 fractions were the A100's scaled by FlashAttention-2's headline 335 /
   230 TFLOP/s and the ramp's half-point 256 tokens on both GPUs: the measured H100 / A100 ratio is
@@ -125,6 +131,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flowherd.errors import ConfigError
+from flowherd.workload.attention_measurements import (
+    FA2_MEASURED_TFLOPS,
+    FA2_SEQ_LENS,
+    FA3_MEASURED_TFLOPS,
+    TRITON_BWD_SLOWDOWN,
+    TRITON_FWD_SLOWDOWN,
+    causal_backward_ratio,
+)
 from flowherd.workload.context_parallel import merge_elements
 from flowherd.workload.gpus import GpuSpec
 from flowherd.workload.models import ModelShape
@@ -144,6 +158,7 @@ __all__ = [
     "LayerTimes",
     "OpTime",
     "attention_time_s",
+    "causal_backward_ratio",
     "comm_interference_s",
     "fp8_peak_flops",
     "fsdp_grad_prep_s",
@@ -231,9 +246,9 @@ FP8_K_SWEEP = ((256, 569), (512, 858), (1024, 1129), (2048, 1343), (4096, 1467),
 
 # H100 attention kernels fitted to FlashAttention-3's figures 5 and 6 (module docstring,
 # FA3_MEASURED_TFLOPS): FlashAttention-3 as the H100 "flash" kernel, cuDNN as "cudnn"
-_H100_ATTENTION = dict(attention_fwd_fraction=0.6624, attention_seq_half=584.0, attention_bwd_fraction=0.4783,
-                       attention_bwd_seq_half=420.0, cudnn_fwd_fraction=0.5673, cudnn_seq_half=371.0,
-                       cudnn_bwd_fraction=0.4383, cudnn_bwd_seq_half=370.0)
+_H100_ATTENTION = dict(attention_fwd_fraction=0.6624, attention_seq_half=584.0, attention_bwd_fraction=0.4773,
+                       attention_bwd_seq_half=780.0, cudnn_fwd_fraction=0.5673, cudnn_seq_half=371.0,
+                       cudnn_bwd_fraction=0.4361, cudnn_bwd_seq_half=709.0)
 
 KERNEL_MODELS: dict[str, KernelModel] = {
     # FlashAttention-2 on H100 and A100: fitted to the FlashAttention-2 paper's figures 7d and 4d
@@ -257,26 +272,6 @@ ATTENTION = ("flash", "unfused", "triton", "cudnn")  # attention kernels of `lay
 PRECISIONS = ("bf16", "fp8")  # GEMM precisions of `layer_ops` (module docstring)
 FP8_GEMMS = frozenset({"qkv", "attn-out", "mlp-up", "mlp-down", "experts-up", "experts-down", "shared-up",
                        "shared-down"})  # the ops Transformer Engine runs in FP8
-
-# FlashAttention-2 forward + backward, causal, head dim 128, TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k tokens
-# (Dao, ICLR 2024, figures 4d (A100 80GB SXM4) and 7d (H100 80GB SXM5); FLOPs as its benchmark counts
-# them, forward 4 b s^2 a d / 2 with the causal mask, backward 2.5x the forward): what the FA2
-# constants of `KERNEL_MODELS` were fitted to (tests/workload/test_compute.py reproduces them)
-FA2_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
-FA2_MEASURED_TFLOPS = {"a100": (99, 133, 155, 173, 182, 189), "h100": (163, 221, 265, 294, 308, 328)}
-
-# FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608), H100 80GB SXM5, BF16, head dim 128, at
-# FA2_SEQ_LENS: figure 5 forward (causal panel) and figure 6 backward, TFLOP/s as labelled on the bars
-# (FLOPs counted as FlashAttention-2's benchmark: backward 2.5x forward); kernel -> (forward, backward).
-# Transcribed from the figures (subtext.edge.nugit.net renderings 4ec66909... and f60142e2...).
-FA3_MEASURED_TFLOPS = {"flash": ((292, 423, 521, 579, 602, 616), (316, 424, 501, 542, 559, 561)),
-                       "cudnn": ((315, 410, 484, 518, 529, 539), (305, 408, 465, 499, 518, 516))}
-
-# FlashAttention in Triton (the kernel of MosaicML's MPT ``attn_impl: triton``) against
-# FlashAttention-2: "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass and
-# around 2x faster in the backward pass" (Dao 2023, arXiv:2307.08691, section 4.1)
-TRITON_FWD_SLOWDOWN = 1.4
-TRITON_BWD_SLOWDOWN = 2.0
 
 # Adam with mixed precision (Megatron-LM's optimizer; Rajbhandari et al. SC'20 section 3.1): per
 # parameter of the shard it reads the FP32 master weight, the FP32 main gradient and the two FP32
