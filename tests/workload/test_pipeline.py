@@ -175,3 +175,21 @@ def test_deepspeed_sends_block_the_sender():
         assert any(sends & set(t.deps) for t in after) == blocking, engine
     with pytest.raises(ConfigError, match=r"\(pipeline_engine\)"):
         TrainingJob(**base, pipeline_engine="deepspeed", zero_stage=2)
+
+
+def test_scenario_yaml_takes_the_pipeline_engine_and_the_cudnn_kernel():
+    # the scenario contract extends (never renames): jobs[].pipeline_engine and attention: cudnn reach
+    # the TrainingJob; a wrong engine name is one clear error
+    from flowherd.experiments.scenario import scenario_from_mapping
+
+    def sc(**job):
+        return scenario_from_mapping({
+            "fabric": {"kind": "leaf-spine", "servers": 1, "gpus_per_server": 8, "leaves": 1, "spines": 1},
+            "workload": {"jobs": [{"name": "j", "model": "llama3-8b", "gpus": 8,
+                                   "parallelism": {"pp": 2, "zero": 1}, "global_batch": 8, **job}]}})
+
+    j = sc(pipeline_engine="deepspeed", attention="cudnn").jobs[0]
+    assert j.pipeline_engine == "deepspeed" and j.attention == "cudnn"
+    assert sc().jobs[0].pipeline_engine == "megatron"
+    with pytest.raises(ConfigError, match="pipeline_engine"):
+        sc(pipeline_engine="colossal")
