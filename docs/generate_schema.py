@@ -66,9 +66,14 @@ MEANING = {
                                          "FP32 main gradient by the weight-gradient GEMM) or fp32-buffer "
                                          "(DeepSpeed's BF16_Optimizer: a cast-and-add after every "
                                          "micro-batch).",
-    "workload.jobs[].attention": "Attention kernels the run used: flash (fused, causal blocks skipped), "
-                                 "triton (FlashAttention in Triton, slower than FA2) or unfused "
-                                 "(Megatron-LM before flash attention: the s x s scores through HBM).",
+    "workload.jobs[].pipeline_engine": "Whose pipeline engine runs the schedule: megatron (asynchronous "
+                                       "sends, gradients reduced during the last backward) or deepspeed "
+                                       "(blocking sends, gradients all-reduced after the last backward).",
+    "workload.jobs[].attention": "Attention kernels the run used: flash (fused, causal blocks skipped; "
+                                 "FlashAttention-3 on H100), triton (FlashAttention in Triton, slower "
+                                 "than FA2), cudnn (cuDNN's fused attention, Transformer Engine's choice "
+                                 "on Hopper) or unfused (Megatron-LM before flash attention: the s x s "
+                                 "scores through HBM).",
     "workload.jobs[].precision": "GEMM number format: bf16 or fp8 (Transformer Engine's FP8 projections "
                                  "at the GPU's FP8 peak; H100, H200, B200).",
     "workload.jobs[].seq_len": "Tokens per sequence.",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from flowherd.errors import ConfigError
@@ -394,3 +396,67 @@ def test_fp8_gemm_rises_with_k_as_the_measured_sweep():
     for k, tflops in cm.FP8_K_SWEEP:
         assert rate(k) / rate(k_ref) == pytest.approx(tflops / t_ref, rel=0.10), k
     assert rate(256) / rate(16384) < 0.45  # a short reduction wastes most of an FP8 GEMM
+
+
+@pytest.mark.parametrize("kernel", ["flash", "cudnn"])
+def test_h100_flashattention3_and_cudnn_reproduce_the_fa3_figures(kernel):
+    # FlashAttention-3 (Shah et al. 2024) figure 5 (forward, causal, head dim 128) and figure 6
+    # (backward, head dim 128, no mask, times FlashAttention-2's causal / unmasked backward ratio),
+    # H100 SXM5 BF16, 16k tokens per batch: the H100 "flash" kernel is FlashAttention-3, "cudnn"
+    # cuDNN's fused attention; the benchmark counts 4 b s^2 a d / 2 forward FLOPs with the mask and
+    # 2.5x that backward (flowherd: the unmasked count, backward 2x)
+    g = GPUS["h100"]
+    fwd_meas, bwd_meas = cm.FA3_MEASURED_TFLOPS[kernel]
+    ratio = cm.causal_backward_ratio()
+    bwd_meas = [b * r for b, r in zip(bwd_meas, ratio, strict=True)]
+    for s, f_t, b_t in zip(cm.FA2_SEQ_LENS, fwd_meas, bwd_meas, strict=True):
+        b, a, d = 16384 // s, 16, 128
+        fwd = 4 * b * s * s * a * d
+        t_f = cm.attention_time_s(fwd, s, g, kernel=kernel)
+        t_b = cm.attention_time_s(2 * fwd, s, g, backward=True, kernel=kernel)
+        assert fwd / 2 / t_f / 1e12 == pytest.approx(f_t, rel=0.03), s
+        assert 2.5 * fwd / 2 / t_b / 1e12 == pytest.approx(b_t, rel=0.03), s
+    # and the kernels differ: FlashAttention-3 pulls ahead at long sequences (figure 5)
+    t16 = [cm.attention_time_s(1e12, 16384, g, kernel=k) for k in ("flash", "cudnn")]
+    assert t16[0] < t16[1]
+
+
+def test_fa3_backward_panel_is_unmasked_and_the_causal_ratio_follows_fa2():
+    # FlashAttention-2's bars in FA3's figure 6 (214 TFLOP/s at 512 tokens) beat its causal forward
+    # in figure 5 (191) and the causal backward its own figure 7d implies (2.5 / (3.5/163 - 1/191) =
+    # 154): the panel has no mask. The ratio rises to 1 with the length (the masked diagonal blocks
+    # weigh less)
+    r = cm.causal_backward_ratio()
+    assert r[0] == pytest.approx(154.0 / 214, rel=0.01)
+    assert all(a < b for a, b in itertools.pairwise(r)) and r[-1] == 1.0
+
+
+def test_cudnn_attention_without_a_measurement_is_flashattention2():
+    # Transformer Engine prefers cuDNN's FusedAttention only on Hopper+ (get_attention_backend); A100
+    # has no cuDNN measurement here and runs FlashAttention-2's constants
+    g = GPUS["a100"]
+    for backward in (False, True):
+        assert (cm.attention_time_s(1e12, 4096, g, backward=backward, kernel="cudnn")
+                == cm.attention_time_s(1e12, 4096, g, backward=backward, kernel="flash2"))
+
+
+def test_context_parallel_ring_merges_cost_their_bytes():
+    # Transformer Engine's AttnFuncWithCPAndKVP2P: cp ring steps, each a flash kernel whose partial
+    # output is merged (flash_attn_fwd_out_correction: read the step's output, read and write the
+    # result) and whose backward's dq and dk, dv are added the same way; on the slowest rank every
+    # step covers all t query rows, its key/value rows t at step 0 and t / 2 after. Llama 3 8B, cp 2
+    g = GPUS["h100"]
+    m = TrainingJob(model="llama3-8b", gpus=2, cp=2, global_batch=2, seq_len=8192).model
+    kw = dict(micro_batch=1, seq_len=8192, attention="cudnn")
+    one = {o.name: o for o in cm.layer_ops(m, 0, g, cp=1, **kw)}
+    two = {o.name: o for o in cm.layer_ops(m, 0, g, cp=2, **kw)}
+    assert "cp-merge" not in one
+    t, d = 4096, m.head_dim
+    fwd_el = 2 * t * m.heads * d
+    bwd_el = 2 * t * m.heads * d + (t + t / 2) * m.kv_heads * 2 * d
+    assert two["cp-merge"].fwd_s == pytest.approx(cm.memory_time_s(3 * 2 * fwd_el, g, kernels=2), rel=1e-12)
+    assert two["cp-merge"].bwd_s == pytest.approx(cm.memory_time_s(3 * 2 * bwd_el, g, kernels=4), rel=1e-12)
+    # the attention kernels do half the FLOPs per rank at the unsplit rate, plus one launch per step
+    ovh = cm.kernel_model(g).kernel_overhead_s
+    assert two["attention"].flops == pytest.approx(one["attention"].flops / 2, rel=1e-12)
+    assert two["attention"].fwd_s - 2 * ovh == pytest.approx((one["attention"].fwd_s - ovh) / 2, rel=1e-12)

@@ -137,3 +137,59 @@ def test_fsdp_prefetch_hides_all_gathers_behind_the_previous_layer():
     layers = j.model.layers
     assert len(fwd) == layers  # one task per layer and pass at stage granularity
     assert call_s <= exposed <= 3 * call_s + 1e-12  # not 3 * layers * call_s
+
+
+def test_deepspeed_engine_allreduces_gradients_after_the_last_backward():
+    # DeepSpeed's PipelineEngine with BF16_Optimizer (deepspeed/runtime/pipe/engine.py,
+    # _exec_reduce_grads -> _bf16_reduce_grads -> buffered_allreduce_fallback): the gradients are
+    # AllReduced (not reduce-scattered, although ZeRO-1 partitions the optimizer) after the stage's
+    # last backward (TrainSchedule: ReduceGrads after the last BackwardPass), in buffers of 5e8
+    # elements; Megatron reduce-scatters in 25 MiB buckets as the last backward produces them
+    base = dict(model="llama3-8b", gpus=8, pp=2, global_batch=8, seq_len=1024, zero_stage=1, grad_bytes=4)
+    ds = TrainingJob(**base, pipeline_engine="deepspeed").iteration_graph()
+    mg = TrainingJob(**base).iteration_graph()
+    for g, op, overlapped in ((ds, "allreduce", False), (mg, "reducescatter", True)):
+        by_id = {t.id: t for t in g.tasks}
+        for p in range(2):
+            last_bwd = max(t.id for t in g.tasks
+                           if t.stage == p and t.phase == "bwd" and t.kind == TaskKind.COMPUTE)
+            syncs = [t for t in g.tasks if t.stage == p and t.group == "dp" and t.phase == "sync"
+                     and not t.name.startswith("embedding/")]
+            assert {t.collectives[0].op.value for t in syncs} == {op}
+            computes = {d for t in syncs for d in t.deps if by_id[d].kind == TaskKind.COMPUTE}
+            assert (computes != {last_bwd}) == overlapped, p
+    from flowherd.workload.pipeline import DEEPSPEED_ALLREDUCE_ELEMENTS
+    stage0 = [t for t in ds.tasks if t.stage == 0 and t.group == "dp" and t.phase == "sync"]
+    elements = [t.collectives[0].size_bytes / 4 for t in stage0]  # whole layers per buffer
+    assert len(elements) > 1 and all(e >= DEEPSPEED_ALLREDUCE_ELEMENTS for e in elements[:-1])
+
+
+def test_deepspeed_sends_block_the_sender():
+    # DeepSpeed's p2p.send asserts async_op == False and calls torch.distributed.send: the sender's
+    # next pass starts after its send; Megatron's sender goes on (the receiver waits)
+    base = dict(model=_U, gpus=2, pp=2, global_batch=4, seq_len=1024, efficiency=0.45)
+    for engine, blocking in (("deepspeed", True), ("megatron", False)):
+        g = TrainingJob(**base, pipeline_engine=engine).iteration_graph()
+        sends = {t.id for t in g.tasks if t.group == "pp" and t.stage == 0}
+        after = [t for t in g.tasks if t.stage == 0 and t.kind == TaskKind.COMPUTE and t.phase == "fwd"][1:]
+        assert any(sends & set(t.deps) for t in after) == blocking, engine
+    with pytest.raises(ConfigError, match=r"\(pipeline_engine\)"):
+        TrainingJob(**base, pipeline_engine="deepspeed", zero_stage=2)
+
+
+def test_scenario_yaml_takes_the_pipeline_engine_and_the_cudnn_kernel():
+    # the scenario contract extends (never renames): jobs[].pipeline_engine and attention: cudnn reach
+    # the TrainingJob; a wrong engine name is one clear error
+    from flowherd.experiments.scenario import scenario_from_mapping
+
+    def sc(**job):
+        return scenario_from_mapping({
+            "fabric": {"kind": "leaf-spine", "servers": 1, "gpus_per_server": 8, "leaves": 1, "spines": 1},
+            "workload": {"jobs": [{"name": "j", "model": "llama3-8b", "gpus": 8,
+                                   "parallelism": {"pp": 2, "zero": 1}, "global_batch": 8, **job}]}})
+
+    j = sc(pipeline_engine="deepspeed", attention="cudnn").jobs[0]
+    assert j.pipeline_engine == "deepspeed" and j.attention == "cudnn"
+    assert sc().jobs[0].pipeline_engine == "megatron"
+    with pytest.raises(ConfigError, match="pipeline_engine"):
+        sc(pipeline_engine="colossal")

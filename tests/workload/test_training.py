@@ -27,15 +27,18 @@ def test_megatron_gpt_volumes_equal_closed_forms():
       (2 forward, 2 backward), in each of the dp TP-group columns: 4 * L * m * b*s*h*2 * dp;
     * PP (Narayanan et al. SC'21, section 4.1): 2 * (p - 1) sends of b*s*h*2 bytes per micro-batch per
       pipeline replica: 2 * (p - 1) * m * b*s*h*2 * dp;
-    * DP: BF16 gradients, params / (tp * pp) * 2 bytes per rank, tp * pp groups: params * 2.
+    * DP: BF16 gradients, params / (tp * pp) * 2 bytes per rank, tp * pp groups: params * 2, plus the
+      last stage's copy of the tied word embedding (V * h * 2) and the AllReduce of the two copies'
+      gradients between the first and last stage (Megatron-LM ``_allreduce_word_embedding_grads``):
+      V * h / tp * 2 bytes in each of the tp * dp embedding groups.
     """
     j = gpt_job()
-    b, s, h, L, m, dp, p = 2, 2048, 12288, 96, j.micro_batches, 2, 4
+    b, s, h, L, m, dp, p, V = 2, 2048, 12288, 96, j.micro_batches, 2, 4, j.model.vocab
     assert m == 8
     vol = j.iteration_graph("layer").bytes_by_group()
     assert vol["tp"] == pytest.approx(4 * L * m * b * s * h * A * dp, rel=1e-12)
     assert vol["pp"] == pytest.approx(2 * (p - 1) * m * b * s * h * A * dp, rel=1e-12)
-    assert vol["dp"] == pytest.approx(j.model.num_params() * A, rel=1e-12)
+    assert vol["dp"] == pytest.approx((j.model.num_params() + V * h) * A + dp * V * h * A, rel=1e-12)
     assert set(vol) == {"tp", "pp", "dp"}
 
 
@@ -44,7 +47,7 @@ def test_dp_bytes_per_rank_are_stage_params_over_tp():
     g = j.iteration_graph("layer")
     per_stage = np.zeros(j.pp)
     for t in g.tasks:
-        if t.group == "dp":
+        if t.group == "dp" and not t.name.startswith("embedding/"):
             c = t.collectives[0]
             assert c.op == Op.ALLREDUCE and c.n == j.dp
             assert len(t.collectives) == j.tp  # one DP group per TP rank of the stage
@@ -52,10 +55,33 @@ def test_dp_bytes_per_rank_are_stage_params_over_tp():
     m = j.model
     expected = [sum(m.layer_params(i) for i in j.stage_layers(s)) for s in range(j.pp)]
     expected[0] += m.embedding_params()
-    expected[-1] += m.head_params()
+    expected[-1] += m.head_params() + m.vocab * m.hidden  # the tied embedding's copy (Megatron)
     np.testing.assert_allclose(per_stage, np.array(expected) / j.tp * A, rtol=1e-12)
-    # on average params / (tp * pp) * 2 bytes per rank
-    assert per_stage.mean() == pytest.approx(m.num_params() / (j.tp * j.pp) * A, rel=1e-12)
+    # on average (params + the copy) / (tp * pp) * 2 bytes per rank
+    assert per_stage.mean() == pytest.approx((m.num_params() + m.vocab * m.hidden) / (j.tp * j.pp) * A,
+                                             rel=1e-12)
+
+
+def test_tied_embedding_grads_are_allreduced_between_first_and_last_stage():
+    # Megatron-LM finalize_model_grads -> _allreduce_word_embedding_grads: one AllReduce per (dp, tp)
+    # position between the first and the last pipeline rank, of V * h / tp gradient elements, after
+    # both stages' DP sync and before their optimizer step; none without pp or without tied embeddings
+    j = gpt_job()
+    g = j.iteration_graph("stage")
+    tied = [t for t in g.tasks if t.name.startswith("embedding/")]
+    assert len(tied) == 1
+    t = tied[0]
+    first, last = set(j.rank_grid()[0].ravel().tolist()), set(j.rank_grid()[-1].ravel().tolist())
+    assert len(t.collectives) == j.tp * j.dp
+    for c in t.collectives:
+        assert c.op == Op.ALLREDUCE and c.n == 2 and len(set(c.gpus) & first) == 1 == len(set(c.gpus) & last)
+        assert c.size_bytes == pytest.approx(j.model.vocab * j.model.hidden / j.tp * A, rel=1e-12)
+    steps = [u for u in g.tasks if u.name.endswith("/optimizer")]
+    assert all((t.id in u.deps) == (u.stage in (0, j.pp - 1)) for u in steps)
+    flat = gpt_job(pp=1, dp=8).iteration_graph("stage")
+    assert not [t for t in flat.tasks if t.name.startswith("embedding/")]
+    untied = TrainingJob(model="llama3-8b", gpus=8, tp=2, pp=4, global_batch=8, seq_len=1024)
+    assert not [t for t in untied.iteration_graph("stage").tasks if t.name.startswith("embedding/")]
 
 
 def test_fp32_gradients_double_dp_bytes():

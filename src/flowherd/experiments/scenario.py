@@ -12,8 +12,8 @@ The contract (fields beyond these are documented on each model below)::
            iterations: 20, submit: 0s}
         # model: a catalog name or {name, layers, hidden, heads, kv_heads, ffn_hidden, vocab,
         #   gated_mlp}; parallelism: {tp, pp, dp, cp, ep, virtual_stages, sequence_parallel,
-        #   zero, fsdp}; recompute: none | selective | full; attention: flash | unfused | triton;
-        #   precision: bf16 | fp8;
+        #   zero, fsdp}; recompute: none | selective | full; attention: flash | unfused | triton |
+        #   cudnn; precision: bf16 | fp8; pipeline_engine: megatron | deepspeed;
         #   param_bytes: 4 for FP32 weights under autocast; efficiency: an explicit fraction
         #   of the peak (default: the compute model, flowherd.workload.compute)
       arrivals: []        # e.g. {process: poisson, rate: 4/h, mix: [...], until: 2h}
@@ -109,11 +109,12 @@ class JobModel(_Model):
     global_batch: int | None = Field(None, ge=1)
     iterations: int = Field(1, ge=1)
     recompute: Literal["none", "selective", "full"] = "none"
-    attention: Literal["flash", "unfused", "triton"] = "flash"
+    attention: Literal["flash", "unfused", "triton", "cudnn"] = "flash"
     precision: Literal["bf16", "fp8"] = "bf16"
     param_bytes: int | None = Field(None, ge=1)  # None: the activation dtype (TrainingJob.param_bytes)
     grad_bytes: int = Field(2, ge=1)
     grad_accumulation: Literal["fused", "fp32-buffer"] = "fused"
+    pipeline_engine: Literal["megatron", "deepspeed"] = "megatron"
     efficiency: float | None = Field(None, gt=0, le=1)  # None: the compute model
     submit: str | float = 0.0
     serving: dict[str, Any] = Field(default_factory=dict)
@@ -297,7 +298,8 @@ def _job(m: JobModel, field: str, default_gpu: str) -> Job:
                            sequence_parallel=p.sequence_parallel, virtual_stages=p.virtual_stages,
                            fsdp=p.fsdp, recompute=m.recompute, attention=m.attention, precision=m.precision,
                            param_bytes=m.param_bytes, grad_bytes=m.grad_bytes,
-                           grad_accumulation=m.grad_accumulation, seq_len=m.seq_len,
+                           grad_accumulation=m.grad_accumulation, pipeline_engine=m.pipeline_engine,
+                           seq_len=m.seq_len,
                            micro_batch=m.micro_batch, global_batch=m.global_batch,
                            iterations=m.iterations, efficiency=m.efficiency, submit_s=submit_s)
     except ConfigError as err:

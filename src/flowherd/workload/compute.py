@@ -22,6 +22,12 @@ Each op of a layer's forward and backward pass on one rank is timed as a rooflin
   (13 bytes per score in BF16; the backward moves twice that).
 * **Triton flash attention** (``attention="triton"``: FlashAttention in Triton, MosaicML MPT's
   ``attn_impl: triton``): the FlashAttention-2 fractions over 1.4 (forward) and 2 (backward).
+* **cuDNN fused attention** (``attention="cudnn"``: Transformer Engine's ``FusedAttention``, cuDNN's
+  ``F16_arbitrary_seqlen`` flash kernel, which TE selects over FlashAttention on Hopper:
+  ``get_attention_backend``, "Disabling FlashAttention to give FusedAttention preference on Hopper+
+  for performance reasons", transformer_engine/pytorch/attention.py, NVIDIA/TransformerEngine
+  commit 001b736048c5; what NeMo / Megatron-Core runs on H100): the ``cudnn_*`` constants; a GPU
+  without them runs FlashAttention-2's (TE's choice before Hopper).
 * **Weight casts** (``param_bytes`` 4: FP32 weights under autocast): per forward every weight
   matrix is read in FP32 and written in BF16, per backward its gradient the other way round.
 * **Elementwise and norm** kernels (RMSNorm/LayerNorm, residual adds, rotary embedding, the MLP
@@ -57,13 +63,28 @@ Fitted constants and their measurements:
   log, two parameters per GPU, every point within 2%) as ``fraction * s / (s + seq_half)`` with the
   forward / backward split of the A100 constants (0.60 / 0.50 of the peak per flowherd's FLOPs,
   backward = 2x forward): A100 fractions 0.60 / 0.50, ``attention_seq_half`` 485; H100 (the
-  ``fa2_*`` constants) 0.3275 / 0.2729, ``fa2_seq_half`` 532. The H100 ``flash`` kernel is
-  FlashAttention-3 (Shah et al., NeurIPS 2024, figures 5-7: H100 BF16 causal head dim 128, forward
-  500-640 TFLOP/s, backward 400-500 TFLOP/s at 2k-16k tokens; not refitted: its figure 6 backward
-  is not among the stored measurements). (Before: the H100 FlashAttention-2 fractions were the
-  A100's scaled by FlashAttention-2's headline 335 / 230 TFLOP/s and the ramp's half-point 256
-  tokens on both GPUs: the measured H100 / A100 ratio is 1.65-1.74 by sequence, not 1.46, and both
-  GPUs ramp slower; MPT's H100 rows at 16k tokens ran 11.5-12.8% faster than modelled.)
+  ``fa2_*`` constants) 0.3275 / 0.2729, ``fa2_seq_half`` 532.
+* FlashAttention-3 (the H100 ``flash`` kernel) and cuDNN (``cudnn``): FlashAttention-3 (Shah et al.,
+  NeurIPS 2024, arXiv:2407.08608) figure 5, "Attention forward speed, head dim 128 (H100 80GB
+  SXM5)", causal panel, and figure 6, "Attention backward speed, head dim 128", bar labels at
+  512-16k tokens (`FA3_MEASURED_TFLOPS`; batch x seqlen = 16k, FLOPs counted as FlashAttention-2's
+  benchmark, backward 2.5x forward): FlashAttention-3 forward 292, 423, 521, 579, 602, 616, backward
+  316, 424, 501, 542, 559, 561; cuDNN forward 315, 410, 484, 518, 529, 539, backward 305, 408, 465,
+  499, 518, 516 TFLOP/s. The backward panel is without the causal mask: its FlashAttention-2 bars
+  (214 at 512 tokens) exceed FlashAttention-2's causal forward (191) and the causal backward that
+  FlashAttention-2's own figure 7d implies (forward + backward 163 TFLOP/s at 512 tokens:
+  ``2.5 / (3.5 / 163 - 1 / 191)`` = 154). The causal backward is taken as the unmasked one times
+  FlashAttention-2's causal / unmasked backward ratio by length (`causal_backward_ratio`: 0.72,
+  0.80, 0.87, 0.92, 0.94, 1.0; the masked diagonal blocks of a causal kernel cost alike in any
+  flash kernel). Fitted per pass (least squares on the log, two parameters each, with the 2 us
+  kernel cost; every point within 3%): FlashAttention-3 forward 0.6624 of the peak with half-point
+  584 tokens, backward 0.4773 / 780 (per flowherd's FLOPs: the backward x 0.8); cuDNN 0.5673 / 371
+  and 0.4361 / 709. (Before: the H100 ``flash`` constants were unfitted
+  defaults, 0.55 / 0.45 with a 256-token half-point, and NeMo's H100 rows ran them.) (Before that:
+  the H100 FlashAttention-2 fractions were the A100's scaled by FlashAttention-2's headline 335 /
+  230 TFLOP/s and the ramp's half-point 256 tokens on both GPUs: the measured H100 / A100 ratio is
+  1.65-1.74 by sequence, not 1.46, and both GPUs ramp slower; MPT's H100 rows at 16k tokens ran
+  11.5-12.8% faster than modelled.)
 * HBM: 80% of the datasheet bandwidth for streaming kernels (the level NVIDIA's STREAM-like
   ``nvbandwidth`` / BabelStream measurements reach on A100 and H100).
 * Flash attention in Triton: FlashAttention-2 is "around 1.3-1.5x faster than FlashAttention in
@@ -110,6 +131,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flowherd.errors import ConfigError
+from flowherd.workload.attention_measurements import (
+    FA2_MEASURED_TFLOPS,
+    FA2_SEQ_LENS,
+    FA3_MEASURED_TFLOPS,
+    TRITON_BWD_SLOWDOWN,
+    TRITON_FWD_SLOWDOWN,
+    causal_backward_ratio,
+)
+from flowherd.workload.context_parallel import merge_elements
 from flowherd.workload.gpus import GpuSpec
 from flowherd.workload.models import ModelShape
 
@@ -117,6 +147,7 @@ __all__ = [
     "ATTENTION",
     "FA2_MEASURED_TFLOPS",
     "FA2_SEQ_LENS",
+    "FA3_MEASURED_TFLOPS",
     "FP8_GEMMS",
     "FP8_K_HALF",
     "FP8_K_SWEEP",
@@ -127,6 +158,7 @@ __all__ = [
     "LayerTimes",
     "OpTime",
     "attention_time_s",
+    "causal_backward_ratio",
     "comm_interference_s",
     "fp8_peak_flops",
     "fsdp_grad_prep_s",
@@ -158,6 +190,10 @@ class KernelModel:
         fa2_fwd_fraction, fa2_bwd_fraction, fa2_seq_half: The same for the FlashAttention-2
             kernel where the flash constants are another kernel's (H100: FlashAttention-3); None:
             the flash ones.
+        attention_bwd_seq_half: The backward's half-point where it was fitted apart; None: the
+            forward's.
+        cudnn_fwd_fraction, cudnn_bwd_fraction, cudnn_seq_half, cudnn_bwd_seq_half: The same for
+            cuDNN's fused attention (``attention="cudnn"``); None: FlashAttention-2's.
         fp8_peak_fraction: Plateau of an FP8 GEMM's fraction of the dense FP8 peak (the FP8 MAMF);
             None: no FP8 GEMM measurement.
         hbm_fraction: Achieved fraction of the HBM bandwidth of streaming kernels.
@@ -185,6 +221,11 @@ class KernelModel:
     fa2_fwd_fraction: float | None = None
     fa2_bwd_fraction: float | None = None
     fa2_seq_half: float | None = None
+    attention_bwd_seq_half: float | None = None
+    cudnn_fwd_fraction: float | None = None
+    cudnn_bwd_fraction: float | None = None
+    cudnn_seq_half: float | None = None
+    cudnn_bwd_seq_half: float | None = None
     fp8_peak_fraction: float | None = None
     hbm_fraction: float = 0.8
     kernel_overhead_s: float = 2e-6
@@ -203,15 +244,21 @@ class KernelModel:
 FP8_K_HALF = 458.0
 FP8_K_SWEEP = ((256, 569), (512, 858), (1024, 1129), (2048, 1343), (4096, 1467), (8192, 1507), (16384, 1541))
 
+# H100 attention kernels fitted to FlashAttention-3's figures 5 and 6 (module docstring,
+# FA3_MEASURED_TFLOPS): FlashAttention-3 as the H100 "flash" kernel, cuDNN as "cudnn"
+_H100_ATTENTION = dict(attention_fwd_fraction=0.6624, attention_seq_half=584.0, attention_bwd_fraction=0.4773,
+                       attention_bwd_seq_half=780.0, cudnn_fwd_fraction=0.5673, cudnn_seq_half=371.0,
+                       cudnn_bwd_fraction=0.4361, cudnn_bwd_seq_half=709.0)
+
 KERNEL_MODELS: dict[str, KernelModel] = {
     # FlashAttention-2 on H100 and A100: fitted to the FlashAttention-2 paper's figures 7d and 4d
     # (module docstring, FA2_MEASURED_TFLOPS)
     "h100": KernelModel(name="h100", gemm_peak_fraction=0.8033, sustained_fraction=0.862,
                         fa2_fwd_fraction=0.3275, fa2_bwd_fraction=0.2729, fa2_seq_half=532.0,
-                        fp8_peak_fraction=1402.6 / 1979 * (14336 + FP8_K_HALF) / 14336),
+                        fp8_peak_fraction=1402.6 / 1979 * (14336 + FP8_K_HALF) / 14336, **_H100_ATTENTION),
     "h200": KernelModel(name="h200", gemm_peak_fraction=0.8033, sustained_fraction=0.862,
                         fa2_fwd_fraction=0.3275, fa2_bwd_fraction=0.2729, fa2_seq_half=532.0,
-                        fp8_peak_fraction=1453.4 / 1979 * (12032 + FP8_K_HALF) / 12032),
+                        fp8_peak_fraction=1453.4 / 1979 * (12032 + FP8_K_HALF) / 12032, **_H100_ATTENTION),
     "a100": KernelModel(name="a100", gemm_peak_fraction=0.861, gemm_k_half=85.0, gemm_overhead_s=6.52e-6,
                         attention_fwd_fraction=0.60, attention_bwd_fraction=0.50, attention_seq_half=485.0,
                         sustained_fraction=0.949, sm_count=108),
@@ -221,23 +268,10 @@ KERNEL_MODELS: dict[str, KernelModel] = {
                           attention_bwd_fraction=0.30, sustained_fraction=0.862, sm_count=304),
 }
 
-ATTENTION = ("flash", "unfused", "triton")  # attention kernels of `layer_ops`
+ATTENTION = ("flash", "unfused", "triton", "cudnn")  # attention kernels of `layer_ops`
 PRECISIONS = ("bf16", "fp8")  # GEMM precisions of `layer_ops` (module docstring)
 FP8_GEMMS = frozenset({"qkv", "attn-out", "mlp-up", "mlp-down", "experts-up", "experts-down", "shared-up",
                        "shared-down"})  # the ops Transformer Engine runs in FP8
-
-# FlashAttention-2 forward + backward, causal, head dim 128, TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k tokens
-# (Dao, ICLR 2024, figures 4d (A100 80GB SXM4) and 7d (H100 80GB SXM5); FLOPs as its benchmark counts
-# them, forward 4 b s^2 a d / 2 with the causal mask, backward 2.5x the forward): what the FA2
-# constants of `KERNEL_MODELS` were fitted to (tests/workload/test_compute.py reproduces them)
-FA2_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
-FA2_MEASURED_TFLOPS = {"a100": (99, 133, 155, 173, 182, 189), "h100": (163, 221, 265, 294, 308, 328)}
-
-# FlashAttention in Triton (the kernel of MosaicML's MPT ``attn_impl: triton``) against
-# FlashAttention-2: "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass and
-# around 2x faster in the backward pass" (Dao 2023, arXiv:2307.08691, section 4.1)
-TRITON_FWD_SLOWDOWN = 1.4
-TRITON_BWD_SLOWDOWN = 2.0
 
 # Adam with mixed precision (Megatron-LM's optimizer; Rajbhandari et al. SC'20 section 3.1): per
 # parameter of the shard it reads the FP32 master weight, the FP32 main gradient and the two FP32
@@ -302,15 +336,19 @@ def attention_time_s(flops: float, seq_len: int, gpu: GpuSpec, *, backward: bool
     """Fused-attention time of ``flops`` (the model's count, no causal halving), seconds.
 
     ``kernel``: "flash" (the GPU's flash constants), "flash2" (FlashAttention-2: the same where
-    the GPU has no ``fa2_*`` constants) or "triton" (FlashAttention in Triton: the FlashAttention-2
-    fractions over `TRITON_FWD_SLOWDOWN` / `TRITON_BWD_SLOWDOWN`).
+    the GPU has no ``fa2_*`` constants), "triton" (FlashAttention in Triton: the FlashAttention-2
+    fractions over `TRITON_FWD_SLOWDOWN` / `TRITON_BWD_SLOWDOWN`) or "cudnn" (cuDNN's fused
+    attention: the ``cudnn_*`` constants, FlashAttention-2's where the GPU has none).
     """
     if flops <= 0:
         return 0.0
     km = kernel_model(gpu)
     frac = km.attention_bwd_fraction if backward else km.attention_fwd_fraction
-    half = km.attention_seq_half
-    if kernel in ("triton", "flash2"):
+    half = (km.attention_bwd_seq_half or km.attention_seq_half) if backward else km.attention_seq_half
+    if kernel == "cudnn" and km.cudnn_fwd_fraction is not None:
+        frac = km.cudnn_bwd_fraction if backward else km.cudnn_fwd_fraction
+        half = (km.cudnn_bwd_seq_half or km.cudnn_seq_half) if backward else km.cudnn_seq_half
+    elif kernel in ("triton", "flash2", "cudnn"):
         fa2 = km.fa2_bwd_fraction if backward else km.fa2_fwd_fraction
         if fa2 is not None:
             frac, half = fa2, km.fa2_seq_half or half
@@ -409,7 +447,8 @@ class OpTime:
 
     Attributes:
         name: "qkv", "attn-out", "attention", "mlp-up", "mlp-down", "router", "experts-up",
-            "experts-down", "shared-up", "shared-down", "elementwise", "logits", "cross-entropy".
+            "experts-down", "shared-up", "shared-down", "elementwise", "cp-merge", "fp8-cast", "weight-cast",
+            "logits", "cross-entropy".
         flops: Forward FLOPs executed (the attention core: half the model's count, flash attention
             skipping the blocks the causal mask hides).
         fwd_s, bwd_s: Forward and backward kernel time, seconds.
@@ -470,11 +509,21 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
     if attention == "unfused":
         ops.append(_unfused_attention(m, gpu, t=t, seq_len=seq_len, tp=tp, micro_batch=micro_batch,
                                       dtype_bytes=dtype_bytes))
-    elif attention in ("flash", "triton"):
+    elif attention in ("flash", "triton", "cudnn"):
         core = t * m.attention_score_flops(seq_len) / tp
+        extra = (cp - 1) * kernel_model(gpu).kernel_overhead_s  # one kernel per ring step
         ops.append(OpTime(name="attention", flops=0.5 * core,
-                          fwd_s=attention_time_s(core, seq_len, gpu, kernel=attention),
-                          bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True, kernel=attention)))
+                          fwd_s=attention_time_s(core, seq_len, gpu, kernel=attention) + extra,
+                          bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True, kernel=attention)
+                          + extra, kernels=cp))
+        if cp > 1:  # Transformer Engine's ring merges (`flowherd.workload.context_parallel`)
+            qk = m.head_dim + (m.rope_head_dim if m.kv_lora_rank else 0)
+            kv = m.heads if m.kv_lora_rank else m.kv_heads  # MLA materializes per-head K and V
+            f_el, b_el, f_k, b_k = merge_elements(tokens=t, cp=cp, heads=m.heads / tp, kv_heads=kv / tp,
+                                                  qk_dim=qk, v_dim=m.v_head_dim)
+            ops.append(OpTime(name="cp-merge", flops=0.0, kernels=f_k,
+                              fwd_s=memory_time_s(3 * f_el * dtype_bytes, gpu, kernels=f_k),
+                              bwd_s=memory_time_s(3 * b_el * dtype_bytes, gpu, kernels=b_k)))
     else:
         raise ConfigError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r} (attention)")
     ops.append(_gemm_op("attn-out", t, h, o_in / tp, gpu, precision=precision))
@@ -519,7 +568,7 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
         # element; its cast cache lives for one forward) and autograd's cast backward turns the
         # weight gradient back to FP32 (read 2, write 4); one kernel per weight matrix
         weights = m.layer_dense_params(layer) / tp + m.layer_expert_params(layer) / (tp * ep)
-        n_w = sum(o.name not in ("attention", "elementwise", "fp8-cast") for o in ops)
+        n_w = sum(o.name not in ("attention", "elementwise", "fp8-cast", "cp-merge") for o in ops)
         cast = memory_time_s(weights * (param_bytes + dtype_bytes), gpu, kernels=n_w)
         ops.append(OpTime(name="weight-cast", flops=0.0, fwd_s=cast, bwd_s=cast, kernels=n_w))
     return tuple(ops)

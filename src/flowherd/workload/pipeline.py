@@ -25,6 +25,27 @@ their sources are in `flowherd.workload.training`'s docstring). The schedule is 
 Optimizer step: after its last backward and its gradient reduction, every stage runs Adam over its
 shard (`flowherd.workload.compute.optimizer_step_s`); ZeRO-1/2 then AllGather the updated
 parameters.
+
+Tied embeddings over a pipeline (``pp > 1``): the last stage holds its own copy of the word
+embedding for the output projection (a parameter of that stage, in its gradient sync and
+optimizer), and before the optimizer step the two copies' gradients are AllReduced over the
+embedding group, the first and last pipeline rank of every (data, context, tensor) position
+(Megatron-LM ``finalize_model_grads`` -> ``_allreduce_word_embedding_grads``, after the DP sync;
+DeepSpeed's pipeline engine ``_exec_reduce_tied_grads``, the ``ReduceTiedGrads`` instruction of
+its ``TrainSchedule``): ``vocab * hidden / tp * grad_bytes`` bytes.
+
+DeepSpeed's pipeline engine (``pipeline_engine="deepspeed"``, deepspeed/runtime/pipe/engine.py,
+schedule.py, p2p.py; what Megatron-DeepSpeed and BLOOM ran):
+
+* the same 1F1B order (``TrainSchedule``), but every send is blocking: ``p2p.send`` asserts
+  ``async_op == False`` and calls ``torch.distributed.send``, so the sender's next pass waits for
+  the transfer (here: the sender's next task depends on its send);
+* the gradients are reduced only at the end of the batch (``ReduceTiedGrads``, ``ReduceGrads``,
+  ``OptimizerStep`` after the last backward), by AllReduce over the data-parallel ranks even when
+  the optimizer states are partitioned (BF16_Optimizer, DeepSpeed's ZeRO-1 for BF16:
+  ``_exec_reduce_grads`` -> ``_bf16_reduce_grads`` -> ``buffered_allreduce_fallback`` in buffers of
+  ``MEMORY_OPT_ALLREDUCE_SIZE`` = 5e8 elements), so none of it overlaps the backward; with
+  ``zero_stage=1`` the step then AllGathers the updated weights (``BF16_Optimizer.update_lp_params``).
 """
 
 from __future__ import annotations
@@ -38,7 +59,11 @@ from flowherd.errors import SimulationError
 from flowherd.workload import compute as cm
 from flowherd.workload.opgraph import GraphBuilder, OpGraph
 
-__all__ = ["build_iteration", "schedule_order"]
+__all__ = ["DEEPSPEED_ALLREDUCE_ELEMENTS", "build_iteration", "schedule_order"]
+
+# deepspeed/runtime/engine.py: MEMORY_OPT_ALLREDUCE_SIZE, the elements per buffer of the pipeline
+# engine's gradient all-reduce (buffered_allreduce_fallback)
+DEEPSPEED_ALLREDUCE_ELEMENTS = 500_000_000
 
 
 def schedule_order(pp: int, p: int, m: int, virtual_stages: int) -> list[tuple[str, int, int]]:
@@ -101,6 +126,8 @@ class _Builder:
         self.zero_tail: list[int | None] = [None] * j.pp
         self.dp_tail: list[int | None] = [None] * j.pp
         self.dangling: list[list[int]] = [[] for _ in range(j.pp)]
+        # DeepSpeed's pipeline engine: all-reduce after the last backward (module docstring)
+        self._deepspeed_sync = j.pipeline_engine == "deepspeed"
         self.buckets = ({k: self._buckets(k) for k in self.units} if j.zero_stage < 3 else None)
 
     # ---- per-chunk quantities --------------------------------------------------------------
@@ -123,6 +150,8 @@ class _Builder:
         expert = np.array([m.layer_expert_params(i) for i in layers], dtype=np.float64)
         if last and n:
             dense[-1] += m.head_params()
+            if m.tied_embeddings and j.pp > 1:  # the last stage's copy of the word embedding
+                dense[-1] += m.vocab * m.hidden
         if first and n:
             dense[0] += m.embedding_params()
         tokens = j.micro_batch * j.seq_len / (j.tp * j.cp)  # a rank's share of the FLOPs
@@ -183,13 +212,16 @@ class _Builder:
         """DDP buckets of one chunk: lists of unit indices in backward order."""
         u = self.units[key]
         per_unit = (u["dense_loc"] + u["expert_loc"]) * self.job.grad_bytes
+        cap = self.job.bucket_bytes
+        if self._deepspeed_sync:
+            cap = DEEPSPEED_ALLREDUCE_ELEMENTS * self.job.grad_bytes
         out: list[list[int]] = []
         cur: list[int] = []
         acc = 0.0
         for k in reversed(range(len(per_unit))):
             cur.append(k)
             acc += per_unit[k]
-            if acc >= self.job.bucket_bytes:
+            if acc >= cap:
                 out.append(cur)
                 cur, acc = [], 0.0
         if cur:
@@ -239,7 +271,7 @@ class _Builder:
             # ZeRO-3 / FSDP gathers one unit (a layer) at a time, prefetched while the unit
             # before it computes: the overlap exists only with a task per layer
             return [[k] for k in order]
-        if phase == "bwd" and self.buckets is not None and self._syncs(mb):
+        if phase == "bwd" and self.buckets is not None and self._syncs(mb) and not self._deepspeed_sync:
             return self.buckets[key]
         return [order] if n else []
 
@@ -336,7 +368,7 @@ class _Builder:
 
     def _dp_sync(self, p: int, v: int, mb: int, done_at: dict[int, int]) -> None:
         j, u = self.job, self.units[(p, v)]
-        op = Op.ALLREDUCE if j.zero_stage == 0 else Op.REDUCESCATTER
+        op = Op.ALLREDUCE if (j.zero_stage == 0 or self._deepspeed_sync) else Op.REDUCESCATTER
         vt = f"v{v}/" if self.V > 1 else ""
         mt = f"mb{mb}/" if j.zero_stage == 2 else ""
         for k, bucket in enumerate(self.buckets[(p, v)]):
@@ -345,10 +377,26 @@ class _Builder:
             colls = self._param_colls(p, op, dense, expert)
             if not colls:
                 continue
-            t = self.b.comm(f"s{p}/{vt}{mt}dp/bucket{k}", colls, (done_at[bucket[-1]], self.dp_tail[p]),
+            # DeepSpeed reduces after the whole backward (its last unit, the chunk's first layer)
+            ready = done_at[0] if self._deepspeed_sync else done_at[bucket[-1]]
+            t = self.b.comm(f"s{p}/{vt}{mt}dp/bucket{k}", colls, (ready, self.dp_tail[p]),
                             group="dp", stage=p, micro_batch=mb if j.zero_stage == 2 else None, phase="sync")
             self.dp_tail[p] = t
             self.dangling[p].append(t)
+
+    def _tied_embedding_sync(self) -> int | None:
+        """The AllReduce of the tied word embedding's gradients between the first and the last
+        stage (module docstring), after both stages' last backward and gradient sync; None when
+        the job has no such pair."""
+        j, m = self.job, self.job.model
+        if j.pp < 2 or not m.tied_embeddings:
+            return None
+        first, last = self.R[0].ravel(), self.R[j.pp - 1].ravel()
+        size = m.vocab * m.hidden / j.tp * j.grad_bytes
+        colls = tuple(Collective(op=Op.ALLREDUCE, gpus=(int(a), int(c)), size_bytes=size)
+                      for a, c in zip(first, last, strict=True))
+        deps = (*self.last[0], *self.dangling[0], *self.last[j.pp - 1], *self.dangling[j.pp - 1])
+        return self.b.comm("embedding/tied-ar", colls, deps, group="dp", stage=0, phase="sync")
 
     # ---- schedule -------------------------------------------------------------------------
     def _send(self, p: int, q: int, phase: str, mb: int, deps: tuple[int, ...]) -> int:
@@ -395,14 +443,19 @@ class _Builder:
                     end = self._pass(p, v, phase, mb, recv)
                     dst = self._peer(p, v, phase, out=True)
                     if dst is not None:
-                        sends[(p, v, phase, mb)] = self._send(p, dst[0], phase, mb, end)
+                        sends[(p, v, phase, mb)] = sent = self._send(p, dst[0], phase, mb, end)
+                        if j.pipeline_engine == "deepspeed":  # blocking send (module docstring)
+                            self.last[p] = (*self.last[p], sent)
                     ptr[p] += 1
                     remaining -= 1
                     progressed = True
             if not progressed:  # Megatron's schedules cannot deadlock; this guards the builder itself
                 raise SimulationError(f"pipeline schedule of job {j.name!r} is stuck at {ptr}")
         ends = []
+        tied = self._tied_embedding_sync()
         for p in range(j.pp):
+            if tied is not None and p in (0, j.pp - 1):
+                self.dangling[p].append(tied)
             us = [self.units[(p, v)] for v in range(self.V)]
             dense = sum(float(u["dense_loc"].sum()) for u in us)
             expert = sum(float(u["expert_loc"].sum()) for u in us)

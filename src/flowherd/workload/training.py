@@ -104,8 +104,10 @@ class TrainingJob:
         sequence_parallel: Megatron sequence parallelism (TP AllReduce -> ReduceScatter + AllGather).
         activation_recompute: Old spelling of ``recompute="full"``.
         recompute: "none", "selective" (attention core) or "full" (module docstring).
-        attention: The attention kernels, "flash" (default), "triton" (FlashAttention in Triton) or
-            "unfused" (Megatron-LM before flash attention; `flowherd.workload.compute`).
+        attention: The attention kernels, "flash" (default; FlashAttention-3 on H100), "triton"
+            (FlashAttention in Triton), "cudnn" (cuDNN's fused attention, Transformer Engine's
+            choice on Hopper) or "unfused" (Megatron-LM before flash attention;
+            `flowherd.workload.compute`).
         virtual_stages: Megatron's virtual pipeline stages per rank (1: plain 1F1B); needs
             ``layers >= pp * virtual_stages`` and, if > 1, at least ``pp`` micro-batches.
         first_stage_layers, last_stage_layers: Megatron's ``num_layers_in_first/last_pipeline_stage``
@@ -136,6 +138,12 @@ class TrainingJob:
             its pipeline engine calls ``update_hp_grads`` after every micro-batch's backward, a
             separate cast-and-add of each BF16 gradient into an FP32 buffer;
             `flowherd.workload.compute.grad_accumulation_s`).
+        pipeline_engine: Whose pipeline engine runs the schedule: "megatron" (default; sends are
+            asynchronous, gradients reduced in buckets during the last backward) or "deepspeed"
+            (DeepSpeed's ``PipelineEngine``, as Megatron-DeepSpeed runs it: blocking sends, the
+            data-parallel AllReduce of the gradients after the pipeline's last backward;
+            `flowherd.workload.pipeline`). Needs ``zero_stage <= 1`` and ``virtual_stages == 1``
+            (DeepSpeed's pipeline has neither ZeRO-2/3 nor interleaving).
         bucket_bytes: DDP bucket cap (25 MiB as PyTorch); ``math.inf`` makes one bucket per stage,
             i.e. the gradient sync starts after the whole backward pass (no overlap).
         submit_s: Submission time, seconds.
@@ -170,6 +178,7 @@ class TrainingJob:
     grad_bytes: int = 2
     param_bytes: int | None = None
     grad_accumulation: str = "fused"
+    pipeline_engine: str = "megatron"
     bucket_bytes: float = 25 * MiB
     submit_s: float = 0.0
     _chunk_layers: tuple[range, ...] = field(default=(), init=False, repr=False, compare=False)
@@ -258,6 +267,14 @@ class TrainingJob:
         if self.grad_accumulation not in GRAD_ACCUMULATION:
             raise ConfigError(f"{w}: grad_accumulation must be one of {', '.join(GRAD_ACCUMULATION)}, got "
                               f"{self.grad_accumulation!r} (grad_accumulation)")
+        if self.pipeline_engine not in PIPELINE_ENGINES:
+            raise ConfigError(f"{w}: pipeline_engine must be one of {', '.join(PIPELINE_ENGINES)}, got "
+                              f"{self.pipeline_engine!r} (pipeline_engine)")
+        if self.pipeline_engine == "deepspeed" and (self.zero_stage > 1 or self.virtual_stages > 1):
+            raise ConfigError(f"{w}: DeepSpeed's pipeline engine runs neither ZeRO-2/3 nor virtual stages, "
+                              "got "
+                              f"zero_stage={self.zero_stage}, virtual_stages={self.virtual_stages} "
+                              "(pipeline_engine)")
         if self.efficiency is not None and not (
                 isinstance(self.efficiency, int | float) and 0 < self.efficiency <= 1):
             raise ConfigError(f"{w}: efficiency must be in (0, 1], got {self.efficiency!r} (efficiency)")
@@ -352,6 +369,7 @@ class TrainingJob:
 
 RECOMPUTE = ("none", "selective", "full")
 GRAD_ACCUMULATION = ("fused", "fp32-buffer")
+PIPELINE_ENGINES = ("megatron", "deepspeed")
 PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "virtual_stages", "sequence_parallel", "zero", "fsdp")
 
 
