@@ -16,7 +16,7 @@ Flat on purpose (CleanRL's ``ppo.py`` is the model): `train` reads top to bottom
 
 The model saved at ``out`` is the one with the best validation mean JCT seen (the cloned one at
 step 0 included); ``<out stem>_last.zip`` is the final one and ``<out stem>_curve.csv`` the curve
-(steps, wall_s, mean_jct_s).
+(steps, wall_s, mean_jct_s, cpu_s).
 """
 
 from __future__ import annotations
@@ -51,11 +51,14 @@ class CurvePoint:
         steps: Environment steps of RL training so far (0: after behaviour cloning).
         wall_s: Wall time since training started (cloning included), seconds.
         mean_jct_s: Mean JCT on the validation seeds, seconds.
+        cpu_s: CPU time of this process since training started (all its threads: the
+            simulation's worker thread too), seconds; on a shared machine the cost to quote.
     """
 
     steps: int
     wall_s: float
     mean_jct_s: float
+    cpu_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,7 +217,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
           horizon_s: float | None = None, bc_episodes: int | None = None, bc_epochs: int = 10,
           bc_smoothing: float = 0.1, ent_coef: float = 0.0, time_limit_s: float | None = None,
           gamma: float = 0.999, learning_rate: float = 3e-4, net_arch: Sequence[int] = (64, 64),
-          num_threads: int = 1, actions: str = "structured",
+          num_threads: int = 1, actions: str = "structured", n_steps: int | None = None,
           progress: Callable[[int, int, CurvePoint | None], None] | None = None,
           log: Callable[[str], None] | None = None) -> TrainResult:
     """Behaviour cloning of the structured policy, then RL (module docstring).
@@ -245,6 +248,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         num_threads: torch threads (at most 2 on this machine's two cores).
         actions: The agent's action space, ``structured`` or ``raw``
             (`flowherd.control.agent.ACTION_SPACES`; ``bc_episodes=0`` trains from scratch).
+        n_steps: PPO's rollout length per update, a multiple of 64 (default: about one cloned
+            episode, 64 without cloning); a comparison of learners passes the same to each.
         progress: Called as ``progress(steps_done, steps, new_curve_point_or_None)``.
         log: Called with one line per phase (episodes, cloning, reference runs, stop), so that a
             long phase before RL does not look like a hang.
@@ -273,6 +278,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         raise ConfigError(f"num_threads must be 1 or 2 (two cores), got {num_threads!r} (num_threads)")
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    cpu0 = time.process_time()
     torch.set_num_threads(num_threads)
     torch.manual_seed(seed)
 
@@ -302,8 +308,12 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     batch_size = 64
     # about one episode per update, at most 2048 steps (SB3's default; a longer episode spans
     # rollouts, the value function bootstraps) and at most the whole budget
-    n_steps = int(min(max(math.ceil(mean_len / batch_size), 1), max(math.ceil(steps / batch_size), 1),
-                      2048 // batch_size) * batch_size)
+    if n_steps is None:
+        n_steps = int(min(max(math.ceil(mean_len / batch_size), 1), max(math.ceil(steps / batch_size), 1),
+                          2048 // batch_size) * batch_size)
+    elif isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < batch_size \
+            or n_steps % batch_size:
+        raise ConfigError(f"n_steps must be a positive multiple of {batch_size}, got {n_steps!r} (n_steps)")
     kwargs: dict[str, Any] = {"gamma": gamma, "learning_rate": learning_rate, "seed": seed, "device": "cpu",
                               "verbose": 0,
                               "policy_kwargs": {"net_arch": {"pi": list(net_arch), "vf": list(net_arch)}}}
@@ -343,7 +353,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         jct = evaluate(lambda: PolicyController(model.policy, params=params, actions=actions), val_env,
                        val_seeds)
         cost["validate_s"] = max(cost["validate_s"], time.perf_counter() - v0)
-        point = CurvePoint(steps=done, wall_s=time.perf_counter() - t0, mean_jct_s=jct)
+        point = CurvePoint(steps=done, wall_s=time.perf_counter() - t0, mean_jct_s=jct,
+                           cpu_s=time.process_time() - cpu0)
         curve.append(point)
         if jct < best["jct"]:
             best.update(jct=jct, steps=done)
@@ -385,9 +396,9 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     curve_path = _companion(out, "_curve.csv")
     with curve_path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["steps", "wall_s", "mean_jct_s"])
+        w.writerow(["steps", "wall_s", "mean_jct_s", "cpu_s"])
         for p in curve:
-            w.writerow([p.steps, f"{p.wall_s:.3f}", f"{p.mean_jct_s:.9g}"])
+            w.writerow([p.steps, f"{p.wall_s:.3f}", f"{p.mean_jct_s:.9g}", f"{p.cpu_s:.3f}"])
     return TrainResult(model_path=out, last_model_path=last_path, curve_path=curve_path, curve=tuple(curve),
                        best_steps=int(best["steps"]), structured_mean_jct_s=structured,
                        none_mean_jct_s=none, bc_accuracy=float(bc_accuracy), bc_samples=len(data["action"]),
