@@ -138,7 +138,8 @@ def run_task(cfg: dict) -> dict:
     out = Path(cfg["out"]) / f"{arm}_s{seed}.zip"
     r = train(src, out=out, steps=cfg["steps"], seed=seed, eval_every=cfg["eval_every"],
               train_seeds=cfg["train_seeds"], val_seeds=cfg["val_seeds"], bc_episodes=None if warm else 0,
-              actions=actions, n_steps=cfg["n_steps"],
+              actions=actions, n_steps=cfg["n_steps"], choice_only=cfg.get("choice_only", False),
+              bc_balance=cfg.get("bc_balance", False),
               log=lambda line: print(f"  [{arm} s{seed}] {line}", flush=True))
     train_cpu = _cpu_s() - c0
     pol = load_policy(r.model_path)
@@ -177,8 +178,11 @@ def report(data: dict, tol: float, figure: Path | None) -> None:
     target = min(best_run[0], fh_val)
     print(f"== RL comparison on {Path(cfg['scenario']).name}, network {cfg['network']}, grant buffer "
           f"(commit {data.get('commit', '?')}) ==")
+    asked = "only where it has a choice" if cfg.get("choice_only") else "at every collective on the network"
+    cloning = "balanced" if cfg.get("bc_balance") else "unweighted"
     print(f"{cfg['steps']} env steps per run, validation every {cfg['eval_every']}, PPO rollout "
-          f"{cfg['n_steps']}; train seeds {cfg['train_seeds']}, validation seeds {cfg['val_seeds']}, test "
+          f"{cfg['n_steps']}, agent asked {asked}, cloning {cloning}; train seeds {cfg['train_seeds']}, "
+          f"validation seeds {cfg['val_seeds']}, test "
           f"seeds {cfg['test_seeds']}, later window = test seeds {cfg['later_skip']} trace jobs on; SB3 "
           f"seeds {sorted({r['seed'] for r in runs})}")
     print(f"validation mean JCT: no control {none_val:.3f} s, flowherd policy {fh_val:.3f} s; best run "
@@ -261,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=8192, help="environment steps of RL per run")
     ap.add_argument("--eval-every", type=int, default=2048)
     ap.add_argument("--n-steps", type=int, default=512, help="PPO rollout per update, the same for every arm")
+    ap.add_argument("--choice-only", action="store_true",
+                    help="ask the agent only where its actions make different decisions (BufferingEnv)")
+    ap.add_argument("--bc-balance", action="store_true",
+                    help="weight behaviour cloning by the inverse frequency of each structured action")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="SB3 / torch seeds, one run each")
     ap.add_argument("--arms", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
     # seed s is the window of trace jobs 5s..5s+4 (seed_stride 5; the filtered trace has about 128)
@@ -284,21 +292,22 @@ def main(argv: list[str] | None = None) -> int:
 
     src = scenario_source(args.scenario, args.network)
     cfg = {"scenario": str(args.scenario), "network": args.network, "steps": args.steps,
-           "eval_every": args.eval_every, "n_steps": args.n_steps, "train_seeds": args.train_seeds,
+           "eval_every": args.eval_every, "n_steps": args.n_steps, "choice_only": args.choice_only,
+           "bc_balance": args.bc_balance, "train_seeds": args.train_seeds,
            "val_seeds": args.val_seeds,
            "test_seeds": args.test_seeds, "later_skip": args.later_skip, "arms": args.arms,
            "horizon_s": scenario_from_mapping(src).horizon_s, "out": str(args.out)}
     data = {"config": cfg, "commit": _commit(), "reference": None, "runs": []}
     if args.reuse is not None:
         old = json.loads(args.reuse.read_text())
-        same = ("network", "steps", "eval_every", "n_steps", "train_seeds", "val_seeds", "test_seeds",
-                "later_skip")
+        same = ("network", "steps", "eval_every", "n_steps", "choice_only", "bc_balance", "train_seeds",
+                "val_seeds", "test_seeds", "later_skip")
         if args.report_only:
             old["config"]["arms"] = [a for a in args.arms if any(r["arm"] == a for r in old["runs"])]
             report(old, args.tol, args.figure)
             return 0
         if Path(old["config"]["scenario"]).name != args.scenario.name \
-                or any(old["config"][k] != cfg[k] for k in same):
+                or any(old["config"].get(k, False) != cfg[k] for k in same):
             print(f"error: {args.reuse} was run with other settings; pass the same ones (--reuse)",
                   file=sys.stderr)
             return 2

@@ -4,7 +4,7 @@ the raw one a bare delay."""
 import numpy as np
 import pytest
 
-from flowherd.control.agent import RAW_DELAY_FRACTIONS, action_space_size, decide, prepare
+from flowherd.control.agent import RAW_DELAY_FRACTIONS, action_space_size, decide, distinct_decisions, prepare
 from flowherd.control.herd import ACTIONS, HerdController, HerdParams
 from flowherd.control.threshold import ThresholdController, ThresholdParams
 from flowherd.errors import ConfigError
@@ -101,3 +101,16 @@ def test_structured_buffer_action_is_the_threshold_policy_at_theta_zero(slack_s,
         got = decide("structured", buffer, ctx, HerdController(), _point("long"), view)
         assert got.delay_s == threshold.delay_s
     assert decide("structured", default, ctx, HerdController(), _point("long"), view) is None
+
+
+def test_distinct_decisions_counts_classes_only_where_the_grant_has_them():
+    both = np.ones(len(ACTIONS), bool)
+    no_buffer = np.array([not d for _c, d in ACTIONS])
+    assert distinct_decisions("structured", both, GRANTS["buffer"]) == 2  # buffer or not
+    assert distinct_decisions("structured", no_buffer, GRANTS["buffer"]) == 1  # no choice
+    k = GRANTS["priority"].priority_classes
+    assert distinct_decisions("structured", both, GRANTS["priority"]) == 2 * k
+    two = Levers(name="custom", delay=True, paths=True, priority_classes=2)
+    assert distinct_decisions("structured", no_buffer, two) == 2  # classes 1..7 clip to class 1
+    raw = np.array([True, False, True, False, False, False])
+    assert distinct_decisions("raw", raw, GRANTS["buffer"]) == 2
