@@ -1,56 +1,75 @@
 """Learning curves of reinforcement learning with and without the policy's structure (issue 14).
 
-Three learners, each with the same budget of environment steps, the same training seeds (trace
-windows), the same validation seeds and the same SB3 seed, on the small cluster of
-benchmarks/scenarios/rl_small.yaml under the ``buffer`` grant:
+Three learners (arms), each with the same budget of environment steps, the same training seeds
+(trace windows), the same validation seeds and the same SB3 seeds, on the small cluster of
+benchmarks/scenarios/rl_small.yaml under the ``buffer`` grant, on the network given by
+``--network`` (default ``roce``, the congestion-aware model; set here, not in the YAML):
 
 * ``ppo-raw``: PPO from scratch on the unstructured action space (a delay as a fraction of the
   job's period, `flowherd.control.agent.RAW_DELAY_FRACTIONS`);
 * ``ppo-structured``: PPO from scratch on the structured action space (whether the flowherd
-  policy's rule holds the collective: its interleaving shift, its yield to a job with less work
-  left, else the threshold rule's wait; `flowherd.control.agent`);
+  policy's rule holds the collective: its interleaving shift, else the threshold rule's wait for
+  the competing burst; `flowherd.control.agent`);
 * ``bc+ppo``: the same structured space, warm-started by behaviour cloning of the flowherd policy
   (`flowherd.rl.train`), then PPO.
 
 Every ``--eval-every`` steps the greedy policy runs on the validation seeds (mean JCT, jobs
-unfinished at the horizon counted to it): the learning curve. The table gives each learner's
-validation mean JCT at step 0 and at its best, the steps it took to come within 5% of the best
-validation JCT any learner reached, and its best model's mean JCT on held-out test seeds and on
-a later window of the trace never trained on (``skip``: jobs further on), beside no control and
-the flowherd policy on the same seeds. The figure (--figure) draws the three curves.
+unfinished at the horizon counted to it): the learning curve. Each (arm, SB3 seed) is one run in
+its own process (``--jobs`` at a time, at most 2); its best model on validation is then run on
+held-out test seeds (trace windows never trained on nor validated on) and on the same seeds
+``--later-skip`` trace jobs further on. The table (`flowherd.rl.curves`) gives per arm the
+validation JCT at step 0, at the end (and the return it equals, ``-mean JCT / horizon``), at its
+best, the steps each seed took to come within 5% of the best policy (the lowest validation JCT of
+any run or of the flowherd policy) or "not reached", the held-out JCTs with 95% CIs over the SB3
+seeds, and the CPU seconds of a run. "Room" counts, per held-out episode of the flowherd policy,
+the agent points and those where the structured space offers more than one decision (buffering
+possible: ``buffer_s > 0``); only there can a structured agent differ from the policy.
 
-    python benchmarks/rl_curves.py --figure docs/rl_curves.png   # about 30 min on the shared 2 cores
+    python benchmarks/rl_curves.py --results benchmarks/results/rl_curves_roce.json \
+        --figure docs/rl_curves.png          # trains; --reuse FILE prints from stored runs
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import multiprocessing
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 HERE = Path(__file__).resolve().parent
 SCENARIO = HERE / "scenarios" / "rl_small.yaml"
-LEARNERS = (("ppo-raw", "raw", False), ("ppo-structured", "structured", False),
-            ("bc+ppo", "structured", True))
+LEARNERS = {"ppo-raw": ("raw", False), "ppo-structured": ("structured", False),
+            "bc+ppo": ("structured", True)}
 
 
-def _scenario(skip: int | None = None) -> dict:
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def scenario_source(path: Path, network: str | None, skip: int | None = None) -> dict:
+    """The scenario mapping under the ``buffer`` grant, its network set, its trace windows moved on
+    by ``skip`` jobs if given."""
     from flowherd.experiments.scenario import read_scenario_mapping
 
-    src = read_scenario_mapping(str(SCENARIO))
+    src = read_scenario_mapping(str(path))
     src["controller"] = {"name": "none", "levers": "buffer"}
+    if network is not None:
+        src["network"] = network
     if skip is not None:
-        traces = [{**t, "skip": skip} for t in src["workload"]["traces"]]
+        traces = [{**t, "skip": int(t.get("skip", 0)) + skip} for t in src["workload"].get("traces", [])]
         src["workload"] = {**src["workload"], "traces": traces}
     return src
 
 
-def _jct(controller_factory, source: dict, seeds) -> np.ndarray:
+def _jct(controller_factory, source: dict, seeds) -> list[float]:
     """Per seed, the mean JCT of one run (unfinished jobs counted to the horizon), seconds."""
     from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import scenario_from_mapping
@@ -60,44 +79,208 @@ def _jct(controller_factory, source: dict, seeds) -> np.ndarray:
         run = run_scenario(scenario_from_mapping({**source, "seed": int(s)}), solo=False,
                            controller=controller_factory())
         out.append(float(run.cluster.censored_jct_s().mean()))
-    return np.asarray(out)
+    return out
 
 
-def _ci(x: np.ndarray) -> str:
-    if x.size < 2:
-        return f"{x.mean():.3f}"
-    h = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-    return f"{x.mean():.3f} +-{h:.3f}"
+def _room(source: dict, seeds) -> list[dict]:
+    """Per seed, the flowherd policy's episode in the structured space: agent points, points where
+    buffering is possible (more than one distinct decision), points where the policy buffers."""
+    from flowherd.control.herd import ACTIONS
+    from flowherd.rl.env import BufferingEnv
+
+    buffered = np.array([d for _c, d in ACTIONS])
+    env = BufferingEnv(source, seeds=list(seeds))
+    out = []
+    for s in seeds:
+        _, info = env.reset(options={"scenario_seed": int(s)})
+        n = choice = held = 0
+        done = False
+        while not done:
+            a = info["structured_action"]
+            n += 1
+            choice += bool(info["action_mask"][buffered].any())
+            held += bool(buffered[a])
+            _, _, done, _, info = env.step(a)
+        out.append({"seed": int(s), "points": n, "choice": choice, "buffered": held})
+    env.close()
+    return out
 
 
-def _held_out(args: argparse.Namespace, src: dict, models: dict[str, Path]) -> None:
-    """Mean JCT of no control, the flowherd policy and each learner's model on the test seeds
-    (windows never trained on) and on the same seeds later in the trace, with 95% CIs."""
+def reference_task(cfg: dict) -> dict:
+    """No control and the flowherd policy on the validation, test and later seeds; the room."""
     from flowherd.control import make_controller
     from flowherd.control.herd import HerdController
-    from flowherd.control.model import PolicyController, load_policy
 
-    later = _scenario(skip=args.later_skip)
-    print(f"\nheld-out: mean JCT over test seeds {args.test_seeds} (windows never trained on), 95% CI; "
-          f"'later' = the same seeds {args.later_skip} trace jobs further on")
-    rows = {"none": lambda: make_controller("none"), "flowherd": lambda: HerdController()}
-    for label, (_, actions, _) in zip(models, LEARNERS, strict=True):
-        pol = load_policy(models[label])
-        rows[label] = lambda pol=pol, a=actions: PolicyController(pol, actions=a)
-    base = {}
-    print(f"{'controller':<16} {'test seeds':>16} {'vs none':>8} {'later window':>16} {'vs none':>8}")
-    for label, fac in rows.items():
-        a, b = _jct(fac, src, args.test_seeds), _jct(fac, later, args.test_seeds)
-        base.setdefault("a", a)
-        base.setdefault("b", b)
-        print(f"{label:<16} {_ci(a):>16} {100 * (a.mean() / base['a'].mean() - 1):>+7.1f}% {_ci(b):>16} "
-              f"{100 * (b.mean() / base['b'].mean() - 1):>+7.1f}%", flush=True)
+    c0 = _cpu_s()
+    src = scenario_source(Path(cfg["scenario"]), cfg["network"])
+    later = scenario_source(Path(cfg["scenario"]), cfg["network"], cfg["later_skip"])
+    out: dict = {}
+    for name, fac in (("none", lambda: make_controller("none")), ("flowherd", lambda: HerdController())):
+        out[name] = {"val_jct_s": _jct(fac, src, cfg["val_seeds"]),
+                     "test_jct_s": _jct(fac, src, cfg["test_seeds"]),
+                     "later_jct_s": _jct(fac, later, cfg["test_seeds"])}
+    out["room"] = _room(src, cfg["test_seeds"])
+    out["cpu_s"] = _cpu_s() - c0
+    return {"kind": "reference", **out}
+
+
+def run_task(cfg: dict) -> dict:
+    """One (arm, SB3 seed): train, then its best model on the held-out seeds and windows."""
+    import torch
+
+    from flowherd.control.model import PolicyController, load_policy
+    from flowherd.rl.train import train
+
+    torch.set_num_threads(1)
+    arm, seed = cfg["arm"], int(cfg["seed"])
+    actions, warm = LEARNERS[arm]
+    c0 = _cpu_s()
+    src = scenario_source(Path(cfg["scenario"]), cfg["network"])
+    out = Path(cfg["out"]) / f"{arm}_s{seed}.zip"
+    r = train(src, out=out, steps=cfg["steps"], seed=seed, eval_every=cfg["eval_every"],
+              train_seeds=cfg["train_seeds"], val_seeds=cfg["val_seeds"], bc_episodes=None if warm else 0,
+              actions=actions, n_steps=cfg["n_steps"], choice_only=cfg.get("choice_only", False),
+              bc_balance=cfg.get("bc_balance", False),
+              log=lambda line: print(f"  [{arm} s{seed}] {line}", flush=True))
+    train_cpu = _cpu_s() - c0
+    pol = load_policy(r.model_path)
+    later = scenario_source(Path(cfg["scenario"]), cfg["network"], cfg["later_skip"])
+    test = _jct(lambda: PolicyController(pol, actions=actions), src, cfg["test_seeds"])
+    late = _jct(lambda: PolicyController(pol, actions=actions), later, cfg["test_seeds"])
+    print(f"{arm} s{seed}: {r.steps} steps, {train_cpu:.0f} CPU-s training, curve "
+          + ", ".join(f"{p.steps}:{p.mean_jct_s:.3f}" for p in r.curve), flush=True)
+    return {"kind": "run", "arm": arm, "seed": seed, "steps": r.steps, "best_steps": r.best_steps,
+            "bc_accuracy": r.bc_accuracy, "bc_samples": r.bc_samples, "n_steps": r.n_steps,
+            "curve": [{"steps": p.steps, "mean_jct_s": p.mean_jct_s, "cpu_s": p.cpu_s} for p in r.curve],
+            "test_jct_s": test, "later_jct_s": late, "train_cpu_s": train_cpu, "cpu_s": _cpu_s() - c0}
+
+
+def _task(cfg: dict) -> dict:
+    return reference_task(cfg) if cfg["kind"] == "reference" else run_task(cfg)
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def report(data: dict, tol: float, figure: Path | None) -> None:
+    """Print the table (and draw the figure) of stored results."""
+    from flowherd.rl.curves import format_table, mean_ci, summarize
+
+    cfg, ref = data["config"], data["reference"]
+    runs = [r for r in data["runs"] if r["arm"] in cfg["arms"]]
+    path = Path(cfg["scenario"])
+    if not path.is_file():
+        path = SCENARIO.parent / path.name
+    if path.is_file() and not scenario_source(path, None)["workload"].get("traces"):
+        # no trace: the "later window" is the test seeds again, not another window
+        runs = [{**r, "later_jct_s": []} for r in runs]
+        ref = {**ref, **{k: {**ref[k], "later_jct_s": []} for k in ("none", "flowherd")}}
+    fh_val = float(np.mean(ref["flowherd"]["val_jct_s"]))
+    none_val = float(np.mean(ref["none"]["val_jct_s"]))
+    best_run = min((min(p["mean_jct_s"] for p in r["curve"]), r["arm"], r["seed"]) for r in runs)
+    target = min(best_run[0], fh_val)
+    print(f"== RL comparison on {Path(cfg['scenario']).name}, network {cfg['network']}, grant buffer "
+          f"(commit {data.get('commit', '?')}) ==")
+    asked = "only where it has a choice" if cfg.get("choice_only") else "at every collective on the network"
+    cloning = "balanced" if cfg.get("bc_balance") else "unweighted"
+    print(f"{cfg['steps']} env steps per run, validation every {cfg['eval_every']}, PPO rollout "
+          f"{cfg['n_steps']}, agent asked {asked}, cloning {cloning}; train seeds {cfg['train_seeds']}, "
+          f"validation seeds {cfg['val_seeds']}, test "
+          f"seeds {cfg['test_seeds']}, later window = test seeds {cfg['later_skip']} trace jobs on; SB3 "
+          f"seeds {sorted({r['seed'] for r in runs})}")
+    print(f"validation mean JCT: no control {none_val:.3f} s, flowherd policy {fh_val:.3f} s; best run "
+          f"{best_run[0]:.3f} s ({best_run[1]} seed {best_run[2]}); target (best policy) {target:.3f} s, "
+          f"within {round(100 * tol)}% = {(1 + tol) * target:.3f} s")
+    rows = summarize(runs, target=target, tol=tol)
+    horizon_s = float(cfg["horizon_s"])
+    print(format_table(rows, horizon_s=horizon_s, tol=tol))
+    for name in ("none", "flowherd"):
+        t, la = mean_ci(ref[name]["test_jct_s"]), mean_ci(ref[name]["later_jct_s"])
+        print(f"{name + ' (policy)':<15} test seeds {t[0]:.3f} s, later window "
+              f"{'-' if math.isnan(la[0]) else f'{la[0]:.3f} s'} (one run per seed)")
+    print("\nheld-out, paired per test seed against the flowherd policy (each run's best model; mean over "
+          "SB3 seeds, 95% CI over test seeds):")
+    for arm in cfg["arms"]:
+        rs = [r for r in runs if r["arm"] == arm]
+        if not rs:
+            continue
+        parts = []
+        for key in ("test_jct_s", "later_jct_s"):
+            if not ref["flowherd"][key]:
+                continue
+            d = np.mean([np.asarray(r[key]) for r in rs], axis=0) - np.asarray(ref["flowherd"][key])
+            m, h = mean_ci(d)
+            base = float(np.mean(ref["flowherd"][key]))
+            parts.append(f"{'test' if key == 'test_jct_s' else 'later'} {m:+.3f} +-{h:.3f} s "
+                         f"({100 * m / base:+.1f}%)")
+        start = [r["curve"][0]["mean_jct_s"] for r in rs]
+        best = [min(p["mean_jct_s"] for p in r["curve"]) for r in rs]
+        better = sum(b < s * (1 - 1e-9) for b, s in zip(best, start, strict=True))
+        parts.append(f"best below its own step 0 on validation: {better} of {len(rs)} seeds")
+        print(f"  {arm:<15} " + "; ".join(parts))
+    room = ref.get("room", [])
+    if room:
+        pts = sum(x["points"] for x in room)
+        ch = sum(x["choice"] for x in room)
+        print(f"\nroom (flowherd episodes on the test seeds): {pts} agent points, {ch} with a choice in "
+              f"the structured space ({100 * ch / max(pts, 1):.2f}%), {sum(x['buffered'] for x in room)} "
+              "buffered; per seed " + ", ".join(f"{x['seed']}: {x['choice']}/{x['points']}" for x in room))
+    total = sum(r["cpu_s"] for r in runs) + ref.get("cpu_s", 0.0)
+    print(f"CPU: {total:.0f} CPU-s in all ({len(runs)} runs and the references)")
+    if figure is not None:
+        _figure(runs, cfg, fh_val, none_val, figure)
+        print(f"figure: {figure}")
+
+
+def _figure(runs: list[dict], cfg: dict, fh_val: float, none_val: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for k, arm in enumerate(cfg["arms"]):
+        rs = [r for r in runs if r["arm"] == arm]
+        if not rs:
+            continue
+        steps = [p["steps"] for p in rs[0]["curve"]]
+        n = min(len(r["curve"]) for r in rs)
+        v = np.array([[p["mean_jct_s"] for p in r["curve"][:n]] for r in rs])
+        color = f"C{k}"
+        ax.plot(steps[:n], v.mean(axis=0), marker="o", color=color, label=f"{arm} (mean of {len(rs)} seeds)")
+        ax.fill_between(steps[:n], v.min(axis=0), v.max(axis=0), color=color, alpha=0.2, lw=0)
+    ax.axhline(fh_val, color="k", ls="--", lw=1, label="flowherd policy")
+    ax.axhline(1.05 * min(fh_val, min(min(p["mean_jct_s"] for p in r["curve"]) for r in runs)), color="k",
+               ls=":", lw=0.8, label="within 5% of best")
+    ax.axhline(none_val, color="grey", ls="-.", lw=1, label="no control")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("validation mean JCT (s)")
+    ax.set_title(f"RL on {Path(cfg['scenario']).stem}, {cfg['network']}, buffer grant "
+                 "(band: min-max over seeds)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=4096, help="environment steps of RL per learner")
-    ap.add_argument("--eval-every", type=int, default=1024)
+    ap.add_argument("--scenario", type=Path, default=SCENARIO)
+    ap.add_argument("--network", default="roce", help="network model set on the scenario (default roce)")
+    ap.add_argument("--steps", type=int, default=8192, help="environment steps of RL per run")
+    ap.add_argument("--eval-every", type=int, default=2048)
+    ap.add_argument("--n-steps", type=int, default=512, help="PPO rollout per update, the same for every arm")
+    ap.add_argument("--choice-only", action="store_true",
+                    help="ask the agent only where its actions make different decisions (BufferingEnv)")
+    ap.add_argument("--bc-balance", action="store_true",
+                    help="weight behaviour cloning by the inverse frequency of each structured action")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="SB3 / torch seeds, one run each")
+    ap.add_argument("--arms", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
     # seed s is the window of trace jobs 5s..5s+4 (seed_stride 5; the filtered trace has about 128)
     ap.add_argument("--train-seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--val-seeds", type=int, nargs="+", default=[4, 5])
@@ -105,76 +288,61 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--later-skip", type=int, default=60,
                     help="trace jobs skipped for the later windows (test seeds 6-10 then hold jobs 90-114, "
                          "disjoint from the training, validation and test windows)")
-    ap.add_argument("--seed", type=int, default=0, help="SB3 / torch seed of every learner")
+    ap.add_argument("--jobs", type=int, default=2, choices=[1, 2], help="runs at once (two cores)")
     ap.add_argument("--out", type=Path, default=Path("rl_curves"), help="directory for the models")
+    ap.add_argument("--results", type=Path, default=None, help="store the runs here (JSON), after each one")
+    ap.add_argument("--reuse", type=Path, default=None,
+                    help="stored results: print the table from them, training only the runs they lack")
+    ap.add_argument("--report-only", action="store_true", help="with --reuse: train nothing")
+    ap.add_argument("--tol", type=float, default=0.05)
     ap.add_argument("--figure", type=Path, default=None, help="write the learning-curve figure here")
-    ap.add_argument("--eval-only", action="store_true",
-                    help="train nothing: evaluate the best models an earlier run saved in --out "
-                         "(LABEL.zip) on the held-out seeds and the later window")
     args = ap.parse_args(argv)
 
-    from flowherd.rl.train import train
+    from flowherd.experiments.scenario import scenario_from_mapping
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    src = _scenario()
-    if args.eval_only:
-        missing = [lab for lab, *_ in LEARNERS if not (args.out / f"{lab}.zip").is_file()]
-        if missing:
-            print(f"error: no saved model {args.out / (missing[0] + '.zip')} (--out, --eval-only)",
+    src = scenario_source(args.scenario, args.network)
+    cfg = {"scenario": str(args.scenario), "network": args.network, "steps": args.steps,
+           "eval_every": args.eval_every, "n_steps": args.n_steps, "choice_only": args.choice_only,
+           "bc_balance": args.bc_balance, "train_seeds": args.train_seeds,
+           "val_seeds": args.val_seeds,
+           "test_seeds": args.test_seeds, "later_skip": args.later_skip, "arms": args.arms,
+           "horizon_s": scenario_from_mapping(src).horizon_s, "out": str(args.out)}
+    data = {"config": cfg, "commit": _commit(), "reference": None, "runs": []}
+    if args.reuse is not None:
+        old = json.loads(args.reuse.read_text())
+        same = ("network", "steps", "eval_every", "n_steps", "choice_only", "bc_balance", "train_seeds",
+                "val_seeds", "test_seeds", "later_skip")
+        if args.report_only:
+            old["config"]["arms"] = [a for a in args.arms if any(r["arm"] == a for r in old["runs"])]
+            report(old, args.tol, args.figure)
+            return 0
+        if Path(old["config"]["scenario"]).name != args.scenario.name \
+                or any(old["config"].get(k, False) != cfg[k] for k in same):
+            print(f"error: {args.reuse} was run with other settings; pass the same ones (--reuse)",
                   file=sys.stderr)
             return 2
-        _held_out(args, src, {lab: args.out / f"{lab}.zip" for lab, *_ in LEARNERS})
-        print(f"\nwall {time.perf_counter() - t0:.0f} s")
-        return 0
-    results = {}
-    for label, actions, warm in LEARNERS:
-        t = time.perf_counter()
-        r = train(src, out=args.out / f"{label}.zip", steps=args.steps, seed=args.seed,
-                  eval_every=args.eval_every, train_seeds=args.train_seeds, val_seeds=args.val_seeds,
-                  bc_episodes=None if warm else 0, actions=actions,
-                  log=lambda line, lab=label: print(f"  [{lab}] {line}", flush=True))
-        results[label] = r
-        print(f"{label}: {r.steps} steps in {time.perf_counter() - t:.0f} s, validation mean JCT "
-              + ", ".join(f"{p.steps}:{p.mean_jct_s:.3f}" for p in r.curve), flush=True)
-
-    ref = next(iter(results.values()))
-    best_all = min(min(p.mean_jct_s for p in r.curve) for r in results.values())
-    print(f"\n== learning curves on {SCENARIO.name}, grant buffer: {args.steps} steps per learner, "
-          f"train seeds {args.train_seeds}, validation seeds {args.val_seeds}, SB3 seed {args.seed} ==")
-    print(f"validation: no control {ref.none_mean_jct_s:.3f} s, flowherd policy "
-          f"{ref.structured_mean_jct_s:.3f} s; best of any learner {best_all:.3f} s")
-    print(f"{'learner':<16} {'JCT step 0':>11} {'best JCT':>9} {'at step':>8} {'steps to 5%':>12} "
-          f"{'wall s':>7}")
-    for label, r in results.items():
-        within = [p.steps for p in r.curve if p.mean_jct_s <= 1.05 * best_all]
-        reach = str(within[0]) if within else "never"
-        best = min(r.curve, key=lambda p: p.mean_jct_s)
-        print(f"{label:<16} {r.curve[0].mean_jct_s:>11.3f} {best.mean_jct_s:>9.3f} {best.steps:>8} "
-              f"{reach:>12} {r.wall_s:>7.0f}")
-
-    _held_out(args, src, {lab: r.model_path for lab, r in results.items()})
-
-    if args.figure is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.6))
-        for label, r in results.items():
-            ax.plot([p.steps for p in r.curve], [p.mean_jct_s for p in r.curve], marker="o", label=label)
-        ax.axhline(ref.structured_mean_jct_s, color="k", ls="--", lw=1, label="flowherd policy")
-        ax.axhline(ref.none_mean_jct_s, color="grey", ls=":", lw=1, label="no control")
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel("validation mean JCT (s)")
-        ax.set_title(f"RL on {SCENARIO.stem}, buffer grant")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        args.figure.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.figure, dpi=120)
-        print(f"figure: {args.figure}")
-    print(f"\nwall {time.perf_counter() - t0:.0f} s")
+        data["reference"], data["runs"] = old["reference"], old["runs"]
+    have = {(r["arm"], r["seed"]) for r in data["runs"]}
+    tasks = [] if data["reference"] is not None else [{**cfg, "kind": "reference"}]
+    tasks += [{**cfg, "kind": "run", "arm": a, "seed": s} for s in args.seeds for a in args.arms
+              if (a, s) not in have]
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0, c0 = time.perf_counter(), _cpu_s()
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(args.jobs, maxtasksperchild=1) as pool:
+        for res in pool.imap_unordered(_task, tasks):
+            if res.pop("kind") == "reference":
+                data["reference"] = res
+            else:
+                data["runs"].append(res)
+            if args.results is not None:
+                args.results.parent.mkdir(parents=True, exist_ok=True)
+                args.results.write_text(json.dumps(data, indent=1))
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"\ntrained {len(tasks)} tasks: {time.perf_counter() - t0:.0f} s wall, "
+          f"{ru.ru_utime + ru.ru_stime + _cpu_s() - c0:.0f} CPU-s (this process and its workers)\n")
+    data["config"]["arms"] = [a for a in args.arms if any(r["arm"] == a for r in data["runs"])]
+    report(data, args.tol, args.figure)
     return 0
 
 

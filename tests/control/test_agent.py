@@ -4,8 +4,9 @@ the raw one a bare delay."""
 import numpy as np
 import pytest
 
-from flowherd.control.agent import RAW_DELAY_FRACTIONS, action_space_size, decide, prepare
+from flowherd.control.agent import RAW_DELAY_FRACTIONS, action_space_size, decide, distinct_decisions, prepare
 from flowherd.control.herd import ACTIONS, HerdController, HerdParams
+from flowherd.control.threshold import ThresholdController, ThresholdParams
 from flowherd.errors import ConfigError
 from flowherd.sim.control_api import GRANTS, CoflowState, DecisionPoint, JobState, Levers, NetworkView
 
@@ -68,3 +69,48 @@ def test_unknown_space_and_bad_actions_are_one_clear_error():
     _, _, ctx = prepare("raw", _herd(), _point("long"), view)
     with pytest.raises(ConfigError, match=r"action must be an int in 0\.\.5"):
         decide("raw", 6, ctx, _herd(), _point("long"), view)
+
+
+@pytest.mark.parametrize(("slack_s", "period_s", "competing_bytes", "want_s"),
+                         [(0.0, 2.0, 3e9, 0.0),   # no slack: the threshold rule never waits
+                          (0.1, 2.0, 3e9, 0.1),   # capped by the slack
+                          (5.0, 2.0, 3e9, 0.3),   # the competing burst's end, 3e9 B / 1e10 B/s
+                          (5.0, 0.2, 3e9, 0.1),   # capped by max_delay_fraction x period = 0.5 x 0.2
+                          (5.0, 2.0, 0.0, 0.0)])  # nothing competing: contention 0, no wait
+def test_structured_buffer_action_is_the_threshold_policy_at_theta_zero(slack_s, period_s, competing_bytes,
+                                                                         want_s):
+    # where the flowherd policy itself does not shift the collective, "buffer" is exactly the threshold
+    # policy's decision at theta = 0 (flowherd.control.threshold: wait min(R/C, slack, f x period)),
+    # and "do not buffer" is no delay; a point where the threshold rule would not wait offers no buffer
+    jobs = {"long": JobState(name="long", num_gpus=8, period_s=period_s, solo_period_s=1.0,
+                             iterations_total=8, iterations_done=0, slack_s=slack_s)}
+    cof = [CoflowState(name="s", job="other", remaining_bytes=competing_bytes, link_idx=[0],
+                       link_remaining_bytes=[competing_bytes])]
+    view = NetworkView(now_s=0.0, link_capacity_bytes_per_s=np.full(2, CAP), link_utilization=np.zeros(2),
+                       coflows=tuple(cof), jobs=jobs, levers=GRANTS["buffer"])
+    ctrl = HerdController()
+    assert ctrl.decide(_point("long"), view) is None or ctrl.decide(_point("long"), view).delay_s == 0
+    mask, default, ctx = prepare("structured", HerdController(), _point("long"), view)
+    threshold = ThresholdController(ThresholdParams(theta=0.0, max_delay_fraction=0.5)).decide(_point("long"),
+                                                                                               view)
+    assert (threshold.delay_s if threshold is not None else 0.0) == pytest.approx(want_s, abs=1e-12)
+    assert not ACTIONS[default][1]  # the policy's own action does not buffer here
+    buffer = ACTIONS.index((ACTIONS[default][0], True))
+    assert mask[buffer] == (threshold is not None)
+    if threshold is not None:
+        got = decide("structured", buffer, ctx, HerdController(), _point("long"), view)
+        assert got.delay_s == threshold.delay_s
+    assert decide("structured", default, ctx, HerdController(), _point("long"), view) is None
+
+
+def test_distinct_decisions_counts_classes_only_where_the_grant_has_them():
+    both = np.ones(len(ACTIONS), bool)
+    no_buffer = np.array([not d for _c, d in ACTIONS])
+    assert distinct_decisions("structured", both, GRANTS["buffer"]) == 2  # buffer or not
+    assert distinct_decisions("structured", no_buffer, GRANTS["buffer"]) == 1  # no choice
+    k = GRANTS["priority"].priority_classes
+    assert distinct_decisions("structured", both, GRANTS["priority"]) == 2 * k
+    two = Levers(name="custom", delay=True, paths=True, priority_classes=2)
+    assert distinct_decisions("structured", no_buffer, two) == 2  # classes 1..7 clip to class 1
+    raw = np.array([True, False, True, False, False, False])
+    assert distinct_decisions("raw", raw, GRANTS["buffer"]) == 2

@@ -184,3 +184,42 @@ def test_horizon_override_shortens_the_episode(tiny):
     short_r, short_t, info = _structured_episode(short_env, 3)
     assert short_env.scenario.horizon_s == 0.05 and max(short_t) <= 0.05
     assert len(short_r) < len(long_r) and info["jobs_finished"] < info["jobs_total"]
+
+
+def _slack_pair():
+    """benchmarks/scenarios/rl_two_jobs_slack.yaml cut to 2 iterations, no background (0.3 s): job b's DP
+    buckets have slack, so buffering is possible at some points."""
+    import yaml
+
+    path = __import__("pathlib").Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios" \
+        / "rl_two_jobs_slack.yaml"
+    src = yaml.safe_load(path.read_text())
+    for j in src["workload"]["jobs"]:
+        j["iterations"] = 2
+    src["workload"]["background"] = {"load": 0.0}
+    src["controller"] = {"name": "none", "levers": "buffer"}
+    return src
+
+
+def test_choice_only_asks_fewer_points_and_keeps_the_run_and_the_return():
+    # the points passed over are those where every allowed action makes the same decision, so the
+    # structured policy's episode is the same run (same JCT) and the return the same integral
+    got = {}
+    for co in (False, True):
+        env = BufferingEnv(_slack_pair(), seeds=[0], choice_only=co)
+        rewards, _times, info = _structured_episode(env, 0)
+        got[co] = (len(rewards), sum(rewards), info["mean_jct_s"])
+        env.close()
+    assert 0 < got[True][0] < got[False][0] / 5
+    assert got[True][2] == got[False][2]
+    assert got[True][1] == pytest.approx(got[False][1], rel=1e-9)
+    # and every point it asks offers a buffering choice
+    env = BufferingEnv(_slack_pair(), seeds=[0], choice_only=True)
+    _, info = env.reset(options={"scenario_seed": 0})
+    buffered = np.array([d for _c, d in ACTIONS])
+    while True:
+        assert info["action_mask"][buffered].any() and info["action_mask"][~buffered].any()
+        _, _, term, _, info = env.step(info["structured_action"])
+        if term:
+            break
+    env.close()

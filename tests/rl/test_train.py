@@ -218,3 +218,27 @@ def test_train_prints_its_first_line_within_seconds_off_a_terminal(tiny_yaml, tm
     assert first_s < 5.0, first_s  # before torch loads
     # off a terminal the phases are lines, not an invisible bar
     assert "train: structured episode 1/1" in rest and "train: time limit: RL stops at" in rest
+
+
+def test_balanced_cloning_keeps_a_rare_action_the_unweighted_one_drops(tiny):
+    # as the flowherd policy's buffering on rl_small.yaml (2-6 of ~1,400 points an episode): 4 samples
+    # of 1,000 take action 8 (buffer), told apart only by feature 4 (slack_over_period) being high; an
+    # unweighted clone is 99.6% accurate by never buffering, a balanced one copies the rare action
+    import torch
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    obs = rng.uniform(0, 0.1, (1000, len(BufferingEnv(tiny).observation_space.low))).astype(np.float32)
+    action = np.full(1000, 7)
+    rare = np.arange(0, 1000, 250)
+    obs[rare, 4] = 1.0
+    action[rare] = 8
+    data = {"obs": obs, "action": action, "mask": np.ones((1000, len(ACTIONS)), bool),
+            "ret": np.zeros(1000, np.float32)}
+    got = {}
+    for balance in (False, True):
+        model = _ppo(BufferingEnv(tiny, seeds=[3]))
+        behaviour_clone(model.policy, data, epochs=3, seed=0, min_updates=150, balance=balance)
+        got[balance] = [greedy_action(model.policy, obs[i], data["mask"][i]) for i in rare]
+    assert got[False] == [7] * len(rare)
+    assert got[True] == [8] * len(rare)

@@ -32,6 +32,10 @@ def train(
     horizon: str = typer.Option(None, "--horizon", help="override the scenario's horizon (e.g. 30s)"),
     time_limit: str = typer.Option(None, "--time-limit", help="stop RL training after this wall time, "
                                    "cloning included (e.g. 30min)"),
+    choice_only: bool = typer.Option(False, "--choice-only", help="ask the agent only where its actions "
+                                     "make different decisions (under buffer: where buffering is possible)"),
+    bc_balance: bool = typer.Option(False, "--bc-balance", help="weight behaviour cloning by the inverse "
+                                    "frequency of each structured action (rare actions count)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object (curve and figures)"),
 ) -> None:
     """Train a policy for a scenario's collectives (priority class, buffer or not) and save it;
@@ -102,7 +106,7 @@ def train(
         res = run_training(source, out=out, algo=algo, steps=steps, seed=seed, eval_every=eval_every,
                            train_seeds=[base + i for i in range(train_seeds)],
                            val_seeds=[base + train_seeds + i for i in range(val_seeds)], horizon_s=horizon_s,
-                           time_limit_s=limit_s,
+                           time_limit_s=limit_s, choice_only=choice_only, bc_balance=bc_balance,
                            progress=tick, log=log)
     if as_json:
         typer.echo(json.dumps({

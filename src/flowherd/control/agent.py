@@ -33,7 +33,8 @@ from flowherd.control.herd import ACTIONS, NUM_CLASSES, HerdController, _buffer_
 from flowherd.errors import ConfigError
 from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
-__all__ = ["ACTION_SPACES", "RAW_DELAY_FRACTIONS", "AgentContext", "action_space_size", "decide", "prepare"]
+__all__ = ["ACTION_SPACES", "RAW_DELAY_FRACTIONS", "AgentContext", "action_space_size", "decide",
+           "distinct_decisions", "prepare"]
 
 RAW_DELAY_FRACTIONS: tuple[float, ...] = (0.0, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 ACTION_SPACES = ("structured", "raw")
@@ -94,6 +95,23 @@ def prepare(space: str, ctrl: HerdController, point: DecisionPoint,
     if can and herd_s > 0:  # the raw level nearest the policy's delay
         default = int(np.argmin([abs(f * period - herd_s) for f in RAW_DELAY_FRACTIONS]))
     return mask, default, ctx
+
+
+def distinct_decisions(space: str, mask: np.ndarray, levers) -> int:
+    """How many different decisions the actions ``mask`` allows make in ``space`` under ``levers``.
+
+    In the structured space the priority class of an action counts only where the grant has
+    classes (``levers.priority_classes``; the class is clipped to them, as `decide` does), so under
+    ``buffer`` the 16 actions make at most two decisions: buffer or not. In the raw space every
+    allowed delay fraction is a different delay. A point with fewer than two is no choice at all:
+    every allowed action gives the same `Decision`.
+    """
+    mask = np.asarray(mask, dtype=bool)
+    if space == "raw":
+        return int(mask.sum())
+    action_space_size(space)  # checks the name
+    k = int(levers.priority_classes)
+    return len({(min(c, k - 1) if k else None, d) for (c, d), m in zip(ACTIONS, mask, strict=True) if m})
 
 
 def decide(space: str, action: int, ctx: AgentContext, ctrl: HerdController, point: DecisionPoint,

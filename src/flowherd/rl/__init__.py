@@ -6,6 +6,8 @@ as controllers.
   the agent picks one of `flowherd.control.herd.ACTIONS` (a priority class, buffer or not).
 * `flowherd.rl.train`: `train`, behaviour cloning of the structured `flowherd` policy, then PPO
   (``flowherd train SCENARIO --algo ppo --steps N --out model.zip``).
+* `flowherd.rl.curves`: the learning-curve table of the comparison in `benchmarks/rl_curves.py`
+  (steps to within 5% of the best policy, confidence intervals over seeds); numpy and scipy only.
 
 A saved model runs as a controller through `flowherd.control.make_controller` (its loader,
 `flowherd.control.model`, sits in the control layer, so that running a scenario never imports this

@@ -1,0 +1,155 @@
+"""Summaries of learning curves for the reinforcement-learning comparison (`benchmarks/rl_curves.py`).
+
+A *run* is one learner (an *arm*: ``ppo-raw``, ``ppo-structured``, ``bc+ppo``) trained with one SB3
+seed; its curve is the validation mean JCT (lower is better) at a sequence of environment steps.
+`summarize` turns the runs of every arm into one table row each: the final and best validation
+JCT with a 95% confidence interval over the seeds, the steps each seed took to come within 5% of
+the best policy (`steps_to_within`), and the best model's JCT on held-out seeds and windows.
+
+Plain numpy and scipy: no torch, no simulator; the benchmark stores its runs as JSON and this
+module reads them back (``--reuse``), so the table is reproducible without retraining.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flowherd.errors import ConfigError
+
+__all__ = ["ArmSummary", "format_table", "mean_ci", "steps_to_within", "summarize"]
+
+
+def steps_to_within(steps: Sequence[int], values: Sequence[float], target: float, *,
+                    tol: float = 0.05) -> int | None:
+    """The first step of a curve whose value is within ``tol`` of ``target`` (lower is better).
+
+    A point is within when ``value <= (1 + tol) * target``; None if no point is ("not reached").
+
+    Raises:
+        ConfigError: curves of different lengths, steps not increasing, a target not positive.
+
+    >>> steps_to_within([0, 100, 200], [12.0, 10.4, 10.0], 10.0)
+    100
+    >>> steps_to_within([0, 100], [12.0, 11.0], 10.0) is None
+    True
+    """
+    s = np.asarray(steps, dtype=np.int64)
+    v = np.asarray(values, dtype=np.float64)
+    if s.shape != v.shape or s.ndim != 1:
+        raise ConfigError(f"steps and values must be two curves of one length, got {s.shape} and {v.shape} "
+                          "(curve)")
+    if s.size > 1 and np.any(np.diff(s) <= 0):
+        raise ConfigError(f"curve steps must increase, got {s.tolist()} (curve)")
+    if not (math.isfinite(target) and target > 0):
+        raise ConfigError(f"target must be a positive finite value, got {target!r} (target)")
+    hit = np.flatnonzero(v <= (1.0 + tol) * target)
+    return int(s[hit[0]]) if hit.size else None
+
+
+def mean_ci(x: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Mean and half-width of its Student-t confidence interval (0 for a single value)."""
+    from scipy import stats
+
+    a = np.asarray(x, dtype=np.float64)
+    if a.size == 0:
+        return math.nan, math.nan
+    if a.size < 2:
+        return float(a.mean()), 0.0
+    h = stats.t.ppf(0.5 + level / 2, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size)
+    return float(a.mean()), float(h)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArmSummary:
+    """One arm of the comparison over its seeds.
+
+    Attributes:
+        arm: The learner's label.
+        seeds: SB3 seeds of its runs.
+        start: Validation mean JCT at step 0 (mean, CI half-width), seconds.
+        final: At the last step, seconds.
+        best: At each run's best step, seconds.
+        steps_to: Per seed, the first step within ``tol`` of ``target`` (None: not reached).
+        target: The JCT the steps are counted against (the best policy), seconds.
+        test, later: The best model's mean JCT on the held-out test seeds and on the later trace
+            windows (mean over seeds of the per-run mean, CI half-width), seconds; NaN if absent.
+        cpu_s: CPU seconds of each run (training, validations and held-out evaluation).
+    """
+
+    arm: str
+    seeds: tuple[int, ...]
+    start: tuple[float, float]
+    final: tuple[float, float]
+    best: tuple[float, float]
+    steps_to: tuple[int | None, ...]
+    target: float
+    test: tuple[float, float]
+    later: tuple[float, float]
+    cpu_s: tuple[float, ...]
+
+    @property
+    def reached(self) -> int:
+        """Seeds whose curve came within the tolerance."""
+        return sum(s is not None for s in self.steps_to)
+
+
+def summarize(runs: Sequence[Mapping[str, Any]], *, target: float, tol: float = 0.05) -> list[ArmSummary]:
+    """One `ArmSummary` per arm (in first-seen order) of ``runs``.
+
+    Each run is a mapping with ``arm``, ``seed``, ``curve`` (a list of ``{"steps", "mean_jct_s"}``),
+    and optionally ``test_jct_s`` / ``later_jct_s`` (per held-out seed, seconds) and ``cpu_s``.
+
+    Raises:
+        ConfigError: a run without a curve.
+    """
+    arms: dict[str, list[Mapping[str, Any]]] = {}
+    for r in runs:
+        if not r.get("curve"):
+            raise ConfigError(f"run {r.get('arm')!r} seed {r.get('seed')!r} has no curve (runs)")
+        arms.setdefault(str(r["arm"]), []).append(r)
+    out = []
+    for arm, rs in arms.items():
+        curves = [([int(p["steps"]) for p in r["curve"]], [float(p["mean_jct_s"]) for p in r["curve"]])
+                  for r in rs]
+
+        def held(key: str, rs=rs) -> tuple[float, float]:
+            xs = [float(np.mean(r[key])) for r in rs if r.get(key)]
+            return mean_ci(xs) if xs else (math.nan, math.nan)
+
+        out.append(ArmSummary(
+            arm=arm, seeds=tuple(int(r["seed"]) for r in rs),
+            start=mean_ci([v[0] for _, v in curves]), final=mean_ci([v[-1] for _, v in curves]),
+            best=mean_ci([min(v) for _, v in curves]),
+            steps_to=tuple(steps_to_within(s, v, target, tol=tol) for s, v in curves), target=float(target),
+            test=held("test_jct_s"), later=held("later_jct_s"),
+            cpu_s=tuple(float(r.get("cpu_s", math.nan)) for r in rs)))
+    return out
+
+
+def _pm(mc: tuple[float, float]) -> str:
+    m, h = mc
+    return "-" if math.isnan(m) else f"{m:.3f} +-{h:.3f}"
+
+
+def format_table(rows: Sequence[ArmSummary], *, horizon_s: float, tol: float = 0.05) -> str:
+    """The table as text: per arm the validation JCT at step 0, at the end (with the episode return
+    it equals, ``-mean JCT / horizon``), at its best, the steps to within ``tol`` of the target per
+    seed, and the held-out JCTs (95% CIs over seeds)."""
+    pct = round(100 * tol)
+    head = (f"{'arm':<15} {'seeds':>5} {'val JCT step 0':>15} {'val JCT final':>15} {'return final':>13} "
+            f"{'val JCT best':>15} {f'steps to {pct}% (per seed)':>28} {'test seeds':>15} "
+            f"{'later window':>15} {'CPU-s/run':>9}")
+    lines = [head]
+    for r in rows:
+        cpu = [c for c in r.cpu_s if not math.isnan(c)]
+        reach = ", ".join("not reached" if s is None else str(s) for s in r.steps_to)
+        ret = (-r.final[0] / horizon_s, r.final[1] / horizon_s)
+        lines.append(f"{r.arm:<15} {len(r.seeds):>5} {_pm(r.start):>15} {_pm(r.final):>15} "
+                     f"{ret[0]:>+7.4f}+-{ret[1]:.4f} {_pm(r.best):>15} {reach:>28} {_pm(r.test):>15} "
+                     f"{_pm(r.later):>15} {(f'{np.mean(cpu):.0f}' if cpu else '-'):>9}")
+    return "\n".join(lines)
