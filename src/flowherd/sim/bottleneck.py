@@ -37,7 +37,7 @@ from collections.abc import Callable
 import numpy as np
 
 from flowherd.sim.allocation import LinkState, apply_rates
-from flowherd.sim.aot import kernel
+from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.fairshare import fill_subset
 
 __all__ = ["local_update", "reallocate_local"]
@@ -61,12 +61,12 @@ class _Scratch:
         self.uid = np.zeros(1, np.int64)  # one id per update: stamps need no reset
 
 
-@kernel(inline="always")
+@kernel(**NO_REFCOUNT)
 def _cur(g, in_c, rate, rate_new):
     return rate_new[g] if in_c[g] else rate[g]
 
 
-@kernel(inline="always")  # no refcounting of its arrays per call (perf: 18% of a run)
+@kernel(**NO_REFCOUNT)
 def _summary(lnk, uid, frac_buf, b_start, b_len, b_flow, b_inc, in_c, rate, rate_new, weight, prio,
              s_load, s_pmax, s_mlev, s_stamp):
     """Load, lowest class with a positive rate and its highest level on ``lnk``, at the current
@@ -94,7 +94,7 @@ def _summary(lnk, uid, frac_buf, b_start, b_len, b_flow, b_inc, in_c, rate, rate
     s_stamp[lnk] = uid
 
 
-@kernel(inline="always")  # no refcounting of its arrays per call (perf: 18% of a run)
+@kernel(**NO_REFCOUNT)
 def _find_bottleneck(f, first, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_len, b_flow, b_inc,
                      in_c, rate, rate_new, weight, prio, s_load, s_pmax, s_mlev, s_stamp):
     """One bottleneck link of ``f`` at the current rates (``first`` tried first), or -1."""
@@ -120,11 +120,12 @@ def _find_bottleneck(f, first, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_
     return -1
 
 
-@kernel(inline="always")  # no refcounting of its arrays per call (perf: 18% of a run)
+@kernel(**NO_REFCOUNT)
 def _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_len, b_flow, b_inc, in_c,
                     rate, rate_new, weight, prio, s_load, s_pmax, s_mlev, s_stamp, grown, n_grown):
     """Bring into ``C`` (at their current rates) the flows outside it that dominate ``f`` on its
-    saturated links. Returns the new count of ``grown`` and ``f``'s most loaded link."""
+    saturated links. Returns the new count of ``grown`` and ``f``'s most loaded link. ``grown``
+    has room for every flow on ``f``'s links (`_room_dominators`)."""
     pf = prio[f]
     lim = rate_new[f] / weight[f] * (1.0 + _LVL_RTOL)
     best = -1.0
@@ -148,30 +149,39 @@ def _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_len, b_f
             if (pg == pf and r > lim * weight[g]) or (pg > pf and r > 0.0):
                 in_c[g] = True
                 rate_new[g] = r
-                grown = _put(grown, n_grown, g)
+                grown[n_grown] = g
                 n_grown += 1
-    return grown, n_grown, best_l
+    return n_grown, best_l
 
 
-@kernel(inline="always")
-def _put(arr, n, v):
-    # int64 only: a dtype taken from the array would be unpickled at every call
-    if n == arr.size:
-        new = np.empty(2 * arr.size + 16, np.int64)
-        new[:n] = arr[:n]
-        arr = new
-    arr[n] = v
-    return arr
+@kernel
+def _room_dominators(f, lo, hi, link_buf, b_len, grown, n_grown):
+    """``grown``, or a larger copy, with room for every flow on ``f``'s links after ``n_grown``."""
+    need = n_grown
+    for k in range(lo[f], hi[f]):
+        need += b_len[link_buf[k]]
+    if need <= grown.size:
+        return grown
+    new = np.empty(2 * need + 16, np.int64)
+    new[:n_grown] = grown[:n_grown]
+    return new
 
 
-@kernel(inline="always")
-def _put_f(arr, n, v):
-    if n == arr.size:
-        new = np.empty(2 * arr.size + 16, np.float64)
-        new[:n] = arr[:n]
-        arr = new
-    arr[n] = v
-    return arr
+@kernel
+def _more(arr, n):
+    """A copy of ``arr[:n]`` with twice the room (int64 only: a dtype taken from the array
+    would be unpickled at every call). Called only when ``arr`` is full, so that the loops
+    that append do not copy (and reference-count) the array at every append."""
+    new = np.empty(2 * arr.size + 16, np.int64)
+    new[:n] = arr[:n]
+    return new
+
+
+@kernel
+def _more_f(arr, n):
+    new = np.empty(2 * arr.size + 16, np.float64)
+    new[:n] = arr[:n]
+    return new
 
 
 @kernel
@@ -198,8 +208,11 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
     for s in range(started.size):
         f = started[s]
         in_c[f] = True
-        members = _put(members, n_mem, f)
-        prev = _put_f(prev, n_mem, -1.0)  # a new flow is checked in any case
+        if n_mem == members.size:
+            members = _more(members, n_mem)
+            prev = _more_f(prev, n_mem)
+        members[n_mem] = f
+        prev[n_mem] = -1.0  # a new flow is checked in any case
         n_mem += 1
     eff = np.empty(64, np.int64)  # links whose cap_eff is set
     n_eff = 0
@@ -211,7 +224,9 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
             lnk = link_buf[k]
             if not dirty[lnk]:
                 dirty[lnk] = True
-                dl = _put(dl, n_dl, lnk)
+                if n_dl == dl.size:
+                    dl = _more(dl, n_dl)
+                dl[n_dl] = lnk
                 n_dl += 1
     recheck = np.empty(16, np.int64)  # members that failed their last check
     n_re = 0
@@ -235,7 +250,9 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
                 if l_mark[lnk]:
                     continue
                 l_mark[lnk] = True
-                eff = _put(eff, n_eff, lnk)
+                if n_eff == eff.size:
+                    eff = _more(eff, n_eff)
+                eff[n_eff] = lnk
                 n_eff += 1
                 out = 0.0
                 for e in range(b_start[lnk], b_start[lnk] + b_len[lnk]):
@@ -262,7 +279,9 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
                     lnk = link_buf[k]
                     if not dirty[lnk]:
                         dirty[lnk] = True
-                        dl = _put(dl, n_dl, lnk)
+                        if n_dl == dl.size:
+                            dl = _more(dl, n_dl)
+                        dl[n_dl] = lnk
                         n_dl += 1
         for j in range(n_dl):
             s_stamp[dl[j]] = -1
@@ -287,13 +306,16 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
                 bn[f] = b
                 continue
             n0 = n_gr
-            grown, n_gr, most = _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start,
+            grown = _room_dominators(f, lo, hi, link_buf, b_len, grown, n_gr)
+            n_gr, most = _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start,
                                                 b_len, b_flow, b_inc, in_c, rate, rate_new, weight,
                                                 prio, s_load, s_pmax, s_mlev, s_stamp, grown, n_gr)
             if n_gr == n0:
                 bn[f] = most  # no flow to take from: a bottleneck but for rounding
             else:
-                recheck = _put(recheck, n_re, i)
+                if n_re == recheck.size:
+                    recheck = _more(recheck, n_re)
+                recheck[n_re] = i
                 n_re += 1
         for j in range(n_dl):
             lnk = dl[j]
@@ -309,11 +331,14 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
                     continue
                 in_c[g] = True
                 rate_new[g] = rate[g]
-                grown = _put(grown, n_gr, g)
+                if n_gr == grown.size:
+                    grown = _more(grown, n_gr)
+                grown[n_gr] = g
                 n_gr += 1
                 # it will rise (its bottleneck lost its hold): the flows it would find above
                 # it on its saturated links join now, not one pass later (half the passes)
-                grown, n_gr, _ = _add_dominators(g, uid, lo, hi, link_buf, frac_buf, cap, b_start,
+                grown = _room_dominators(g, lo, hi, link_buf, b_len, grown, n_gr)
+                n_gr, _ = _add_dominators(g, uid, lo, hi, link_buf, frac_buf, cap, b_start,
                                                  b_len, b_flow, b_inc, in_c, rate, rate_new, weight,
                                                  prio, s_load, s_pmax, s_mlev, s_stamp, grown,
                                                  n_gr)
@@ -322,8 +347,11 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
         if n_gr == 0:
             break
         for j in range(n_gr):
-            members = _put(members, n_mem, grown[j])
-            prev = _put_f(prev, n_mem, -1.0)  # checked after its first pass in any case
+            if n_mem == members.size:
+                members = _more(members, n_mem)
+                prev = _more_f(prev, n_mem)
+            members[n_mem] = grown[j]
+            prev[n_mem] = -1.0  # checked after its first pass in any case
             n_mem += 1
     for j in range(n_eff):
         lnk = eff[j]

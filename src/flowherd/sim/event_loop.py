@@ -25,7 +25,7 @@ import numpy as np
 
 from flowherd.errors import SimulationError
 from flowherd.sim.allocation import activate, settle
-from flowherd.sim.aot import kernel
+from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.bottleneck import local_update
 from flowherd.sim.flow_heap import fh_build, fh_push, fh_soonest, fh_take_done, squeeze
 from flowherd.sim.incidence import adj_insert, buckets_add
@@ -82,7 +82,7 @@ NUM_F = 4
 _TIME_RTOL = 1e-12
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def heap_push(h_t, h_seq, h_kind, h_cid, st_i, t, kind, cid):
     """Push event ``(t, next sequence number)`` (the caller keeps room for it)."""
     n = st_i[HEAP_N]
@@ -105,13 +105,13 @@ def heap_push(h_t, h_seq, h_kind, h_cid, st_i, t, kind, cid):
     st_i[HEAP_N] = n + 1
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def heap_push_many(h_t, h_seq, h_kind, h_cid, st_i, t, kind, cid):
     for i in range(t.size):
         heap_push(h_t, h_seq, h_kind, h_cid, st_i, t[i], kind, cid[i])
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def _heap_pop(h_t, h_seq, h_kind, h_cid, st_i):
     """Drop the first event (the caller read it at index 0)."""
     n = st_i[HEAP_N] - 1
@@ -142,7 +142,7 @@ def _heap_pop(h_t, h_seq, h_kind, h_cid, st_i):
     h_cid[i] = cid
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def _release_time(d, now, c_base, c_delay, c_finish, c_alo, c_ahi, after_buf):
     start = c_base[d]
     for k in range(c_alo[d], c_ahi[d]):
