@@ -40,7 +40,7 @@ from flowherd.sim.allocation import LinkState, apply_rates
 from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.fairshare import fill_subset
 
-__all__ = ["local_core", "local_update", "reallocate_local", "work_arrays"]
+__all__ = ["local_core", "local_update", "reallocate_local"]
 
 _SAT_RTOL = 4e-12
 _LVL_RTOL = 1e-12
@@ -173,8 +173,8 @@ def local_core(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, weigh
     (a flow joins ``C`` once, a link is marked once), so nothing is allocated, and the kernel
     counts no references to its thirty-odd arrays (`flowherd.sim.aot.NO_REFCOUNT`).
 
-    Returns (the number of flows re-allocated, ``members[:n]``, in the order they joined;
-    passes; flows re-allocated summed over passes).
+    Returns ``(n, passes, moved)``: the flows re-allocated are ``members[:n]``, in the order
+    they joined; ``moved`` sums the flows re-allocated over the passes.
     """
     uid_box[0] += 1
     uid = uid_box[0]
@@ -315,13 +315,6 @@ def local_core(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, weigh
     return n_mem, passes, moved
 
 
-def work_arrays(num_flows: int, num_links: int) -> tuple[np.ndarray, ...]:
-    """The work arrays of `local_core`: ``members, prev, recheck, grown, chk, eff, dl``."""
-    return (np.empty(num_flows, np.int64), np.empty(num_flows), np.empty(num_flows, np.int64),
-            np.empty(num_flows, np.int64), np.zeros(num_flows, np.bool_),
-            np.empty(num_links, np.int64), np.empty(num_links, np.int64))
-
-
 @kernel
 def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, weight, prio, cap,
                  cap_eff, s_pos, l_mark, in_c, b_start, b_len, b_flow, b_inc, bn, s_load, s_pmax,
@@ -339,8 +332,6 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
                                   np.empty(nf), recheck, grown, np.zeros(nf, np.bool_),
                                   np.empty(nl, np.int64), np.empty(nl, np.int64))
     return np.sort(members[:n]), passes, moved
-
-
 
 
 def reallocate_local(started: np.ndarray, ended: np.ndarray, now: float, f, link: np.ndarray,
