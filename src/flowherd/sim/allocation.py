@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from flowherd.sim.aot import kernel
+from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.fairshare import fill_subset
 
 __all__ = ["NO_CLASS", "NO_THRESHOLD", "LinkState", "activate", "arrival_levels", "arrival_threshold",
@@ -179,7 +179,7 @@ def _newly_saturated(comp, lo, hi, link_buf, frac_buf, rate_new, nflows, cap, ca
 
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def settle(flows, now, finish, rate, rem, t0, lo, hi, link_buf, frac_buf, link_bytes, link_nact,
             link_load, busy_since, busy_s):
     """Bring ``flows`` to time ``now`` at their current rates (all bytes if ``finish``): credit
@@ -210,7 +210,7 @@ def settle(flows, now, finish, rate, rem, t0, lo, hi, link_buf, frac_buf, link_b
         rate[f] = 0.0
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def activate(flows, now, rate, rate_new, rem, txend, lo, hi, link_buf, frac_buf, link_nact,
               link_load, busy_since):
     """Give ``flows`` their new rates, put them on their links, set their transmission ends."""

@@ -41,7 +41,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EXPORTS", "build", "kernel", "mode", "source_digest"]
+__all__ = ["EXPORTS", "NO_REFCOUNT", "build", "kernel", "mode", "source_digest"]
 
 _SELF = Path(__file__).resolve()
 _HERE = _SELF.parent
@@ -50,6 +50,14 @@ EXTENSION = "flowherd.sim._kernels_aot"
 _A = "i8[::1]"  # int64 arrays
 _F = "f8[::1]"  # float64 arrays
 _B = "b1[::1]"  # bool arrays
+
+#: Options of a kernel that allocates nothing and returns no array: ``@kernel(**NO_REFCOUNT)``.
+#: numba counts references to every array a function binds (its arguments at entry, every
+#: variable an inlined helper copies them into), with an atomic increment and decrement each:
+#: in the engine's inner loops that was 58% of a cluster run's time (perf, issue 17). Without
+#: the runtime (``_nrt=False``) a kernel touches no count; its callers pass their arrays as
+#: they are. Same code otherwise, so the same numbers bit for bit.
+NO_REFCOUNT: dict[str, bool] = {"_nrt": False}
 
 
 def _sig(ret: str, *args: str) -> str:

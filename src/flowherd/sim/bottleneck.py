@@ -37,10 +37,10 @@ from collections.abc import Callable
 import numpy as np
 
 from flowherd.sim.allocation import LinkState, apply_rates
-from flowherd.sim.aot import kernel
+from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.fairshare import fill_subset
 
-__all__ = ["local_update", "reallocate_local"]
+__all__ = ["local_core", "local_update", "reallocate_local"]
 
 _SAT_RTOL = 4e-12
 _LVL_RTOL = 1e-12
@@ -61,12 +61,12 @@ class _Scratch:
         self.uid = np.zeros(1, np.int64)  # one id per update: stamps need no reset
 
 
-@kernel(inline="always")
+@kernel(**NO_REFCOUNT)
 def _cur(g, in_c, rate, rate_new):
     return rate_new[g] if in_c[g] else rate[g]
 
 
-@kernel(inline="always")  # no refcounting of its arrays per call (perf: 18% of a run)
+@kernel(**NO_REFCOUNT)
 def _summary(lnk, uid, frac_buf, b_start, b_len, b_flow, b_inc, in_c, rate, rate_new, weight, prio,
              s_load, s_pmax, s_mlev, s_stamp):
     """Load, lowest class with a positive rate and its highest level on ``lnk``, at the current
@@ -94,7 +94,7 @@ def _summary(lnk, uid, frac_buf, b_start, b_len, b_flow, b_inc, in_c, rate, rate
     s_stamp[lnk] = uid
 
 
-@kernel(inline="always")  # no refcounting of its arrays per call (perf: 18% of a run)
+@kernel(**NO_REFCOUNT)
 def _find_bottleneck(f, first, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_len, b_flow, b_inc,
                      in_c, rate, rate_new, weight, prio, s_load, s_pmax, s_mlev, s_stamp):
     """One bottleneck link of ``f`` at the current rates (``first`` tried first), or -1."""
@@ -120,11 +120,12 @@ def _find_bottleneck(f, first, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_
     return -1
 
 
-@kernel(inline="always")  # no refcounting of its arrays per call (perf: 18% of a run)
+@kernel(**NO_REFCOUNT)
 def _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_len, b_flow, b_inc, in_c,
                     rate, rate_new, weight, prio, s_load, s_pmax, s_mlev, s_stamp, grown, n_grown):
     """Bring into ``C`` (at their current rates) the flows outside it that dominate ``f`` on its
-    saturated links. Returns the new count of ``grown`` and ``f``'s most loaded link."""
+    saturated links. Returns the new count of ``grown`` (room for every flow) and ``f``'s most
+    loaded link."""
     pf = prio[f]
     lim = rate_new[f] / weight[f] * (1.0 + _LVL_RTOL)
     best = -1.0
@@ -148,36 +149,15 @@ def _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start, b_len, b_f
             if (pg == pf and r > lim * weight[g]) or (pg > pf and r > 0.0):
                 in_c[g] = True
                 rate_new[g] = r
-                grown = _put(grown, n_grown, g)
+                grown[n_grown] = g
                 n_grown += 1
-    return grown, n_grown, best_l
+    return n_grown, best_l
 
 
-@kernel(inline="always")
-def _put(arr, n, v):
-    # int64 only: a dtype taken from the array would be unpickled at every call
-    if n == arr.size:
-        new = np.empty(2 * arr.size + 16, np.int64)
-        new[:n] = arr[:n]
-        arr = new
-    arr[n] = v
-    return arr
-
-
-@kernel(inline="always")
-def _put_f(arr, n, v):
-    if n == arr.size:
-        new = np.empty(2 * arr.size + 16, np.float64)
-        new[:n] = arr[:n]
-        arr = new
-    arr[n] = v
-    return arr
-
-
-@kernel
-def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, weight, prio, cap,
-                 cap_eff, s_pos, l_mark, in_c, b_start, b_len, b_flow, b_inc, bn, s_load, s_pmax,
-                 s_mlev, s_stamp, s_raw, dirty, uid_box):
+@kernel(**NO_REFCOUNT)
+def local_core(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, weight, prio, cap,
+               cap_eff, s_pos, l_mark, in_c, b_start, b_len, b_flow, b_inc, bn, s_load, s_pmax,
+               s_mlev, s_stamp, s_raw, dirty, uid_box, members, prev, recheck, grown, chk, eff, dl):
     """The flows whose rates change after ``started`` joined and ``ended`` left the active flows
     (both already in / out of the buckets), with their max-min rates in ``rate_new``; ``bn`` is
     updated for every flow whose bottleneck moved. ``l_mark``, ``dirty`` (per link) and ``in_c``
@@ -188,33 +168,34 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
     ``C`` whose rate or links changed (or that failed before), and the flows outside whose
     pointer names a link whose load or rates changed.
 
-    Returns (the flows re-allocated, sorted; passes; flows re-allocated summed over passes).
+    The work arrays ``members``, ``recheck``, ``grown`` (int64), ``prev`` (float64), ``chk``
+    (bool) have an entry per flow, ``eff`` and ``dl`` (int64) one per link: none can overflow
+    (a flow joins ``C`` once, a link is marked once), so nothing is allocated, and the kernel
+    counts no references to its thirty-odd arrays (`flowherd.sim.aot.NO_REFCOUNT`).
+
+    Returns ``(n, passes, moved)``: the flows re-allocated are ``members[:n]``, in the order
+    they joined; ``moved`` sums the flows re-allocated over the passes.
     """
     uid_box[0] += 1
     uid = uid_box[0]
-    members = np.empty(started.size + 16, np.int64)
-    prev = np.empty(members.size)  # each member's rate at the last check
     n_mem = 0
     for s in range(started.size):
         f = started[s]
         in_c[f] = True
-        members = _put(members, n_mem, f)
-        prev = _put_f(prev, n_mem, -1.0)  # a new flow is checked in any case
+        members[n_mem] = f
+        prev[n_mem] = -1.0  # a new flow is checked in any case
         n_mem += 1
-    eff = np.empty(64, np.int64)  # links whose cap_eff is set
-    n_eff = 0
-    dl = np.empty(64, np.int64)  # links changed since the last check
-    n_dl = 0
+    n_eff = 0  # eff: links whose cap_eff is set
+    n_dl = 0  # dl: links changed since the last check
     for s in range(ended.size):
         f = ended[s]
         for k in range(lo[f], hi[f]):
             lnk = link_buf[k]
             if not dirty[lnk]:
                 dirty[lnk] = True
-                dl = _put(dl, n_dl, lnk)
+                dl[n_dl] = lnk
                 n_dl += 1
-    recheck = np.empty(16, np.int64)  # members that failed their last check
-    n_re = 0
+    n_re = 0  # recheck: members that failed their last check
     n_res = 0  # members whose links are in the residual
     passes = 0
     moved = 0
@@ -235,7 +216,7 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
                 if l_mark[lnk]:
                     continue
                 l_mark[lnk] = True
-                eff = _put(eff, n_eff, lnk)
+                eff[n_eff] = lnk
                 n_eff += 1
                 out = 0.0
                 for e in range(b_start[lnk], b_start[lnk] + b_len[lnk]):
@@ -252,7 +233,8 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
             passes += 1
             moved += n_mem
         # links whose state changed: those of the members whose rate changed
-        chk = np.zeros(n_mem, np.bool_)
+        for i in range(n_mem):
+            chk[i] = False
         for i in range(n_mem):
             f = members[i]
             if rate_new[f] != prev[i]:
@@ -262,14 +244,13 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
                     lnk = link_buf[k]
                     if not dirty[lnk]:
                         dirty[lnk] = True
-                        dl = _put(dl, n_dl, lnk)
+                        dl[n_dl] = lnk
                         n_dl += 1
         for j in range(n_dl):
             s_stamp[dl[j]] = -1
         for j in range(n_re):
             chk[recheck[j]] = True
         n_re = 0
-        grown = np.empty(16, np.int64)
         n_gr = 0
         for i in range(n_mem):
             f = members[i]
@@ -287,13 +268,13 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
                 bn[f] = b
                 continue
             n0 = n_gr
-            grown, n_gr, most = _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start,
+            n_gr, most = _add_dominators(f, uid, lo, hi, link_buf, frac_buf, cap, b_start,
                                                 b_len, b_flow, b_inc, in_c, rate, rate_new, weight,
                                                 prio, s_load, s_pmax, s_mlev, s_stamp, grown, n_gr)
             if n_gr == n0:
                 bn[f] = most  # no flow to take from: a bottleneck but for rounding
             else:
-                recheck = _put(recheck, n_re, i)
+                recheck[n_re] = i
                 n_re += 1
         for j in range(n_dl):
             lnk = dl[j]
@@ -309,11 +290,11 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
                     continue
                 in_c[g] = True
                 rate_new[g] = rate[g]
-                grown = _put(grown, n_gr, g)
+                grown[n_gr] = g
                 n_gr += 1
                 # it will rise (its bottleneck lost its hold): the flows it would find above
                 # it on its saturated links join now, not one pass later (half the passes)
-                grown, n_gr, _ = _add_dominators(g, uid, lo, hi, link_buf, frac_buf, cap, b_start,
+                n_gr, _ = _add_dominators(g, uid, lo, hi, link_buf, frac_buf, cap, b_start,
                                                  b_len, b_flow, b_inc, in_c, rate, rate_new, weight,
                                                  prio, s_load, s_pmax, s_mlev, s_stamp, grown,
                                                  n_gr)
@@ -322,17 +303,35 @@ def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, wei
         if n_gr == 0:
             break
         for j in range(n_gr):
-            members = _put(members, n_mem, grown[j])
-            prev = _put_f(prev, n_mem, -1.0)  # checked after its first pass in any case
+            members[n_mem] = grown[j]
+            prev[n_mem] = -1.0  # checked after its first pass in any case
             n_mem += 1
     for j in range(n_eff):
         lnk = eff[j]
         l_mark[lnk] = False
         cap_eff[lnk] = cap[lnk]
-    res = np.sort(members[:n_mem])
-    for i in range(res.size):
-        in_c[res[i]] = False
-    return res, passes, moved
+    for i in range(n_mem):
+        in_c[members[i]] = False
+    return n_mem, passes, moved
+
+
+@kernel
+def local_update(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, weight, prio, cap,
+                 cap_eff, s_pos, l_mark, in_c, b_start, b_len, b_flow, b_inc, bn, s_load, s_pmax,
+                 s_mlev, s_stamp, s_raw, dirty, uid_box):
+    """`local_core` with work arrays of its own: (the flows re-allocated, sorted; passes; flows
+    re-allocated summed over passes)."""
+    nf = rate.size
+    nl = cap.size
+    members = np.empty(nf, np.int64)
+    recheck = np.empty(nf, np.int64)
+    grown = np.empty(nf, np.int64)
+    n, passes, moved = local_core(started, ended, lo, hi, link_buf, frac_buf, rate, rate_new, weight,
+                                  prio, cap, cap_eff, s_pos, l_mark, in_c, b_start, b_len, b_flow, b_inc,
+                                  bn, s_load, s_pmax, s_mlev, s_stamp, s_raw, dirty, uid_box, members,
+                                  np.empty(nf), recheck, grown, np.zeros(nf, np.bool_),
+                                  np.empty(nl, np.int64), np.empty(nl, np.int64))
+    return np.sort(members[:n]), passes, moved
 
 
 def reallocate_local(started: np.ndarray, ended: np.ndarray, now: float, f, link: np.ndarray,

@@ -25,8 +25,8 @@ import numpy as np
 
 from flowherd.errors import SimulationError
 from flowherd.sim.allocation import activate, settle
-from flowherd.sim.aot import kernel
-from flowherd.sim.bottleneck import local_update
+from flowherd.sim.aot import NO_REFCOUNT, kernel
+from flowherd.sim.bottleneck import local_core
 from flowherd.sim.flow_heap import fh_build, fh_push, fh_soonest, fh_take_done, squeeze
 from flowherd.sim.incidence import adj_insert, buckets_add
 from flowherd.sim.network.packed import loop_done, loop_rates, loop_room
@@ -82,7 +82,7 @@ NUM_F = 4
 _TIME_RTOL = 1e-12
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def heap_push(h_t, h_seq, h_kind, h_cid, st_i, t, kind, cid):
     """Push event ``(t, next sequence number)`` (the caller keeps room for it)."""
     n = st_i[HEAP_N]
@@ -105,13 +105,13 @@ def heap_push(h_t, h_seq, h_kind, h_cid, st_i, t, kind, cid):
     st_i[HEAP_N] = n + 1
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def heap_push_many(h_t, h_seq, h_kind, h_cid, st_i, t, kind, cid):
     for i in range(t.size):
         heap_push(h_t, h_seq, h_kind, h_cid, st_i, t[i], kind, cid[i])
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def _heap_pop(h_t, h_seq, h_kind, h_cid, st_i):
     """Drop the first event (the caller read it at index 0)."""
     n = st_i[HEAP_N] - 1
@@ -142,7 +142,7 @@ def _heap_pop(h_t, h_seq, h_kind, h_cid, st_i):
     h_cid[i] = cid
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def _release_time(d, now, c_base, c_delay, c_finish, c_alo, c_ahi, after_buf):
     start = c_base[d]
     for k in range(c_alo[d], c_ahi[d]):
@@ -226,6 +226,15 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
     hf = np.empty(fh_cap, np.int64)
     apos = np.empty(f_txend.size if heap else 1, np.int64)
     hn = fh_build(act_buf, st_i[N_ACT], f_txend, apos, ht, hf) if heap else 0
+    # `local_core`'s work arrays (one entry per flow or link, untouched but where used)
+    nf = f_rate.size
+    lu_mem = np.empty(nf, np.int64)
+    lu_prev = np.empty(nf)
+    lu_re = np.empty(nf, np.int64)
+    lu_gr = np.empty(nf, np.int64)
+    lu_chk = np.empty(nf, np.bool_)
+    lu_eff = np.empty(cap.size, np.int64)
+    lu_dl = np.empty(cap.size, np.int64)
     while True:
         phase = st_i[PHASE]
         if phase == 0 and st_i[NET] and not loop_room(cap.size, ser_t, ser_n, n_ms, pz_t):
@@ -364,10 +373,12 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                 if st_i[PY_RATES]:
                     return _leave(S_RATES, holes, act_buf, st_i, apos, steps)
                 now = st_f[NOW]
-                comp, passes, moved = local_update(
+                n_c, passes, moved = local_core(
                     started_buf[:n_s], done_buf[:n_done], f_lo, f_hi, link_buf, frac_buf, f_rate,
                     f_rate_new, f_weight, f_prio, cap, cap_eff, s_pos, l_mark, f_mark, b_start, b_len,
-                    b_flow, b_inc, f_bn, sc_load, sc_pmax, sc_mlev, sc_stamp, sc_raw, sc_dirty, sc_uid)
+                    b_flow, b_inc, f_bn, sc_load, sc_pmax, sc_mlev, sc_stamp, sc_raw, sc_dirty, sc_uid,
+                    lu_mem, lu_prev, lu_re, lu_gr, lu_chk, lu_eff, lu_dl)
+                comp = np.sort(lu_mem[:n_c])
                 st_i[UPDATES] += 1
                 st_i[PASSES] += passes
                 st_i[MOVED] += moved

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from flowherd.errors import ConfigError
-from flowherd.sim.aot import kernel
+from flowherd.sim.aot import NO_REFCOUNT, kernel
 
 __all__ = ["Scratch", "fill_subset", "max_min_rates", "max_min_rates_reference", "max_min_subset"]
 
@@ -37,7 +37,7 @@ _EPS = 1e-12
 
 
 # ---- a binary min-heap of (key, link) in two arrays --------------------------------
-@kernel(inline="always")
+@kernel(**NO_REFCOUNT)
 def heap_push_pair(hk, hl, n, key, lnk):
     """Push ``(key, lnk)`` on the heap ``hk, hl`` of ``n`` entries (the caller keeps room; ties by
     the second array); returns the new size. `flowherd.sim.flow_heap` keeps its ends with it."""
@@ -54,7 +54,7 @@ def heap_push_pair(hk, hl, n, key, lnk):
     return n + 1
 
 
-@kernel(inline="always")
+@kernel(**NO_REFCOUNT)
 def _heap_pop(hk, hl, n):
     # removes the root; caller has read it already
     n -= 1
@@ -77,9 +77,10 @@ def _heap_pop(hk, hl, n):
     return n
 
 
-@kernel(inline="always")  # no refcounting of its arrays per call (perf: 18% of a run)
-def _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn):
-    """Push flow ``i``'s link of lowest level (ties: lowest id) unless a key as low is there."""
+@kernel(**NO_REFCOUNT)
+def _flow_min(i, f_ptr, f_j, rem, den, cap):
+    """Flow ``i``'s link of lowest level (ties: lowest id) and that level: ``(link, level)``,
+    link -1 if it has none."""
     best = np.inf
     bj = -1
     for e in range(f_ptr[i], f_ptr[i + 1]):
@@ -90,16 +91,17 @@ def _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn):
         if lvl < best or (lvl == best and j < bj):
             best = lvl
             bj = j
-    if bj < 0 or best >= hkey[bj]:
-        return hk, hl, hn
-    if hn == hk.size:
-        hk2 = np.empty(2 * hk.size, np.float64)
-        hl2 = np.empty(2 * hk.size, np.int64)
-        hk2[:hn] = hk[:hn]
-        hl2[:hn] = hl[:hn]
-        hk, hl = hk2, hl2
-    hkey[bj] = best
-    return hk, hl, heap_push_pair(hk, hl, hn, best, bj)
+    return bj, best
+
+
+@kernel
+def _more_heap(hk, hl, hn):
+    """The heap ``hk, hl`` of ``hn`` entries in arrays of twice the room."""
+    hk2 = np.empty(2 * hk.size, np.float64)
+    hl2 = np.empty(2 * hk.size, np.int64)
+    hk2[:hn] = hk[:hn]
+    hl2[:hn] = hl[:hn]
+    return hk2, hl2
 
 
 @kernel
@@ -196,7 +198,14 @@ def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_po
         hn = 0
         for i in range(a, b):
             if state[i] == 1:
-                hk, hl, hn = _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn)
+                # its link of lowest level, unless a key as low is there (in place: an inlined
+                # helper would copy, and count references to, its arrays at every push)
+                bj, best = _flow_min(i, f_ptr, f_j, rem, den, cap)
+                if bj >= 0 and best < hkey[bj]:
+                    if hn == hk.size:
+                        hk, hl = _more_heap(hk, hl, hn)
+                    hkey[bj] = best
+                    hn = heap_push_pair(hk, hl, hn, best, bj)
         while hn > 0:
             key = hk[0]
             j = hl[0]
@@ -214,7 +223,12 @@ def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_po
                 for e in range(tptr[j], tptr[j + 1]):
                     i = t_idx[e]
                     if state[i] == 1:
-                        hk, hl, hn = _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn)
+                        bj, best = _flow_min(i, f_ptr, f_j, rem, den, cap)
+                        if bj >= 0 and best < hkey[bj]:
+                            if hn == hk.size:
+                                hk, hl = _more_heap(hk, hl, hn)
+                            hkey[bj] = best
+                            hn = heap_push_pair(hk, hl, hn, best, bj)
                 continue
             for e in range(tptr[j], tptr[j + 1]):
                 i = t_idx[e]

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from flowherd.sim.aot import kernel
+from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.fairshare import heap_push_pair
 
 __all__ = ["fh_build", "fh_push", "fh_soonest", "fh_take_done", "squeeze"]
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def _sift_down(ht, hf, hn, i):
     t = ht[i]
     f = hf[i]
@@ -50,13 +50,13 @@ def _sift_down(ht, hf, hn, i):
     hf[i] = f
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def fh_push(ht, hf, hn, t, f):
     """Push ``(t, f)`` (the caller keeps room); returns the new size."""
     return heap_push_pair(ht, hf, hn, t, f)
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def _pop(ht, hf, hn):
     hn -= 1
     if hn > 0:
@@ -66,7 +66,7 @@ def _pop(ht, hf, hn):
     return hn
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def fh_build(act_buf, n_ext, txend, apos, ht, hf):
     """Positions of the flows of ``act_buf[:n_ext]`` (holes: -1) in ``apos``, and the heap of the
     finite ends among them (bottom-up); returns its size."""
@@ -86,7 +86,7 @@ def fh_build(act_buf, n_ext, txend, apos, ht, hf):
     return hn
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def fh_soonest(ht, hf, hn, txend, apos):
     """The soonest end of an active flow (+inf if none), stale entries dropped on the way:
     ``(t, new size)``."""
@@ -130,7 +130,7 @@ def fh_take_done(ht, hf, hn, txend, apos, lim, act_buf, out):
     return m, hn
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def squeeze(act_buf, n_ext, apos):
     """Squeeze the holes out of ``act_buf[:n_ext]`` (order kept, ``apos`` updated); returns the
     number of flows left."""

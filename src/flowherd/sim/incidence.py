@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from flowherd.sim.aot import kernel
+from flowherd.sim.aot import NO_REFCOUNT, kernel
 
 __all__ = ["COFLOW_COLUMNS", "FLOW_COLUMNS", "Grow", "adj_insert", "adj_rebuild", "adj_remove", "buckets_add",
            "compact_flows", "ranges"]
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def adj_insert(flows, lo, hi, link_buf, inc_pos, b_start, b_len, b_cap, b_flow, b_inc, used):
     """Add the incidences of ``flows`` to the per-link buckets (a bucket that is full moves to
     the end of the pool with twice the room). Returns how many flows were added (fewer when
@@ -52,7 +52,7 @@ def adj_insert(flows, lo, hi, link_buf, inc_pos, b_start, b_len, b_cap, b_flow, 
     return flows.size, used
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def adj_remove(flows, lo, hi, link_buf, inc_pos, b_start, b_len, b_flow, b_inc):
     for i in range(flows.size):
         f = flows[i]
@@ -66,7 +66,7 @@ def adj_remove(flows, lo, hi, link_buf, inc_pos, b_start, b_len, b_flow, b_inc):
             b_len[lnk] -= 1
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def adj_rebuild(active, lo, hi, link_buf, inc_pos, b_start, b_len, b_cap, b_flow, b_inc):
     """Lay the buckets of the active flows out afresh, each with twice its length of room."""
     num_links = b_start.size

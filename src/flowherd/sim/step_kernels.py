@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from flowherd.sim.allocation import NO_CLASS, settle
-from flowherd.sim.aot import kernel
+from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.incidence import adj_remove
 
 __all__ = ["count_off", "end_flows", "soonest", "split_done", "start_flows"]
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def soonest(act, txend):
     """The earliest transmission end of the flows ``act`` (+inf if none)."""
     t = np.inf
@@ -47,7 +47,7 @@ def split_done(act, txend, start, now, time_tol, completion_rtol):
     return done[:nd], keep[:nk]
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def end_flows(done, now, rate, weight, prio, rem, t0, lo, hi, link_buf, frac_buf, link_bytes,
               link_nact, link_load, busy_since, busy_s, inc_pos, b_start, b_len, b_flow, b_inc,
               txend, finish, lat):
