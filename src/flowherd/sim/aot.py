@@ -201,6 +201,10 @@ def kernel(fn: Callable | None = None, **options: Any) -> Any:
     """
     if fn is None:
         return lambda f: kernel(f, **options)
+    # numba compiles a kernel called from another with the caller's flags where its own leave
+    # one unset: a kernel that allocates, first compiled from a `NO_REFCOUNT` caller, would lose
+    # its runtime and fail to type. Every kernel says which it takes.
+    options = {"_nrt": True, **options}
     spec = _Spec(fn, options)
     ext = _extension()
     if ext is None:
