@@ -156,3 +156,34 @@ def test_flow_without_links_gets_infinite_rate():
 def test_bad_input_names_the_argument(kwargs, field):
     with pytest.raises(ConfigError, match=field):
         max_min_rates(**kwargs)
+
+
+def test_a_heap_that_fills_up_grows_without_changing_a_bit(monkeypatch):
+    # `_drain` hands a full heap back to `_fill`, the flows still to push first, and resumes:
+    # from a heap of one entry (every push past the first a growth) the rates are those of the
+    # kernel with room to spare, bit for bit; equal weights on a switch's all-to-all make the
+    # links' keys go stale by an ulp at a time, so the flows are queued again and again
+    import flowherd.sim.fairshare as fs
+
+    n = 12
+    s, d = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    s, d = s[s != d], d[s != d]
+    ptr = np.arange(0, 2 * s.size + 1, 2)
+    link = np.stack([s, n + d], axis=1).ravel()  # up link of the source, down link of the sink
+    frac = np.ones(link.size)
+    cap = np.full(2 * n, 50 * 2.0**30)
+    w = np.ones(s.size)
+    prio = np.zeros(s.size, np.int64)
+    want = max_min_rates(ptr, link, frac, cap)
+    grown = []
+
+    def grow(hk, hl, hn):
+        grown.append(hk.size)
+        return np.concatenate([hk, hk]), np.concatenate([hl, hl])
+
+    monkeypatch.setattr(fs, "_heap_size", lambda n: 1)
+    monkeypatch.setattr(fs, "_grown", grow)
+    got = np.zeros(s.size)
+    fs._fill.py_func(np.arange(s.size, dtype=np.int64), ptr[:-1], ptr[1:], link.astype(np.int64),
+                     frac, w, prio, cap, got, np.zeros(cap.size, np.int64))
+    assert len(grown) >= 3 and np.array_equal(got, want)

@@ -77,29 +77,91 @@ def _heap_pop(hk, hl, n):
     return n
 
 
-@kernel(inline="always")  # no refcounting of its arrays per call (perf: 18% of a run)
-def _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn):
-    """Push flow ``i``'s link of lowest level (ties: lowest id) unless a key as low is there."""
-    best = np.inf
-    bj = -1
-    for e in range(f_ptr[i], f_ptr[i + 1]):
-        j = f_j[e]
+@kernel(inline="always")
+def _heap_size(n):
+    """The bottleneck heap's first room for ``n`` flows (it grows when full: `_drain`)."""
+    return max(16, n + 1)
+
+
+@kernel
+def _grown(hk, hl, hn):
+    """The heap's arrays with twice the room."""
+    hk2 = np.empty(2 * hk.size, np.float64)
+    hl2 = np.empty(2 * hk.size, np.int64)
+    hk2[:hn] = hk[:hn]
+    hl2[:hn] = hl[:hn]
+    return hk2, hl2
+
+
+@kernel
+def _drain(hk, hl, hn, pend, n_pend, hkey, f_ptr, f_j, f_fr, rem, den, cnt, cap, tptr, t_idx, state,
+           w_loc, flows, rates):
+    """`_fill`'s bottleneck loop for one class: give the pending flows ``pend[:n_pend]`` their
+    heap entries, pop the heap, freeze or re-queue, until it is empty; returns ``(hn, -1)``. When
+    the heap is full it returns early, the flows still pending first in ``pend``, with their
+    number: the caller grows the arrays and calls again (the same pushes in the same order).
+    The heap's arrays are never re-bound here: numba then counts no references in the loops
+    (which it did at every step, 77% of a 512-GPU AllToAll's run, whose links' keys go stale
+    by an ulp at a time and re-queue their flows again and again)."""
+    while True:
+        # each pending flow's entry: its link of lowest level (ties: lowest id), unless a key
+        # as low is there
+        for q in range(n_pend):
+            i = pend[q]
+            best = np.inf
+            bj = -1
+            for e in range(f_ptr[i], f_ptr[i + 1]):
+                j = f_j[e]
+                r = rem[j]
+                r = r if r > _EPS * cap[j] else 0.0
+                lvl = r / den[j]
+                if lvl < best or (lvl == best and j < bj):
+                    best = lvl
+                    bj = j
+            if bj >= 0 and best < hkey[bj]:
+                if hn == hk.size:
+                    for m in range(q, n_pend):
+                        pend[m - q] = pend[m]
+                    return hn, n_pend - q
+                hkey[bj] = best
+                hn = heap_push_pair(hk, hl, hn, best, bj)
+        n_pend = 0
+        if hn == 0:
+            return hn, -1
+        key = hk[0]
+        j = hl[0]
+        hn = _heap_pop(hk, hl, hn)
+        if key == hkey[j]:
+            hkey[j] = np.inf
+        if cnt[j] == 0:
+            continue
         r = rem[j]
         r = r if r > _EPS * cap[j] else 0.0
-        lvl = r / den[j]
-        if lvl < best or (lvl == best and j < bj):
-            best = lvl
-            bj = j
-    if bj < 0 or best >= hkey[bj]:
-        return hk, hl, hn
-    if hn == hk.size:
-        hk2 = np.empty(2 * hk.size, np.float64)
-        hl2 = np.empty(2 * hk.size, np.int64)
-        hk2[:hn] = hk[:hn]
-        hl2[:hn] = hl[:hn]
-        hk, hl = hk2, hl2
-    hkey[bj] = best
-    return hk, hl, heap_push_pair(hk, hl, hn, best, bj)
+        share = r / den[j]
+        if share > key:
+            # a lower bound that has gone stale: each unfrozen flow of the link gets an entry at
+            # its current lowest level
+            for e in range(tptr[j], tptr[j + 1]):
+                i = t_idx[e]
+                if state[i] == 1:
+                    pend[n_pend] = i
+                    n_pend += 1
+            continue
+        for e in range(tptr[j], tptr[j + 1]):
+            i = t_idx[e]
+            if state[i] != 1:
+                continue
+            state[i] = 2
+            w = w_loc[i]
+            r_f = w * share
+            rates[flows[i]] = r_f
+            for q in range(f_ptr[i], f_ptr[i + 1]):
+                mj = f_j[q]
+                fr = f_fr[q]
+                rem[mj] -= r_f * fr
+                cnt[mj] -= 1
+                # decided by count, not by the float sum reaching zero
+                den[mj] = 0.0 if cnt[mj] == 0 else den[mj] - w * fr
 
 
 @kernel
@@ -170,8 +232,9 @@ def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_po
         w_loc[i] = weight[flows[i]]
     state = np.zeros(n, np.int8)  # 0 later class, 1 unfrozen in this class, 2 frozen
     hkey = np.full(nt, np.inf)  # the lowest key of a link's entries in the heap
-    hk = np.empty(max(16, n + 1), np.float64)
+    hk = np.empty(_heap_size(n), np.float64)
     hl = np.empty(hk.size, np.int64)
+    pend = np.empty(n, np.int64)  # flows to give a heap entry
     a = 0
     while a < n:
         b = a
@@ -194,43 +257,17 @@ def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_po
         # the next bottleneck. One entry per flow, not per link: most links of a fabric never
         # are a bottleneck, and popping them was most of the time.
         hn = 0
+        n_pend = 0
         for i in range(a, b):
             if state[i] == 1:
-                hk, hl, hn = _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn)
-        while hn > 0:
-            key = hk[0]
-            j = hl[0]
-            hn = _heap_pop(hk, hl, hn)
-            if key == hkey[j]:
-                hkey[j] = np.inf
-            if cnt[j] == 0:
-                continue
-            r = rem[j]
-            r = r if r > _EPS * cap[j] else 0.0
-            share = r / den[j]
-            if share > key:
-                # a lower bound that has gone stale: give each unfrozen flow of the link an
-                # entry at its current lowest level
-                for e in range(tptr[j], tptr[j + 1]):
-                    i = t_idx[e]
-                    if state[i] == 1:
-                        hk, hl, hn = _push_flow_min(i, f_ptr, f_j, rem, den, cap, hkey, hk, hl, hn)
-                continue
-            for e in range(tptr[j], tptr[j + 1]):
-                i = t_idx[e]
-                if state[i] != 1:
-                    continue
-                state[i] = 2
-                w = w_loc[i]
-                r_f = w * share
-                rates[flows[i]] = r_f
-                for q in range(f_ptr[i], f_ptr[i + 1]):
-                    mj = f_j[q]
-                    fr = f_fr[q]
-                    rem[mj] -= r_f * fr
-                    cnt[mj] -= 1
-                    # decided by count, not by the float sum reaching zero
-                    den[mj] = 0.0 if cnt[mj] == 0 else den[mj] - w * fr
+                pend[n_pend] = i
+                n_pend += 1
+        while True:  # the heap's arrays grow here only, out of `_drain`'s loops
+            hn, n_pend = _drain(hk, hl, hn, pend, n_pend, hkey, f_ptr, f_j, f_fr, rem, den, cnt, cap,
+                                tptr, t_idx, state, w_loc, flows, rates)
+            if n_pend < 0:
+                break
+            hk, hl = _grown(hk, hl, hn)
         a = b
 
 
