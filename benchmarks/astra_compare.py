@@ -1,34 +1,64 @@
 """flowherd against ASTRA-sim's analytical backend on the recorded cases (prints figures; not a test).
 
-    .venv/bin/python benchmarks/astra_compare.py [--sizes 64 256 1024] [--repeats 3]
+    python benchmarks/astra_compare.py [--sizes 64 256 1024] [--repeats 3]
+    python benchmarks/astra_compare.py --astra /work/astra/astra-sim/build/astra_analytical/build
 
-The cases and ASTRA-sim's figures are those of ../shared/data/peers/astra_sim_analytical.md
-(astra-sim 518bd513, measured on a 2-vCPU machine of this kind; wall = median of 3 runs of the
-whole process, start-up included): ring AllReduce and direct AllToAll of 1 GiB on one switch
-(``topology: [Switch]``, 50 GB/s with GB = 2^30 B, 1 us per link, so a message crosses two
-links), the shipped 4-chunk system config. flowherd runs the same collective on the same
-fabric (N GPUs around one switch, 50 * 2^30 B/s and 1 us per link) as a whole process too:
-``python -c`` importing flowherd, building the fabric, simulating, printing; the wall time of
-each process is measured here, runs alternated between the fidelities (median of
-``--repeats``; the CPU time of the process is printed too, since on a shared machine its wall
-time is mostly waiting). ASTRA-sim's congestion-aware backend is the reference for speed (the unaware
-one cannot model link sharing, so for AllToAll it is n times too optimistic).
+The cases are those of ../shared/data/peers/astra_sim_analytical.md (astra-sim 518bd513): ring
+AllReduce and direct AllToAll of 1 GiB on one switch (``topology: [Switch]``, 50 GB/s with
+GB = 2^30 B, 1 us per link, so a message crosses two links), the shipped 4-chunk system config
+(``Ring_4chunks.json``; for AllToAll its ``all-to-all-implementation: direct`` variant).
+flowherd runs the same collective on the same fabric (N GPUs around one switch, 50 * 2^30 B/s
+and 1 us per link) as a whole process too: ``python -c`` importing flowherd, building the
+fabric, simulating, printing. Every figure is of a whole process, start-up included: its wall
+time and its CPU time (user + system; on a shared machine the wall time is mostly waiting).
 
-Not run here: ASTRA-sim itself (its build steps are at the end of that file; 26 minutes on this
-kind of machine) and the ResNet-50 data-parallel case (its per-layer trace is not in the repo).
-The simulated times are printed next to ASTRA-sim's for reference: flowherd's flow model
-has no store-and-forward (ASTRA-sim aware pays the serialization on both links of the switch,
-about +100% at 1 GiB) and no chunking (its 4 serial chunks pay the latency 4 times).
+With ``--astra BUILD`` (the CMake build directory whose ``bin/`` holds
+``AstraSim_Analytical_Congestion_Aware``) ASTRA-sim runs here, side by side: per case the runs
+alternate ASTRA-sim (congestion-aware), flowherd ``step``, flowherd ``collective``, ``--repeats``
+times, and the medians are compared; its inputs (network YAML, system JSON, one Chakra ET per
+rank with one ``COMM_COLL_NODE``, as Chakra's ``generate_comm_coll_node`` writes it) are written
+to a temporary directory. Without it, ASTRA-sim's figures are the recorded ones (wall, median
+of 3 on the machine of that file). The congestion-aware backend is the reference for speed (the
+unaware one cannot model link sharing, so for AllToAll it is n times too optimistic).
+
+Building ASTRA-sim (what was done for benchmarks/results/astra_compare.txt; the file's build
+steps, with these substitutes for submodule pins missing from the stored snapshots):
+
+    # sources (no git checkout needed: git archive of the stored mirrors)
+    astra-sim 518bd513; extern/network_backend/analytical 599a0473 (pin e8c5119 missing);
+    extern/graph_frontend/chakra f37c2bb (pin 0e3cd40 missing; archive without
+    tests/data/chakra.0, a blob missing from the snapshot); extern/remote_memory_backend/analytical
+    641cce85; extern/helper/fmt 7e73566c; extern/helper/spdlog 62302019 (pin 63f0875 missing);
+    yaml-cpp a83cd315 in a directory of its own (FetchContent, offline)
+    # patch 1, chakra src/feeder_v3/et_feeder.h: move "using ETFeeder = FeederV3::ETFeeder;"
+    #   from before "} // namespace FeederV3" to after it
+    # patch 2, extern/network_backend/analytical/CMakeLists.txt: wrap the bundled yaml-cpp,
+    #   if(NOT TARGET yaml-cpp) add_subdirectory(... extern/yaml-cpp yaml-cpp) endif()
+    apt-get install -y protobuf-compiler libprotobuf-dev      # protobuf 3.21.12 (Debian 12)
+    CH=extern/graph_frontend/chakra/schema/protobuf
+    protoc et_def.proto --proto_path=$CH --cpp_out=$CH
+    cd build/astra_analytical && mkdir build && cd build
+    cmake .. -DBUILDTARGET=all -DCMAKE_BUILD_TYPE=Release -DFETCHCONTENT_FULLY_DISCONNECTED=ON \\
+          -DFETCHCONTENT_SOURCE_DIR_YAML-CPP=<yaml-cpp dir>
+    nice -n 10 cmake --build . -j 1        # Release = -O3; g++ 12.2, CMake 3.25
+
+Not run here: the ResNet-50 data-parallel case (its per-layer trace is not in the repo). The
+simulated times are printed next to ASTRA-sim's for reference: flowherd's flow model has no
+store-and-forward (ASTRA-sim aware pays the serialization on both links of the switch, about
++100% at 1 GiB) and no chunking (its 4 serial chunks pay the latency 4 times).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,16 +93,91 @@ r = simulate_collective(fab, Collective(op=Op(op), size_bytes=2**30, gpus=tuple(
 print(json.dumps({"time_s": r.time_s, "steps": r.num_steps, "flows": r.num_flows}))
 """
 
+# the shipped examples/system/native_collectives/Ring_4chunks.json
+SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+          "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"],
+          "all-gather-implementation": ["ring"], "reduce-scatter-implementation": ["ring"],
+          "all-to-all-implementation": ["ring"], "collective-optimization": "localBWAware",
+          "local-mem-bw": 1600, "boost-mode": 0, "roofline-enabled": 0, "peak-perf": 900}
+COMM_TYPE = {"allreduce": 0, "alltoall": 6}  # Chakra's CollectiveCommType ALL_REDUCE, ALL_TO_ALL
 
-def run_once(op: str, n: int, fidelity: str) -> tuple[float, float, dict]:
-    """Wall and CPU seconds (user + system) of one whole process, and what it printed."""
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _field(num: int, wire: int, payload: bytes | int) -> bytes:
+    key = _varint(num << 3 | wire)
+    if wire == 0:
+        return key + _varint(int(payload))
+    return key + _varint(len(payload)) + payload
+
+
+def chakra_et(op: str, size_bytes: int, name: str) -> bytes:
+    """One rank's Chakra ET: the metadata (version 0.0.4) and one ``COMM_COLL_NODE`` with the
+    attributes ``is_cpu_op`` false, ``comm_type``, ``comm_size``, each length-delimited as
+    Chakra's ``encodeMessage`` writes them (byte for byte the shipped microbenchmark ETs, node id
+    and name aside)."""
+    meta = _field(1, 2, b"0.0.4")
+
+    def attr(key: str, num: int, val: int) -> bytes:
+        return _field(10, 2, _field(1, 2, key.encode()) + _field(num, 0, val))
+
+    node = (_field(2, 2, name.encode()) + _field(3, 0, 7) + attr("is_cpu_op", 27, 0)
+            + attr("comm_type", 9, COMM_TYPE[op]) + attr("comm_size", 9, size_bytes))
+    return _varint(len(meta)) + meta + _varint(len(node)) + node
+
+
+def astra_inputs(root: Path, op: str, n: int) -> list[str]:
+    """ASTRA-sim's command-line flags for a case, its input files written under `root`."""
+    d = root / f"{op}-{n}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "network.yml").write_text(f"topology: [ Switch ]\nnpus_count: [ {n} ]\n"
+                                   "bandwidth: [ 50.0 ]\nlatency: [ 1000.0 ]\n")
+    system = dict(SYSTEM)
+    if op == "alltoall":
+        system["all-to-all-implementation"] = ["direct"]
+    (d / "system.json").write_text(json.dumps(system, indent=4))
+    (d / "memory.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
+    et = chakra_et(op, 2**30, f"{op}_{n}npus_1GiB")
+    for r in range(n):
+        (d / f"{op}.{r}.et").write_bytes(et)
+    return [f"--workload-configuration={d / op}", f"--system-configuration={d / 'system.json'}",
+            f"--remote-memory-configuration={d / 'memory.json'}",
+            f"--network-configuration={d / 'network.yml'}"]
+
+
+def _timed(cmd: list[str], env: dict[str, str] | None) -> tuple[float, float, str]:
+    """Wall and CPU seconds (user + system) of one whole process, and its stdout."""
     t = time.perf_counter()
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run([sys.executable, "-c", CHILD, op, str(n), fidelity], capture_output=True, text=True,
-                         check=True, env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}, timeout=1800)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, timeout=1800)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    return time.perf_counter() - t, cpu, json.loads(out.stdout.strip().splitlines()[-1])
+    return time.perf_counter() - t, cpu, out.stdout
+
+
+def run_flowherd(op: str, n: int, fidelity: str) -> tuple[float, float, float]:
+    """(wall s, CPU s, simulated ms) of one flowherd process."""
+    env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}
+    w, c, out = _timed([sys.executable, "-c", CHILD, op, str(n), fidelity], env)
+    return w, c, json.loads(out.strip().splitlines()[-1])["time_s"] * 1e3
+
+
+def run_astra(binary: Path, flags: list[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, simulated ms) of one ASTRA-sim process: the latest "sys[i] finished,
+    X cycles" (1 cycle = 1 ns)."""
+    w, c, out = _timed([str(binary), *flags], None)
+    cycles = [int(x) for x in re.findall(r"sys\[\d+\] finished, (\d+) cycles", out)]
+    if not cycles:
+        raise SystemExit(f"{binary.name} printed no 'finished' line: {out[-500:]}")
+    return w, c, max(cycles) / 1e6
 
 
 def main() -> None:
@@ -80,26 +185,47 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--ops", nargs="+", default=["allreduce", "alltoall"])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--astra", type=Path, default=None,
+                    help="ASTRA-sim's CMake build directory (bin/AstraSim_Analytical_Congestion_Aware): "
+                         "run it side by side instead of quoting the recorded figures")
     args = ap.parse_args()
+    binary = None
+    if args.astra is not None:
+        binary = args.astra / "bin" / "AstraSim_Analytical_Congestion_Aware"
+        if not binary.is_file():
+            raise SystemExit(f"no ASTRA-sim binary at {binary} (--astra)")
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; ASTRA-sim "
+          + (f"run here ({binary})" if binary else "figures recorded (astra_sim_analytical.md)")
+          + f"; medians of {args.repeats} alternated runs", flush=True)
     print("case                  fidelity    flowherd sim   ASTRA aware sim   flowherd wall (CPU)   "
-          "ASTRA aware wall   speed-up wall (CPU)")
-    for op in args.ops:
-        for n in args.sizes:
-            walls: dict[str, list[float]] = {"step": [], "collective": []}
-            cpus: dict[str, list[float]] = {"step": [], "collective": []}
-            res: dict[str, dict] = {}
-            for _ in range(args.repeats):  # alternated between the fidelities
-                for fid in walls:
-                    w, c, r = run_once(op, n, fid)
-                    walls[fid].append(w)
-                    cpus[fid].append(c)
-                    res[fid] = r
-            _, aware_ms, _, aware_wall = ASTRA[(op, n)]
-            for fid, ws in walls.items():
-                w, c = statistics.median(ws), statistics.median(cpus[fid])
-                print(f"{op:>9} 1 GiB n={n:<5} {fid:<10} {res[fid]['time_s'] * 1e3:10.3f} ms "
-                      f"{aware_ms:12.3f} ms {w:10.2f} s ({c:6.2f} s) {aware_wall:14.3f} s "
-                      f"{aware_wall / w:9.1f}x ({aware_wall / c:.1f}x)")
+          "ASTRA aware wall (CPU)   speed-up wall (CPU)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="astra-inputs-") as tmp:
+        for op in args.ops:
+            for n in args.sizes:
+                flags = astra_inputs(Path(tmp), op, n) if binary else []
+                runs: dict[str, list[tuple[float, float, float]]] = {"astra": [], "step": [],
+                                                                     "collective": []}
+                for _ in range(args.repeats):  # alternated: ASTRA-sim, then each fidelity
+                    if binary:
+                        runs["astra"].append(run_astra(binary, flags))
+                    for fid in ("step", "collective"):
+                        runs[fid].append(run_flowherd(op, n, fid))
+                if binary:
+                    a_wall = statistics.median(r[0] for r in runs["astra"])
+                    a_cpu = statistics.median(r[1] for r in runs["astra"])
+                    a_ms = runs["astra"][-1][2]
+                else:
+                    _, a_ms, _, a_wall = ASTRA[(op, n)]
+                    a_cpu = None
+                for fid in ("step", "collective"):
+                    w = statistics.median(r[0] for r in runs[fid])
+                    c = statistics.median(r[1] for r in runs[fid])
+                    a_c = "     -" if a_cpu is None else f"{a_cpu:6.2f}"
+                    ratio_c = "" if a_cpu is None else f" ({a_cpu / c:.1f}x)"
+                    print(f"{op:>9} 1 GiB n={n:<5} {fid:<10} {runs[fid][-1][2]:10.3f} ms "
+                          f"{a_ms:12.3f} ms {w:10.2f} s ({c:6.2f} s) {a_wall:12.3f} s ({a_c} s) "
+                          f"{a_wall / w:9.1f}x{ratio_c}", flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end", flush=True)
 
 
 if __name__ == "__main__":

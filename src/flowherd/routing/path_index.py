@@ -59,6 +59,7 @@ class PathIndex(ClosTables):
         self._nx_graphs: dict[str, nx.DiGraph] = {}
         self.rev = self._reverse_links(src, dst)
         self._build_star(src, dst)
+        self._build_net_star(src, dst)
         self.mode, self.mode_reason = self._detect_mode(src, dst, tier)
         if self.mode == "clos":
             self._build_clos_tables(src, dst, tier)
@@ -168,6 +169,33 @@ class PathIndex(ClosTables):
         self.star_ok = ((out_deg == 1) & (in_deg == 1) & (kind[hub] == NodeKind.NVSWITCH)
                         & (src[self.star_down] == hub))
         self.star_hub = np.where(self.star_ok, hub, -1)
+
+    def _build_net_star(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """GPUs whose only non-NVLink link out and in is one cable to and from the same switch (a
+        GPU straight on a switch, as ASTRA-sim's ``Switch`` topology): a pair of them on one
+        switch in different servers has the single network path GPU -> switch -> GPU, which the
+        breadth-first search of `dag` would find pair by pair (vectorized here)."""
+        g, kind = self.fabric.num_gpus, np.asarray(self.fabric.node_kind)
+        net = np.flatnonzero(self._net)
+        outs = net[src[net] < g]
+        ins = net[dst[net] < g]
+        out_deg = np.bincount(src[outs], minlength=g)
+        in_deg = np.bincount(dst[ins], minlength=g)
+        self.net_star_up = np.zeros(g, dtype=np.int32)
+        self.net_star_down = np.zeros(g, dtype=np.int32)
+        self.net_star_up[src[outs]] = outs
+        self.net_star_down[dst[ins]] = ins
+        hub = dst[self.net_star_up]
+        ok = ((out_deg == 1) & (in_deg == 1) & (kind[hub] == NodeKind.SWITCH)
+              & (src[self.net_star_down] == hub))
+        self.net_star_hub = np.where(ok, hub, -1)
+
+    def net_star_pairs(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Mask of pairs (src != dst, different servers) joined by the single network path
+        GPU -> switch -> GPU."""
+        hub = self.net_star_hub
+        return ((hub[src] >= 0) & (hub[src] == hub[dst])
+                & (self.fabric.gpu_server[src] != self.fabric.gpu_server[dst]))
 
     def star_pairs(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Mask of pairs (src != dst) joined by the single path GPU -> NVSwitch -> GPU."""

@@ -151,13 +151,18 @@ class _DagRouter:
         server = self.fabric.gpu_server
         parts: list[tuple[np.ndarray, Routes]] = []
         todo = s != d
-        star = np.flatnonzero(todo & idx.star_pairs(s, d))
-        if star.size:
-            links = np.stack([idx.star_up[s[star]], idx.star_down[d[star]]], axis=1)
-            lat = self.fabric.link_latency_s[links].sum(axis=1)
-            parts.append((star, Routes(ptr=np.arange(star.size + 1, dtype=np.int64) * 2,
-                                       link=links.ravel(), frac=np.ones(links.size), latency_s=lat)))
-            todo[star] = False
+        # the pairs with one two-hop path: over an NVSwitch in a server, over a switch between
+        # servers (the same links, shares and latency as their `PathDag`, without the search)
+        for star, up, down in ((idx.star_pairs(s, d), idx.star_up, idx.star_down),
+                               (idx.net_star_pairs(s, d), idx.net_star_up, idx.net_star_down)):
+            star = np.flatnonzero(todo & star)
+            if star.size:
+                links = np.stack([up[s[star]], down[d[star]]], axis=1)
+                lat = self.fabric.link_latency_s[links].sum(axis=1)
+                parts.append((star, Routes(ptr=np.arange(star.size + 1, dtype=np.int64) * 2,
+                                           link=links.ravel(), frac=np.ones(links.size),
+                                           latency_s=lat)))
+                todo[star] = False
         if idx.mode == "clos":
             net = np.flatnonzero(todo & (server[s] != server[d]))
             if net.size:
