@@ -152,22 +152,30 @@ class PathIndex(ClosTables):
         checked = "all" if sample.size == leaves.size else f"{sample.size} sampled"
         return "clos", f"tiers consistent; up-down distances exact ({checked} leaves)"
 
+    def _single_hub(self, mask: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                    hub_kind: NodeKind) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per GPU, of the links in ``mask``: its one link out and in (ids), the node the link
+        out reaches, and whether that is all it has (one out, one in, from and to the same node
+        of ``hub_kind``)."""
+        g, kind = self.fabric.num_gpus, np.asarray(self.fabric.node_kind)
+        links = np.flatnonzero(mask)
+        outs = links[src[links] < g]
+        ins = links[dst[links] < g]
+        out_deg = np.bincount(src[outs], minlength=g)
+        in_deg = np.bincount(dst[ins], minlength=g)
+        up = np.zeros(g, dtype=np.int32)
+        down = np.zeros(g, dtype=np.int32)
+        up[src[outs]] = outs
+        down[dst[ins]] = ins
+        hub = dst[up]
+        ok = (out_deg == 1) & (in_deg == 1) & (kind[hub] == hub_kind) & (src[down] == hub)
+        return up, down, hub, ok
+
     def _build_star(self, src: np.ndarray, dst: np.ndarray) -> None:
         """GPUs whose only NVLink is one cable to an NVSwitch: a same-server pair on the same
         NVSwitch has the single shortest path GPU -> NVSwitch -> GPU (vectorized)."""
-        g, kind = self.fabric.num_gpus, np.asarray(self.fabric.node_kind)
-        nv = np.flatnonzero(self._nvlink)
-        outs = nv[src[nv] < g]
-        ins = nv[dst[nv] < g]
-        out_deg = np.bincount(src[outs], minlength=g)
-        in_deg = np.bincount(dst[ins], minlength=g)
-        self.star_up = np.zeros(g, dtype=np.int32)
-        self.star_down = np.zeros(g, dtype=np.int32)
-        self.star_up[src[outs]] = outs
-        self.star_down[dst[ins]] = ins
-        hub = dst[self.star_up]
-        self.star_ok = ((out_deg == 1) & (in_deg == 1) & (kind[hub] == NodeKind.NVSWITCH)
-                        & (src[self.star_down] == hub))
+        self.star_up, self.star_down, hub, self.star_ok = self._single_hub(
+            self._nvlink, src, dst, NodeKind.NVSWITCH)
         self.star_hub = np.where(self.star_ok, hub, -1)
 
     def _build_net_star(self, src: np.ndarray, dst: np.ndarray) -> None:
@@ -175,19 +183,8 @@ class PathIndex(ClosTables):
         GPU straight on a switch, as ASTRA-sim's ``Switch`` topology): a pair of them on one
         switch in different servers has the single network path GPU -> switch -> GPU, which the
         breadth-first search of `dag` would find pair by pair (vectorized here)."""
-        g, kind = self.fabric.num_gpus, np.asarray(self.fabric.node_kind)
-        net = np.flatnonzero(self._net)
-        outs = net[src[net] < g]
-        ins = net[dst[net] < g]
-        out_deg = np.bincount(src[outs], minlength=g)
-        in_deg = np.bincount(dst[ins], minlength=g)
-        self.net_star_up = np.zeros(g, dtype=np.int32)
-        self.net_star_down = np.zeros(g, dtype=np.int32)
-        self.net_star_up[src[outs]] = outs
-        self.net_star_down[dst[ins]] = ins
-        hub = dst[self.net_star_up]
-        ok = ((out_deg == 1) & (in_deg == 1) & (kind[hub] == NodeKind.SWITCH)
-              & (src[self.net_star_down] == hub))
+        self.net_star_up, self.net_star_down, hub, ok = self._single_hub(
+            self._net, src, dst, NodeKind.SWITCH)
         self.net_star_hub = np.where(ok, hub, -1)
 
     def net_star_pairs(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
