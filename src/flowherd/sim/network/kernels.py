@@ -54,20 +54,12 @@ def touched_net_links(flows, lo, hi, link_buf, mark, is_net):
     return _distinct_links(flows, lo, hi, link_buf, mark, is_net, True)
 
 
-@kernel
-def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q, cap_wire, link_src,
-              link_dst, is_net, mark, s_dload, s_rtt, s_cnt):
-    """Per flow of ``comp``: base RTT, RTT with the standing queues, line rate (narrowest link),
-    whether it crosses a network link. Per distinct network link of theirs (returned
-    ``touched``): load change, mean RTT of its flows and arrival potential
-    (`NetworkModel._arrival_potential`). Scratch arrays are zero on entry and on exit."""
-    n = comp.size
-    rtt = np.zeros(n)
-    rtt_q = np.zeros(n)
-    line = np.full(n, np.inf)
-    net = np.zeros(n, np.bool_)
+@kernel(**NO_REFCOUNT)
+def _fp_paths(comp, lo, hi, link_buf, frac_buf, rtt_part, q, cap_wire, is_net, rtt, rtt_q, line, net):
+    # `flow_pass` per flow (``rtt``, ``rtt_q``, ``net`` zero and ``line`` inf on entry); returns
+    # the flows' incidences
     total = 0
-    for i in range(n):
+    for i in range(comp.size):
         f = comp[i]
         total += hi[f] - lo[f]
         for k in range(lo[f], hi[f]):
@@ -80,15 +72,16 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
             if is_net[lnk]:
                 net[i] = True
         rtt_q[i] += rtt[i]
-    touched = np.empty(total, np.int64)
+    return total
+
+
+@kernel(**NO_REFCOUNT)
+def _fp_links(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, link_src, link_dst, is_net, mark, s_dload,
+              s_rtt, s_cnt, rtt, line, net, nl, touched, keys, vals):
+    # `flow_pass` per network link: the touched links, (link, ingress) pairs; returns how many
     m = 0
-    # (link, ingress link) pairs with the line rate of a flow entering the link's switch by it;
-    # summed per pair after a sort (no typed dict: it costs microseconds a call)
-    keys = np.empty(total, np.int64)
-    vals = np.empty(total)
     npair = 0
-    nl = cap_wire.size
-    for i in range(n):
+    for i in range(comp.size):
         if not net[i]:
             continue
         f = comp[i]
@@ -111,17 +104,20 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
                     vals[npair] = line[i]
                     npair += 1
                     break
-    t = touched[:m].copy()
-    dload = np.empty(m)
-    rtt_l = np.empty(m)
-    pot = np.zeros(m)
+    return m, npair
+
+
+@kernel(**NO_REFCOUNT)
+def _fp_tail(t, mark, s_dload, s_rtt, s_cnt, cap_wire, nl, keys, vals, order, npair, dload, rtt_l, pot):
+    # `flow_pass` per touched link: load change, mean RTT, arrival potential (``order`` sorts
+    # the ``npair`` keys); the scratch put back to zero
+    m = t.size
     for j in range(m):
         lnk = t[j]
         dload[j] = s_dload[lnk]
         rtt_l[j] = s_rtt[lnk] / max(s_cnt[lnk], 1)
         s_cnt[lnk] = j  # reused: position of the link in `touched`
     if npair:
-        order = np.argsort(keys[:npair], kind="mergesort")
         cur = keys[order[0]]
         acc = 0.0
         for r in range(npair + 1):
@@ -140,6 +136,35 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
         s_dload[lnk] = 0.0
         s_rtt[lnk] = 0.0
         s_cnt[lnk] = 0
+
+
+@kernel
+def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q, cap_wire, link_src,
+              link_dst, is_net, mark, s_dload, s_rtt, s_cnt):
+    """Per flow of ``comp``: base RTT, RTT with the standing queues, line rate (narrowest link),
+    whether it crosses a network link. Per distinct network link of theirs (returned
+    ``touched``): load change, mean RTT of its flows and arrival potential
+    (`NetworkModel._arrival_potential`). Scratch arrays are zero on entry and on exit."""
+    n = comp.size
+    rtt = np.zeros(n)
+    rtt_q = np.zeros(n)
+    line = np.full(n, np.inf)
+    net = np.zeros(n, np.bool_)
+    total = _fp_paths(comp, lo, hi, link_buf, frac_buf, rtt_part, q, cap_wire, is_net, rtt, rtt_q, line, net)
+    touched = np.empty(total, np.int64)
+    # (link, ingress link) pairs with the line rate of a flow entering the link's switch by it;
+    # summed per pair after a sort (no typed dict: it costs microseconds a call)
+    keys = np.empty(total, np.int64)
+    vals = np.empty(total)
+    nl = cap_wire.size
+    m, npair = _fp_links(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, link_src, link_dst, is_net,
+                         mark, s_dload, s_rtt, s_cnt, rtt, line, net, nl, touched, keys, vals)
+    t = touched[:m].copy()
+    dload = np.empty(m)
+    rtt_l = np.empty(m)
+    pot = np.zeros(m)
+    order = np.argsort(keys[:npair], kind="mergesort") if npair else np.empty(0, np.int64)
+    _fp_tail(t, mark, s_dload, s_rtt, s_cnt, cap_wire, nl, keys, vals, order, npair, dload, rtt_l, pot)
     return rtt, rtt_q, line, net, t, dload, rtt_l, pot
 
 
