@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from flowherd.sim.aot import kernel
+from flowherd.sim.aot import NO_REFCOUNT, kernel
 
 __all__ = ["burst_peaks", "done_pass", "flow_extras", "flow_pass", "link_update", "pause_victims",
            "rates_pass", "touched_links", "touched_net_links", "upstream_links"]
 
 
-@kernel
-def _distinct_links(flows, lo, hi, link_buf, mark, is_net, net_only):
-    # first-seen order; a preallocated buffer, not a list (a typed list costs microseconds a call)
-    total = 0
-    for i in range(flows.size):
-        total += hi[flows[i]] - lo[flows[i]]
-    res = np.empty(total, np.int64)
+@kernel(**NO_REFCOUNT)
+def _distinct_into(flows, lo, hi, link_buf, mark, is_net, net_only, res):
+    # the distinct links into ``res`` (room for every incidence), how many
     m = 0
     for i in range(flows.size):
         f = flows[i]
@@ -33,7 +29,17 @@ def _distinct_links(flows, lo, hi, link_buf, mark, is_net, net_only):
                 m += 1
     for j in range(m):
         mark[res[j]] = False
-    return res[:m]
+    return m
+
+
+@kernel
+def _distinct_links(flows, lo, hi, link_buf, mark, is_net, net_only):
+    # first-seen order; a preallocated buffer, not a list (a typed list costs microseconds a call)
+    total = 0
+    for i in range(flows.size):
+        total += hi[flows[i]] - lo[flows[i]]
+    res = np.empty(total, np.int64)
+    return res[:_distinct_into(flows, lo, hi, link_buf, mark, is_net, net_only, res)]
 
 
 @kernel
@@ -48,20 +54,12 @@ def touched_net_links(flows, lo, hi, link_buf, mark, is_net):
     return _distinct_links(flows, lo, hi, link_buf, mark, is_net, True)
 
 
-@kernel
-def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q, cap_wire, link_src,
-              link_dst, is_net, mark, s_dload, s_rtt, s_cnt):
-    """Per flow of ``comp``: base RTT, RTT with the standing queues, line rate (narrowest link),
-    whether it crosses a network link. Per distinct network link of theirs (returned
-    ``touched``): load change, mean RTT of its flows and arrival potential
-    (`NetworkModel._arrival_potential`). Scratch arrays are zero on entry and on exit."""
-    n = comp.size
-    rtt = np.zeros(n)
-    rtt_q = np.zeros(n)
-    line = np.full(n, np.inf)
-    net = np.zeros(n, np.bool_)
+@kernel(**NO_REFCOUNT)
+def _fp_paths(comp, lo, hi, link_buf, frac_buf, rtt_part, q, cap_wire, is_net, rtt, rtt_q, line, net):
+    # `flow_pass` per flow (``rtt``, ``rtt_q``, ``net`` zero and ``line`` inf on entry); returns
+    # the flows' incidences
     total = 0
-    for i in range(n):
+    for i in range(comp.size):
         f = comp[i]
         total += hi[f] - lo[f]
         for k in range(lo[f], hi[f]):
@@ -74,15 +72,16 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
             if is_net[lnk]:
                 net[i] = True
         rtt_q[i] += rtt[i]
-    touched = np.empty(total, np.int64)
+    return total
+
+
+@kernel(**NO_REFCOUNT)
+def _fp_links(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, link_src, link_dst, is_net, mark, s_dload,
+              s_rtt, s_cnt, rtt, line, net, nl, touched, keys, vals):
+    # `flow_pass` per network link: the touched links, (link, ingress) pairs; returns how many
     m = 0
-    # (link, ingress link) pairs with the line rate of a flow entering the link's switch by it;
-    # summed per pair after a sort (no typed dict: it costs microseconds a call)
-    keys = np.empty(total, np.int64)
-    vals = np.empty(total)
     npair = 0
-    nl = cap_wire.size
-    for i in range(n):
+    for i in range(comp.size):
         if not net[i]:
             continue
         f = comp[i]
@@ -105,17 +104,20 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
                     vals[npair] = line[i]
                     npair += 1
                     break
-    t = touched[:m].copy()
-    dload = np.empty(m)
-    rtt_l = np.empty(m)
-    pot = np.zeros(m)
+    return m, npair
+
+
+@kernel(**NO_REFCOUNT)
+def _fp_tail(t, mark, s_dload, s_rtt, s_cnt, cap_wire, nl, keys, vals, order, npair, dload, rtt_l, pot):
+    # `flow_pass` per touched link: load change, mean RTT, arrival potential (``order`` sorts
+    # the ``npair`` keys); the scratch put back to zero
+    m = t.size
     for j in range(m):
         lnk = t[j]
         dload[j] = s_dload[lnk]
         rtt_l[j] = s_rtt[lnk] / max(s_cnt[lnk], 1)
         s_cnt[lnk] = j  # reused: position of the link in `touched`
     if npair:
-        order = np.argsort(keys[:npair], kind="mergesort")
         cur = keys[order[0]]
         acc = 0.0
         for r in range(npair + 1):
@@ -134,6 +136,35 @@ def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q,
         s_dload[lnk] = 0.0
         s_rtt[lnk] = 0.0
         s_cnt[lnk] = 0
+
+
+@kernel
+def flow_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rtt_part, q, cap_wire, link_src,
+              link_dst, is_net, mark, s_dload, s_rtt, s_cnt):
+    """Per flow of ``comp``: base RTT, RTT with the standing queues, line rate (narrowest link),
+    whether it crosses a network link. Per distinct network link of theirs (returned
+    ``touched``): load change, mean RTT of its flows and arrival potential
+    (`NetworkModel._arrival_potential`). Scratch arrays are zero on entry and on exit."""
+    n = comp.size
+    rtt = np.zeros(n)
+    rtt_q = np.zeros(n)
+    line = np.full(n, np.inf)
+    net = np.zeros(n, np.bool_)
+    total = _fp_paths(comp, lo, hi, link_buf, frac_buf, rtt_part, q, cap_wire, is_net, rtt, rtt_q, line, net)
+    touched = np.empty(total, np.int64)
+    # (link, ingress link) pairs with the line rate of a flow entering the link's switch by it;
+    # summed per pair after a sort (no typed dict: it costs microseconds a call)
+    keys = np.empty(total, np.int64)
+    vals = np.empty(total)
+    nl = cap_wire.size
+    m, npair = _fp_links(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, link_src, link_dst, is_net,
+                         mark, s_dload, s_rtt, s_cnt, rtt, line, net, nl, touched, keys, vals)
+    t = touched[:m].copy()
+    dload = np.empty(m)
+    rtt_l = np.empty(m)
+    pot = np.zeros(m)
+    order = np.argsort(keys[:npair], kind="mergesort") if npair else np.empty(0, np.int64)
+    _fp_tail(t, mark, s_dload, s_rtt, s_cnt, cap_wire, nl, keys, vals, order, npair, dload, rtt_l, pot)
     return rtt, rtt_q, line, net, t, dload, rtt_l, pot
 
 
@@ -144,28 +175,20 @@ def _saturated(lnk, n, load, is_net, src_is_switch, arrive, cap, cap_wire, sat_r
             and arrive[lnk] > cap_wire[lnk] * (1.0 + sat_rtol))
 
 
-@kernel
-def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_rec, marked, is_net,
-                src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes,
-                dq_cls, dq_p, dq_q, dq_w):
-    """`NetworkModel._set_links` in one pass: integrate each link's queue and marks up to ``now``,
-    then set its new standing queue and marking fraction (DCTCP's closed form, `fluid.dctcp_queue`
-    and `fluid.dctcp_mark_fraction`, when ``tcp``; else DCQCN's fixed point, tabulated per
-    capacity class ``dq_cls[link]`` and flow count in ``dq_p`` / ``dq_q``, rows of ``dq_w``),
-    capped at ``q_cap_bytes``. Returns (congested per link of ``links``, the links whose queue
-    changed, their new queues, -1); or, touching nothing, (..., i) when the table lacks the
-    entry of congested link ``links[i]`` (NaN: not solved yet, or beyond the row)."""
+@kernel(**NO_REFCOUNT)
+def _link_set(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_rec, marked, is_net,
+              src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes,
+              dq_cls, dq_p, dq_q, dq_w, sat, ch_l, ch_q):
+    # `link_update` into ``sat`` (zero on entry) and ``ch_l`` / ``ch_q`` (room for ``links``):
+    # (queue changes, -1), or (0, i) when the table lacks the entry of ``links[i]``
     m = links.size
-    sat = np.zeros(m, np.bool_)
     if not tcp:  # every entry of DCQCN's table this update looks up is there (not NaN)
         for i in range(m):
             lnk = links[i]
             n = nflows[i]
             if _saturated(lnk, n, load[i], is_net, src_is_switch, arrive, cap, cap_wire, sat_rtol) and (
                     n >= dq_w or np.isnan(dq_q[dq_cls[lnk] * dq_w + n])):
-                return sat, np.empty(0, np.int64), np.empty(0), i
-    ch_l = np.empty(m, np.int64)
-    ch_q = np.empty(m)
+                return 0, i
     nch = 0
     kp = k_bytes / pkt_bytes
     for i in range(m):
@@ -202,7 +225,28 @@ def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_
         mark[lnk] = mk
         load_rec[lnk] = load[i] if is_net[lnk] else 0.0
         q_t[lnk] = now
-    return sat, ch_l[:nch], ch_q[:nch], -1
+    return nch, -1
+
+
+@kernel
+def link_update(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_rec, marked, is_net,
+                src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes,
+                dq_cls, dq_p, dq_q, dq_w):
+    """`NetworkModel._set_links` in one pass: integrate each link's queue and marks up to ``now``,
+    then set its new standing queue and marking fraction (DCTCP's closed form, `fluid.dctcp_queue`
+    and `fluid.dctcp_mark_fraction`, when ``tcp``; else DCQCN's fixed point, tabulated per
+    capacity class ``dq_cls[link]`` and flow count in ``dq_p`` / ``dq_q``, rows of ``dq_w``),
+    capped at ``q_cap_bytes``. Returns (congested per link of ``links``, the links whose queue
+    changed, their new queues, -1); or, touching nothing, (..., i) when the table lacks the
+    entry of congested link ``links[i]`` (NaN: not solved yet, or beyond the row)."""
+    m = links.size
+    sat = np.zeros(m, np.bool_)
+    ch_l = np.empty(m, np.int64)
+    ch_q = np.empty(m)
+    nch, need = _link_set(links, nflows, load, rtt, now, q, q_t, q_int, q_max, mark, load_rec, marked, is_net,
+                          src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes,
+                          q_cap_bytes, dq_cls, dq_p, dq_q, dq_w, sat, ch_l, ch_q)
+    return sat, ch_l[:nch], ch_q[:nch], need
 
 
 @kernel
@@ -238,7 +282,7 @@ def pause_victims(flows_u, prio, cls_mask, on_port_sorted, comp_sorted, comp_ord
     return n_cls
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def _slow_start_loss(size, rate, rtt, iw, growth):
     # scalar `fluid.slow_start_loss_s` (the documented reference; tests check they agree)
     r = max(rate, 1e-300)
@@ -253,18 +297,11 @@ def _slow_start_loss(size, rate, rtt, iw, growth):
     return max(t - size / r, 0.0)
 
 
-@kernel
-def flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp, setup_rtts, iw,
-                growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai):
-    """The start and convergence costs of `NetworkModel.on_rates` per flow of ``comp`` that
-    crosses the network (``net``; a flow inside a server, over NVLink or PCIe, runs neither TCP
-    nor DCQCN), added to ``lat``: setup round trips and slow start of a fresh flow
-    (`fluid.slow_start_loss_s`), the ramp of a growing one (`fluid.tcp_ramp_loss_s`, at most a
-    restart's slow start, on ``tcp``; `fluid.dcqcn_ramp_loss_s` on ``roce``). Returns which
-    flows are fresh (network flows only)."""
-    n = comp.size
-    fresh = np.zeros(n, np.bool_)
-    for i in range(n):
+@kernel(**NO_REFCOUNT)
+def _extras_into(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp, setup_rtts, iw,
+                 growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai, fresh):
+    # `flow_extras` into ``fresh`` (zero on entry)
+    for i in range(comp.size):
         if not net[i]:
             continue
         f = comp[i]
@@ -294,6 +331,20 @@ def flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q
             e += ramp_gain * 0.5 * dr * t / max(new, 1e-300)
         if e != 0.0:
             lat[f] += e
+
+
+@kernel
+def flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp, setup_rtts, iw,
+                growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai):
+    """The start and convergence costs of `NetworkModel.on_rates` per flow of ``comp`` that
+    crosses the network (``net``; a flow inside a server, over NVLink or PCIe, runs neither TCP
+    nor DCQCN), added to ``lat``: setup round trips and slow start of a fresh flow
+    (`fluid.slow_start_loss_s`), the ramp of a growing one (`fluid.tcp_ramp_loss_s`, at most a
+    restart's slow start, on ``tcp``; `fluid.dcqcn_ramp_loss_s` on ``roce``). Returns which
+    flows are fresh (network flows only)."""
+    fresh = np.zeros(comp.size, np.bool_)
+    _extras_into(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp, setup_rtts, iw,
+                 growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai, fresh)
     return fresh
 
 
@@ -425,8 +476,9 @@ def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
     ll = np.empty(0, np.bool_)
     fi = np.empty(0, np.int64)
     if t.size:
-        fresh = flow_extras(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp,
-                            setup_rtts, iw, growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai)
+        fresh = np.zeros(comp.size, np.bool_)
+        _extras_into(comp, net, rate_old, rate_new, rem, size, start, now, rtt, rtt_q, lat, tcp, setup_rtts,
+                     iw, growth, mss, ramp_gain, dcqcn_timer, dcqcn_steps, dcqcn_rai, fresh)
         fi = np.flatnonzero(fresh)
     if fi.size:
         h2, peak2, ll2 = burst_peaks(comp[fi], lo, hi, link_buf, frac_buf, rtt[fi], line[fi], rem, prio,
@@ -442,11 +494,13 @@ def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
                     q_max[h2[j]] = v
         if any_peak:
             h, peak, ll = h2, peak2, ll2
-    sat, ch_l, ch_q, need = link_update(t, nflows, new_load, rtt_l, now, q, q_t, q_int, q_max, mark_frac,
-                                        load_rec, marked, is_net, src_is_switch, arrive, cap, cap_wire,
-                                        sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q,
-                                        dq_w)
-    return fi, t, nflows, new_load, rtt_l, h, peak, ll, sat, ch_l, ch_q, need
+    sat = np.zeros(t.size, np.bool_)
+    ch_l = np.empty(t.size, np.int64)
+    ch_q = np.empty(t.size)
+    nch, need = _link_set(t, nflows, new_load, rtt_l, now, q, q_t, q_int, q_max, mark_frac, load_rec, marked,
+                          is_net, src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes,
+                          q_cap_bytes, dq_cls, dq_p, dq_q, dq_w, sat, ch_l, ch_q)
+    return fi, t, nflows, new_load, rtt_l, h, peak, ll, sat, ch_l[:nch], ch_q[:nch], need
 
 
 @kernel
@@ -456,7 +510,11 @@ def done_pass(done, lo, hi, link_buf, scratch, is_net, b_len, load, rtt_part, no
     """`NetworkModel.on_done` in one compiled call: the network links of the flows ``done``
     and `link_update` of them (a link's RTT without its flows at hand: three hops through it,
     host-leaf-host). Returns (links, then `link_update`'s four results)."""
-    t = touched_net_links(done, lo, hi, link_buf, scratch, is_net)
+    total = 0
+    for i in range(done.size):
+        total += hi[done[i]] - lo[done[i]]
+    t = np.empty(total, np.int64)
+    t = t[:_distinct_into(done, lo, hi, link_buf, scratch, is_net, True, t)]
     nflows = np.empty(t.size, np.int64)
     ld = np.empty(t.size)
     rtt = np.empty(t.size)
@@ -464,7 +522,10 @@ def done_pass(done, lo, hi, link_buf, scratch, is_net, b_len, load, rtt_part, no
         nflows[j] = b_len[t[j]]
         ld[j] = load[t[j]]
         rtt[j] = 3.0 * rtt_part[t[j]]
-    sat, ch_l, ch_q, need = link_update(t, nflows, ld, rtt, now, q, q_t, q_int, q_max, mark_frac, load_rec,
-                                        marked, is_net, src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp,
-                                        k_bytes, pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q, dq_w)
-    return t, sat, ch_l, ch_q, need
+    sat = np.zeros(t.size, np.bool_)
+    ch_l = np.empty(t.size, np.int64)
+    ch_q = np.empty(t.size)
+    nch, need = _link_set(t, nflows, ld, rtt, now, q, q_t, q_int, q_max, mark_frac, load_rec, marked, is_net,
+                          src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes,
+                          q_cap_bytes, dq_cls, dq_p, dq_q, dq_w, sat, ch_l, ch_q)
+    return t, sat, ch_l[:nch], ch_q[:nch], need

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from flowherd.sim.aot import kernel
+from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.network.burst_kernels import burst_apply, burst_members
 from flowherd.sim.network.dcqcn import start_loss_stepped_s
 from flowherd.sim.network.kernels import done_pass, rates_pass
@@ -88,7 +88,7 @@ def done_step(done, lo, hi, link_buf, b_len, load, now, lf, li, lb, cf, ci, dq_p
 SERIES_MAX = 1_000_000
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def record_series(now, ch_l, ch_q, ser_t, ser_l, ser_q, ser_n):
     """`NetworkModel._record` into the model's series buffer: ``ser_n`` is (entries in the
     buffer, entries kept in the run); the caller leaves room for ``ch_l.size`` more."""
@@ -115,7 +115,7 @@ def loop_done(done, lo, hi, link_buf, b_len, load, now, lf, li, lb, cf, ci, dq_p
     return False
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def _memo_slot(n, ks, kl, cap, n_in, mk_i, mk_f):
     # open addressing, linear probing; the slot of the key or the empty one it would take
     slots = mk_f.size // 2
@@ -259,7 +259,7 @@ def loop_rates(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
     return 1, no_i, no_f
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def loop_room(num_links, ser_t, ser_n, ms, pz_t):
     """Whether the record buffers have room for a step: each of its two passes records a link
     at most once; the pause buffer at most half full (a burst that overflows it hands its
