@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from flowherd.errors import ConfigError
+from flowherd.experiments.stats import mean_ci95
 
 __all__ = ["ArmSummary", "format_table", "mean_ci", "steps_to_within", "summarize"]
 
@@ -51,17 +52,15 @@ def steps_to_within(steps: Sequence[int], values: Sequence[float], target: float
     return int(s[hit[0]]) if hit.size else None
 
 
-def mean_ci(x: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    """Mean and half-width of its Student-t confidence interval (0 for a single value)."""
-    from scipy import stats
-
-    a = np.asarray(x, dtype=np.float64)
-    if a.size == 0:
+def mean_ci(x: Sequence[float]) -> tuple[float, float]:
+    """Mean and half-width of its 95% Student-t confidence interval (`flowherd.experiments.stats
+    .mean_ci95`), with a table's edge cases: NaN for no value, half-width 0 for a single one."""
+    a = [float(v) for v in x]
+    if not a:
         return math.nan, math.nan
-    if a.size < 2:
-        return float(a.mean()), 0.0
-    h = stats.t.ppf(0.5 + level / 2, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size)
-    return float(a.mean()), float(h)
+    if len(a) < 2:
+        return a[0], 0.0
+    return mean_ci95(a)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
