@@ -16,7 +16,8 @@ Simulated (``--simulate``): every variant (`VARIANTS`: the baseline placers, FIF
 routing; ``topology+backfill``; the heuristic's placement then ECMP, then the windowed MCF; the
 heuristic, routing-aware placement with the MCF routes; and ``heuristic+pacing``, the same plan
 with every scale-out GPU pair capped at the rate the plan assumed, `flowherd.planning.pacing`,
-applied as host pacers, `flowherd.sim.pacing`; ``heuristic+netcost``, the heuristic with each
+applied as host pacers, `flowherd.sim.pacing` (what a scenario's plan is where the network
+queues: `planner.pace` omitted is on under roce and tcp); ``heuristic+netcost``, the heuristic with each
 job's background term probed under ``--network``, `make_plan(network=)`) plans the embedded ``default``
 scenario and a trace-driven one on ``--trace-slices`` disjoint slices of the Microsoft Philly
 trace, each slice ``--seeds`` disjoint windows of `TRACE_JOBS` jobs (``skip`` the slice's start,
@@ -450,6 +451,10 @@ def _report(by_kind: dict) -> None:
                   f"{cg.mean() / 1e9:.3f} GB"
                   + (f"; as run, penalties under the network model: {100 * np.mean(ran):+.1f}% (max |.| "
                      f"{100 * np.abs(ran).max():.1f}%, {len(ran)} replicates)" if ran else ""))
+        if "heuristic+pacing" in rows:
+            print("  the plan a scenario gets (`flowherd plan`, placement: heuristic): heuristic+pacing "
+                  "where the network queues (roce, tcp: `planner.pace` omitted is on), heuristic "
+                  "under ideal")
         for mine in ("heuristic", "heuristic+pacing"):
             if mine not in rows:
                 continue

@@ -141,3 +141,20 @@ def test_controller_block_names_a_registered_controller():
     pattern = r"unknown controller 'varis'; did you mean 'varys'.*controller\.name"
     with pytest.raises(ConfigError, match=pattern):
         scenario_from_mapping(_with(("controller",), {"name": "varis"}))
+
+
+@pytest.mark.parametrize("network, pace, expected", [
+    (None, None, False),      # no network: ideal, nothing queues, the caps would only cost
+    ("ideal", None, False),
+    ("roce", None, True),     # a network that queues: the plan's rates are kept as host pacers
+    ("tcp", None, True),
+    ("roce", False, False),   # said explicitly, kept
+    ("ideal", True, True),
+])
+def test_planner_pace_defaults_on_where_the_network_queues(network, pace, expected):
+    data = copy.deepcopy(CONTRACT)
+    if network is not None:
+        data["network"] = network
+    if pace is not None:
+        data["planner"] = {"pace": pace}
+    assert scenario_from_mapping(data).pace is expected

@@ -33,8 +33,9 @@ The contract (fields beyond these are documented on each model below)::
                           # before keeps its numbers); the embedded default and the benchmarks'
                           # scenarios set roce, the lossless RoCE of a GPU back-end fabric
     planner: {max_utilization: 0.9}   # the routes keep every link's predicted load under it
-                                      # (pace: true also caps each job's pairs at the plan's rate)
-                                      # where feasible (flowherd.planning.congestion)
+                                      # where feasible (flowherd.planning.congestion); pace caps
+                                      # each job's pairs at the plan's rate so that they stay so
+                                      # inside a window (omitted: on unless the network is ideal)
 
 Every error is one `ConfigError` naming the field path (``workload.jobs[0].gpus``), the value and
 what was expected.
@@ -175,9 +176,11 @@ class PlannerModel(_Model):
     """The offline planner's settings (`flowherd.planning.plan.make_plan`)."""
 
     max_utilization: float = Field(0.9, gt=0, le=1)
-    pace: bool = Field(False, description="cap each planned job's scale-out GPU pairs at the rate "
-                       "the plan assumed (host pacers, flowherd.planning.pacing); the run applies "
-                       "the plan's caps")
+    pace: bool | None = Field(None, description="cap each planned job's scale-out GPU pairs at the "
+                              "rate the plan assumed (host pacers, flowherd.planning.pacing), so that "
+                              "the congestion-free routes stay so inside each window; the run applies "
+                              "the plan's caps. Omitted: on where the network queues (roce, tcp), off "
+                              "under ideal (no queue to protect: the caps would only cost)")
 
 
 class ControllerModel(_Model):
@@ -227,7 +230,7 @@ class Scenario:
     source: Mapping[str, Any]  # the mapping it was read from, for the record
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     max_utilization: float = 0.9  # planner.max_utilization
-    pace: bool = False  # planner.pace
+    pace: bool = False  # planner.pace, resolved (omitted: on unless the network is ideal)
     levers: Levers = dataclasses.field(default_factory=lambda: GRANTS["buffer"])
 
 
@@ -401,7 +404,8 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
                     routing=m.simulation.routing, controller=m.controller.name,
                     controller_params=dict(m.controller.params), on_controller_error=m.controller.on_error,
                     source=dict(data), network=network, levers=levers,
-                    max_utilization=m.planner.max_utilization, pace=m.planner.pace)
+                    max_utilization=m.planner.max_utilization,
+                    pace=network.model != "ideal" if m.planner.pace is None else m.planner.pace)
 
 
 def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:
