@@ -1,8 +1,7 @@
 """Routes executed as planned: the simulator sends a plan's traffic exactly over the plan's
-paths, under every network model, with and without a controller that does not choose paths.
-
-(A controller granted the ``paths`` lever, issue 14's ``controller.levers``, may move traffic
-off the plan's paths by design; that lever is not in this tree yet.)"""
+paths, under every network model, with and without a controller that does not choose paths,
+and with a controller that does (adaptive routing) when the grant (``controller.levers``)
+withholds ``paths``; granted ``paths``, that controller moves traffic off the plan by design."""
 
 from __future__ import annotations
 
@@ -121,3 +120,23 @@ def test_the_check_splits_the_congestion_by_link_tier_and_by_jobs_sharing_a_cell
     count = _jobs_per_cell(sc.fabric, twice, routes_to_splits(plan.routes), edges, links)
     on = np.isin(links, used)
     assert np.all(count[on] == 2) and count.max() == 2 and np.all(count[~on] % 2 == 0)
+
+
+@pytest.mark.parametrize("model", ["ideal", "roce"])
+def test_a_path_choosing_controller_keeps_the_plans_paths_unless_paths_are_granted(skewed, model):
+    from flowherd.control import make_controller
+    from flowherd.sim.control_types import levers_from
+
+    sc, plan, spine1, used = skewed
+    check = SimCheck(horizon_s=sc.horizon_s, routing="ecmp", fidelity=sc.fidelity, seed=5,
+                     network=load_network(model))
+    held = simulate_plan(sc.fabric, sc.jobs, plan, check, controller=make_controller("adaptive"),
+                         levers=levers_from({"delay": True, "paths": False})).cluster
+    assert held.jobs[0].finish_s is not None
+    assert held.link_bytes[spine1].sum() == 0.0  # every byte on the plan's paths
+    assert np.all(held.link_bytes[used] > 0)
+    assert any(i.refused for i in held.controller_issues)  # its path choices were refused, recorded
+    free = simulate_plan(sc.fabric, sc.jobs, plan, check, controller=make_controller("adaptive"),
+                         levers="buffer").cluster
+    assert not any(i.refused for i in free.controller_issues)
+    assert free.link_bytes[spine1].sum() > 0.0  # granted, it balances onto the idle spine

@@ -55,8 +55,11 @@ def _router(fabric: Fabric, plan: Any, check: SimCheck) -> Any:
 
 
 def simulate_plan(fabric: Fabric, jobs: Sequence[Any], plan: Any, check: SimCheck, *,
-                  controller: Any = None) -> PlanSimulation:
-    """Run ``plan`` in the cluster simulator with ``check``'s settings (module docstring)."""
+                  controller: Any = None, levers: Any = None) -> PlanSimulation:
+    """Run ``plan`` in the cluster simulator with ``check``'s settings (module docstring);
+    ``controller`` under the grant ``levers`` (`flowherd.sim.control_types.levers_from`; None:
+    ``buffer``): without ``paths`` a controller's path choices are refused and every flow keeps
+    the plan's route."""
     import time
 
     from flowherd.planning.pacing import plan_pacing
@@ -72,7 +75,7 @@ def simulate_plan(fabric: Fabric, jobs: Sequence[Any], plan: Any, check: SimChec
                                horizon_s=check.horizon_s, router=_router(fabric, plan, check),
                                background=check.background, seed=check.seed, placements=plan.placements(),
                                planned_start=plan.planned_starts(), link_series=True, controller=controller,
-                               pacing=plan_pacing(plan, fabric))  # the plan's caps as host pacers
+                               levers=levers, pacing=plan_pacing(plan, fabric))  # the plan's caps, paced
     jct = res.censored_jct_s()
     return PlanSimulation(cluster=res, mean_jct_s=float(jct.mean()) if jct.size else 0.0,
                           wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0)
