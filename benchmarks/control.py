@@ -36,6 +36,12 @@ share of the links and the network model's losses too.
         --scenarios heavy --controllers none adaptive cassini crux sincronia varys mltcp \
         interleave flowherd --network roce          # the stored runs' tables, nothing re-run
 
+Each row records its controller's ``policy_code`` (`policy_code`: a hash of the source of the
+controller's module and of the `flowherd.control` modules it imports): --reuse takes a stored
+run only under the same code, so a changed policy is re-run while the baselines it does not
+import are reused (rows written before the codes are taken as they are; the simulator's own code
+is not in the hash: a changed engine needs a new file).
+
 --no-background runs the scenarios without their background traffic (the rows say
 ``background: off``; the isolated bound has none either way): what the background's share of the
 links, which no delay or path takes from it, costs each controller.
