@@ -36,6 +36,12 @@ share of the links and the network model's losses too.
         --scenarios heavy --controllers none adaptive cassini crux sincronia varys mltcp \
         interleave flowherd --network roce          # the stored runs' tables, nothing re-run
 
+Each row records its controller's ``policy_code`` (`policy_code`: a hash of the source of the
+controller's module and of the `flowherd.control` modules it imports): --reuse takes a stored
+run only under the same code, so a changed policy is re-run while the baselines it does not
+import are reused (rows written before the codes are taken as they are; the simulator's own code
+is not in the hash: a changed engine needs a new file).
+
 --no-background runs the scenarios without their background traffic (the rows say
 ``background: off``; the isolated bound has none either way): what the background's share of the
 links, which no delay or path takes from it, costs each controller.
@@ -52,7 +58,9 @@ is printed too. Evaluation seeds default to 0..4: train models on other seeds
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
+import hashlib
 import json
 import math
 import sys
@@ -132,17 +140,55 @@ def no_op_rows(tasks: list[tuple], rows: list[dict]) -> list[dict]:
     return out
 
 
-def reusable(rows: list[dict], network: str | dict, background: bool) -> dict[tuple, dict]:
+def policy_code(name: str) -> str:
+    """A fingerprint of the code a registered controller decides with: the SHA-256 (12 hex digits)
+    of its module's source and of every `flowherd.control` module it imports, transitively (a
+    model file: its bytes). A run is reused only under the same fingerprint (`reusable`), so a
+    changed policy is re-run and the baselines it does not import are not."""
+    import importlib.util
+
+    from flowherd.control import CONTROLLERS
+
+    if name.endswith(".zip"):
+        return hashlib.sha256(Path(name).read_bytes()).hexdigest()[:12]
+    factory = CONTROLLERS[name]
+    mod = getattr(factory, "__module__", "flowherd.control")
+    if mod == "flowherd.control":  # a factory of the package's __init__: the class it builds
+        mod = type(factory()).__module__
+    seen: dict[str, str] = {}
+    todo = [mod]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        src = Path(importlib.util.find_spec(m).origin).read_text()
+        seen[m] = src
+        todo += [n.module for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ImportFrom)
+                 and n.module and n.module.startswith("flowherd.control.")]
+    h = hashlib.sha256()
+    for m in sorted(seen):
+        h.update(m.encode() + b"\0" + seen[m].encode() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def reusable(rows: list[dict], network: str | dict, background: bool,
+             codes: dict[str, str] | None = None) -> dict[tuple, dict]:
     """The runs of an earlier --json-out that a benchmark on ``network`` (a model's name for every
     scenario, or {scenario level: its network}) with or without the background can take, by
     (scenario, controller, seed, grant): a row written before 2026-12-02 that says "scenario" ran
     ideal (`_row_network`); a run without the background is marked ``background: off``, one
-    without the mark had it."""
+    without the mark had it. With ``codes`` ({label: `policy_code`}), a row whose ``policy_code``
+    differs from its label's is not taken (its policy changed since); a row without one (written
+    before the fingerprints) is."""
     def wanted(r: dict) -> bool:
         net = network.get(r["scenario"]) if isinstance(network, dict) else network
         return net is not None and _row_network(r) == net
+
+    def same_code(r: dict) -> bool:
+        want = (codes or {}).get(r["controller"])
+        return want is None or r.get("policy_code", want) == want
     return {(r["scenario"], r["controller"], r["seed"], r.get("grant", "buffer")): r for r in rows
-            if wanted(r) and (r.get("background", "on") == "on") == background}
+            if wanted(r) and (r.get("background", "on") == "on") == background and same_code(r)}
 
 
 def run_one(task: tuple) -> dict:
@@ -173,6 +219,7 @@ def run_one(task: tuple) -> dict:
                "solo_iteration_s": j["solo_iteration_s"]}
               for r, j in zip(c.jobs, run.jobs, strict=True)]
     return {"scenario": level, "controller": label, "seed": int(seed), "grant": grant,
+            "policy_code": policy_code(name),
             "network": network if network is not None else (base.get("network") or "ideal"),
             **({} if background else {"background": "off"}),
             "isolated_jct_s": float(np.mean(alone)) if alone else math.nan,
@@ -369,7 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows = []
     if args.reuse is not None:
-        done = reusable(json.loads(args.reuse.read_text()), nets, bg)
+        codes = {lab: policy_code(name) for lab, name, _ in ctrls}
+        old = json.loads(args.reuse.read_text())
+        done = reusable(old, nets, bg, codes)
+        stale = len(reusable(old, nets, bg)) - len(done)
+        if stale:
+            print(f"  {stale} runs of {args.reuse} were made with another policy code: re-run", flush=True)
 
         def earlier(t: tuple) -> dict | None:
             """The same run under this grant, or under another grant it cannot tell apart."""

@@ -30,7 +30,11 @@ perfectly balanced network gives jobs that all send all the time) and ``srpt`` (
 the least time left first, up to its speed: the order that minimizes the mean completion time on
 one shared resource, Schrage 1968; the buffer grant can only approach it by delays, which idle
 the delayed job's GPUs). The ``fair`` row is the estimate of a perfect delay-and-paths
-controller; ``srpt`` is looser still. Both ignore the per-link limits and the max-min losses (a
+controller; ``srpt`` is looser still. A third replay, ``alone``, drops the leaves' limit and
+runs every job at its speed alone with the background (the same FIFO queue): the queue-aware
+bound (`control.queue_bound_jct_s`) with the background's per-flow share of the links kept,
+which no delay and no path takes from it (a job among others' flows never runs faster than
+alone with the same background). ``fair`` and ``srpt`` ignore the per-link limits and the max-min losses (a
 pair's flow is held by its most contended link, and a background flow hashed to a link stays
 there) that keep the measured leaf-spine tier under 90% busy, so they are optimistic: a
 controller that reaches them is perfect; falling short of them does not show that a controller
@@ -190,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             and r.get("network") == args.network and r.get("background", "on") == "on"]
     path = SCENARIOS.get(args.scenario, Path(args.scenario))
     base = read_scenario_mapping(str(path))
-    closed: dict[str, list[float]] = {"fair": [], "srpt": [], "queue": []}
+    closed: dict[str, list[float]] = {"fair": [], "srpt": [], "alone": [], "queue": []}
     t0 = time.process_time()
     for sd in range(args.first_seed, args.first_seed + args.seeds):
         of = {r["controller"]: r for r in rows if r["seed"] == sd}
@@ -220,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         qb = min(r["queue_bound_jct_s"] for r in of.values())
         res = {o: fluid_jct_s([dict(j) for j in jobs], float(sc.horizon_s), int(sc.fabric.num_gpus),
                               np.maximum(capacity - bg, 0.0), o) for o in ("fair", "srpt")}
+        res["alone"] = fluid_jct_s([dict(j) for j in jobs], float(sc.horizon_s), int(sc.fabric.num_gpus),
+                                   np.full(capacity.size, math.inf), "fair")
         share = {o: 100 * (n - v) / (n - iso) for o, v in res.items()}
         share["queue"] = 100 * (n - qb) / (n - iso)
         for k, v in share.items():
@@ -229,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{capacity.mean() / 1e9:.0f} GB/s each, the background {100 * bg.min() / capacity.mean():.0f}-"
               f"{100 * bg.max() / capacity.mean():.0f}% of one; "
               f"fluid fair {res['fair']:.2f} s ({share['fair']:+.1f}% of the gap), srpt {res['srpt']:.2f} s "
-              f"({share['srpt']:+.1f}%), queue-aware {share['queue']:+.1f}%; runs: "
+              f"({share['srpt']:+.1f}%), alone with the background {res['alone']:.2f} s "
+              f"({share['alone']:+.1f}%), queue-aware {share['queue']:+.1f}%; runs: "
               + ", ".join(f"{lab} {v:+.1f}%" for lab, v in sorted(got.items()) if lab != "none"), flush=True)
         for j in jobs:
             print(f"    {j['name']:<14} {j['gpus']:>3} GPUs  {j['iterations']:>3} it  leaf-spine "

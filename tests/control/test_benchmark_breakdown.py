@@ -82,3 +82,18 @@ def test_a_run_without_the_background_has_no_background_flows_and_records_the_gp
     for r in (with_bg, without):
         assert [len(d["gpu_ids"]) for d in r["job_detail"]] == [d["gpus"] for d in r["job_detail"]]
         assert r["cpu_s"] > 0
+
+
+def test_a_run_made_with_another_policy_code_is_not_reused():
+    # the fingerprint covers a controller's module and the flowherd.control modules it imports:
+    # flowherd imports periodic and threshold, none (baselines) none of them
+    codes = {lab: bench.policy_code(lab) for lab in ("none", "flowherd", "interleave")}
+    assert codes["none"] != codes["flowherd"] != codes["interleave"]
+    assert codes["flowherd"] == bench.policy_code("flowherd")  # the same code, the same fingerprint
+    row = {"scenario": "heavy", "seed": 0, "grant": "buffer", "network": "roce"}
+    rows = [{**row, "controller": "none", "policy_code": codes["none"]},
+            {**row, "controller": "flowherd", "policy_code": "0" * 12},  # an older policy
+            {**row, "controller": "interleave"}]  # written before the fingerprints: taken
+    got = bench.reusable(rows, "roce", True, codes)
+    assert sorted(k[1] for k in got) == ["interleave", "none"]
+    assert len(bench.reusable(rows, "roce", True)) == 3  # without codes every row is taken

@@ -71,3 +71,12 @@ def test_the_leaf_groups_of_a_leaf_spine_are_each_leafs_uplinks_and_downlinks():
     links, group, n = ceiling.leaf_groups(fab)
     assert n == 4 and links.size == 8  # 2 leaves x 2 spines, both directions
     assert np.bincount(group).tolist() == [2, 2, 2, 2]  # each leaf's 2 uplinks, its 2 downlinks
+
+
+def test_without_a_leaf_limit_every_job_runs_at_its_speed_alone_in_the_fifo_queue():
+    # the "alone" replay: a and b (8 GPUs each, 16 in all) run at once at their own speeds (10 and
+    # 20 s) whatever their bytes; c waits for a's GPUs (starts at 10 s, ends at 15 s)
+    jobs = [job("a", group_bytes=(50.0,)), job("b", iterations=20, group_bytes=(50.0,)),
+            job("c", submit_s=1.0, iterations=5)]
+    jct = ceiling.fluid_jct_s(jobs, 100.0, 16, np.full(1, np.inf), "fair")
+    assert jct == pytest.approx((10.0 + 20.0 + 14.0) / 3)
