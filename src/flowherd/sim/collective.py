@@ -47,7 +47,7 @@ import numpy as np
 from flowherd.collectives.algorithms import ALGORITHMS, build_schedule
 from flowherd.collectives.nccl import LATENCY_MODELS, PROTOCOLS
 from flowherd.collectives.ops import Collective, Op
-from flowherd.collectives.schedule import Schedule
+from flowherd.collectives.schedule import Schedule, pair_index
 from flowherd.collectives.selector import predicted_time_s, select
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric, LinkKind
@@ -141,11 +141,9 @@ def pair_latency_s(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarr
 
 def _pairs(schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Distinct (src, dst) pairs of all flows, their total bytes, and each flow's pair index."""
-    src = np.concatenate([st.src_gpu for st in schedule.steps]).astype(np.int64)
-    dst = np.concatenate([st.dst_gpu for st in schedule.steps]).astype(np.int64)
     size = np.concatenate([st.size_bytes for st in schedule.steps])
-    width = int(max(src.max(initial=0), dst.max(initial=0))) + 1
-    uniq, inv = np.unique(src * width + dst, return_inverse=True)
+    uniq, inv, width = pair_index(np.concatenate([st.src_gpu for st in schedule.steps]),
+                                  np.concatenate([st.dst_gpu for st in schedule.steps]))
     return uniq // width, uniq % width, np.bincount(inv, weights=size, minlength=len(uniq)), inv
 
 
