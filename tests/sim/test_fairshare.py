@@ -170,9 +170,10 @@ def _star_all_to_all(n, rng):
     return ptr, link, np.ones(link.size), np.full(2 * n, 50.0 * 2**30), w
 
 
-def test_a_full_heap_grows_without_changing_a_rate():
+def test_neither_a_full_heap_nor_the_by_link_copy_changes_a_rate():
     """`_fill` from a heap of one entry (it grows at nearly every push, `_drain` returning to
-    `_fill` each time) gives the very rates of the heap that never fills."""
+    `_fill` each time), with `_drain`'s by-link copy made at the first re-queue or never, gives
+    the very rates of the heap that never fills."""
     from flowherd.sim.fairshare import Scratch, _fill_from
 
     rng = np.random.default_rng(3)
@@ -180,13 +181,14 @@ def test_a_full_heap_grows_without_changing_a_rate():
     prio = rng.integers(0, 2, ptr.size - 1)
     flows = np.argsort(prio, kind="mergesort").astype(np.int64)
     out = []
-    for room in (1, flows.size + 1):
+    for room, copy_after in ((1, -1), (flows.size + 1, -1), (1, 0), (flows.size + 1, 1 << 62)):
         rates = np.zeros(flows.size)
         _fill_from(flows, ptr[:-1].copy(), ptr[1:].copy(), link, frac, w, prio, cap, rates,
-                   Scratch(cap.size).pos, room)
+                   Scratch(cap.size).pos, room, copy_after)
         out.append(rates)
-    assert np.array_equal(out[0], out[1])
-    np.testing.assert_allclose(out[1], max_min_rates_reference(ptr, link, frac, cap, weight=w,
+    for rates in out[1:]:
+        assert np.array_equal(rates, out[0])
+    np.testing.assert_allclose(out[0], max_min_rates_reference(ptr, link, frac, cap, weight=w,
                                                                priority=prio), rtol=1e-9)
 
 
