@@ -2,6 +2,7 @@
 
     python benchmarks/astra_compare.py [--sizes 64 256 1024] [--repeats 3]
     python benchmarks/astra_compare.py --astra /work/astra/astra-sim/build/astra_analytical/build
+    python benchmarks/astra_compare.py --astra BUILD --floor 64 --repeats 9   # the start-up floor
 
 The cases are those of ../shared/data/peers/astra_sim_analytical.md (astra-sim 518bd513): ring
 AllReduce and direct AllToAll of 1 GiB on one switch (``topology: [Switch]``, 50 GB/s with
@@ -41,6 +42,12 @@ steps, with these substitutes for submodule pins missing from the stored snapsho
     cmake .. -DBUILDTARGET=all -DCMAKE_BUILD_TYPE=Release -DFETCHCONTENT_FULLY_DISCONNECTED=ON \\
           -DFETCHCONTENT_SOURCE_DIR_YAML-CPP=<yaml-cpp dir>
     nice -n 10 cmake --build . -j 1        # Release = -O3; g++ 12.2, CMake 3.25
+
+With ``--floor N`` it prints instead what a process costs before it simulates anything, beside
+the whole run at N GPUs (alternated, medians): ``python -c pass``, ``import numpy``, ``import
+flowherd.sim.collective`` (the entry the child uses), the child's imports, the child's whole
+AllReduce at N (step fidelity) and ASTRA-sim's (with ``--astra``). At 64 GPUs ASTRA-sim's whole
+run is about half of ``import numpy`` alone.
 
 Not run here: the ResNet-50 data-parallel case (its per-layer trace is not in the repo). The
 simulated times are printed next to ASTRA-sim's for reference: flowherd's flow model has no
@@ -180,6 +187,33 @@ def run_astra(binary: Path, flags: list[str]) -> tuple[float, float, float]:
     return w, c, max(cycles) / 1e6
 
 
+def floor(binary: Path | None, n: int, repeats: int) -> None:
+    """The start-up floor at `n` GPUs (`--floor`): CPU seconds of each command, alternated."""
+    env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}
+    imports = "\n".join(line for line in CHILD.splitlines() if line.startswith(("import", "from")))
+    cmds: dict[str, list[str] | None] = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
+        "import flowherd.sim.collective": [sys.executable, "-c", "import flowherd.sim.collective"],
+        "the child's imports": [sys.executable, "-c", imports],
+        f"flowherd allreduce n={n} step (whole)": [sys.executable, "-c", CHILD, "allreduce", str(n),
+                                                  "step"],
+        f"ASTRA-sim aware allreduce n={n}": None,
+    }
+    with tempfile.TemporaryDirectory(prefix="astra-inputs-") as tmp:
+        if binary is not None:
+            cmds[f"ASTRA-sim aware allreduce n={n}"] = [str(binary),
+                                                         *astra_inputs(Path(tmp), "allreduce", n)]
+        runs: dict[str, list[tuple[float, float]]] = {k: [] for k, c in cmds.items() if c}
+        for _ in range(repeats):
+            for k in runs:
+                w, c, _ = _timed(cmds[k], None if k.startswith("ASTRA") else env)
+                runs[k].append((c, w))
+    for k, v in runs.items():
+        print(f"{k:42s} CPU {statistics.median(r[0] for r in v):.3f} s  "
+              f"wall {statistics.median(r[1] for r in v):.3f} s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
@@ -188,12 +222,20 @@ def main() -> None:
     ap.add_argument("--astra", type=Path, default=None,
                     help="ASTRA-sim's CMake build directory (bin/AstraSim_Analytical_Congestion_Aware): "
                          "run it side by side instead of quoting the recorded figures")
+    ap.add_argument("--floor", type=int, default=None, metavar="N",
+                    help="print the start-up floor at N GPUs instead (see the docstring)")
     args = ap.parse_args()
     binary = None
     if args.astra is not None:
         binary = args.astra / "bin" / "AstraSim_Analytical_Congestion_Aware"
         if not binary.is_file():
             raise SystemExit(f"no ASTRA-sim binary at {binary} (--astra)")
+    if args.floor is not None:
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; start-up floor, "
+              f"medians of {args.repeats} alternated runs", flush=True)
+        floor(binary, args.floor, args.repeats)
+        print(f"load average {os.getloadavg()[0]:.2f} at the end", flush=True)
+        return
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; ASTRA-sim "
           + (f"run here ({binary})" if binary else "figures recorded (astra_sim_analytical.md)")
           + f"; medians of {args.repeats} alternated runs", flush=True)

@@ -144,6 +144,21 @@ def test_edited_kernel_sources_fall_back_to_the_jit(monkeypatch):
     assert aot._extension() is None
 
 
+def test_the_build_purges_numbas_cached_code_and_nothing_else(tmp_path):
+    """A cached caller keeps its callee's old code (numba checks its own file only): the build
+    starts from no cache (`aot.purge_cache`), and leaves sources and bytecode alone."""
+    for d in ("", "network/"):
+        (tmp_path / d / "__pycache__").mkdir(parents=True)
+        for name in ("bottleneck.local_core-157.py311.nbi", "bottleneck.local_core-157.py311.1.nbc",
+                     "bottleneck.cpython-311.pyc"):
+            (tmp_path / d / "__pycache__" / name).write_bytes(b"x")
+        (tmp_path / d / "kept.nbi").write_bytes(b"x")  # not numba's cache: not in __pycache__
+    assert aot.purge_cache(tmp_path) == 4
+    left = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert left == ["__pycache__/bottleneck.cpython-311.pyc", "kept.nbi",
+                    "network/__pycache__/bottleneck.cpython-311.pyc", "network/kept.nbi"]
+
+
 def test_every_export_names_a_kernel_with_that_many_arguments():
     import importlib
 

@@ -156,3 +156,49 @@ def test_flow_without_links_gets_infinite_rate():
 def test_bad_input_names_the_argument(kwargs, field):
     with pytest.raises(ConfigError, match=field):
         max_min_rates(**kwargs)
+
+
+def _star_all_to_all(n, rng):
+    """Every GPU of a one-switch star to every other: flow (i, j) on uplink i and downlink j.
+    Every link at one level, so the levels rise by an ulp at a time as flows freeze and the
+    heap's keys go stale again and again (the 1,024-GPU AllToAll's case, issue 17)."""
+    s, d = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    m = s != d
+    link = np.stack([2 * s[m], 2 * d[m] + 1], axis=1).reshape(-1)
+    ptr = np.arange(0, link.size + 1, 2)
+    w = rng.choice([1.0, 1.0, 2.0, 0.5], size=ptr.size - 1)
+    return ptr, link, np.ones(link.size), np.full(2 * n, 50.0 * 2**30), w
+
+
+def test_neither_a_full_heap_nor_the_by_link_copy_changes_a_rate():
+    """`_fill` from a heap of one entry (it grows at nearly every push, `_drain` returning to
+    `_fill` each time), with `_drain`'s by-link copy made at the first re-queue or never, gives
+    the very rates of the heap that never fills."""
+    from flowherd.sim.fairshare import Scratch, _fill_from
+
+    rng = np.random.default_rng(3)
+    ptr, link, frac, cap, w = _star_all_to_all(24, rng)
+    prio = rng.integers(0, 2, ptr.size - 1)
+    flows = np.argsort(prio, kind="mergesort").astype(np.int64)
+    out = []
+    for room, copy_after in ((1, -1), (flows.size + 1, -1), (1, 0), (flows.size + 1, 1 << 62)):
+        rates = np.zeros(flows.size)
+        _fill_from(flows, ptr[:-1].copy(), ptr[1:].copy(), link, frac, w, prio, cap, rates,
+                   Scratch(cap.size).pos, room, copy_after)
+        out.append(rates)
+    for rates in out[1:]:
+        assert np.array_equal(rates, out[0])
+    np.testing.assert_allclose(out[0], max_min_rates_reference(ptr, link, frac, cap, weight=w,
+                                                               priority=prio), rtol=1e-9)
+
+
+def test_links_numbered_alike_by_sort_and_by_scan():
+    """The links a call touches are numbered in id order by a sort when they are few among
+    the fabric's, by a scan of their marks when many: idle links added to the fabric (the sort)
+    leave every rate as it was (the scan), bit for bit."""
+    rng = np.random.default_rng(5)
+    ptr, link, frac, cap, w = _star_all_to_all(12, rng)
+    dense = max_min_rates(ptr, link, frac, cap, weight=w)
+    wide = np.concatenate([cap, np.full(40 * cap.size, 1e12)])
+    assert np.array_equal(max_min_rates(ptr, link, frac, wide, weight=w), dense)
+    assert np.array_equal(max_min_rates(ptr, link * 41, frac, np.repeat(cap, 41), weight=w), dense)

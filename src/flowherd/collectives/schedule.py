@@ -24,6 +24,25 @@ from flowherd.collectives.ops import Collective
 from flowherd.errors import ConfigError
 
 
+def pair_index(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The distinct (src, dst) pairs as keys ``src * width + dst`` in increasing order, each
+    flow's index among them, and ``width`` (one more than the largest GPU id): what
+    ``np.unique(key, return_inverse=True)`` gives, without its sort where the keys are few
+    enough to mark in an array (a 1,024-GPU ring's 2 million flows on 1,024 pairs: 0.3 s
+    of sort for what a pass does)."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    width = int(max(src.max(initial=0), dst.max(initial=0))) + 1
+    key = src * width + dst
+    if width * width <= min(max(4 * key.size, 1 << 16), 1 << 24):
+        seen = np.zeros(width * width, dtype=bool)
+        seen[key] = True
+        rank = np.cumsum(seen, dtype=np.int64) - 1
+        return np.flatnonzero(seen).astype(np.int64, copy=False), rank[key], width
+    uniq, inv = np.unique(key, return_inverse=True)
+    return uniq, inv.reshape(-1), width
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Step:
     """Flows that start together.
@@ -238,12 +257,8 @@ class Schedule:
         if not self.steps:
             z = np.zeros(0, np.int32)
             return z, z, np.zeros(0)
-        src = np.concatenate([st.src_gpu for st in self.steps]).astype(np.int64)
-        dst = np.concatenate([st.dst_gpu for st in self.steps]).astype(np.int64)
         size = np.concatenate([st.size_bytes for st in self.steps])
-        key = src * (int(max(src.max(initial=0), dst.max(initial=0))) + 1) + dst
-        uniq, inv = np.unique(key, return_inverse=True)
+        uniq, inv, width = pair_index(np.concatenate([st.src_gpu for st in self.steps]),
+                                      np.concatenate([st.dst_gpu for st in self.steps]))
         total = np.bincount(inv, weights=size, minlength=len(uniq))
-        first = np.zeros(len(uniq), dtype=np.int64)
-        first[inv[::-1]] = np.arange(len(inv))[::-1]
-        return src[first].astype(np.int32), dst[first].astype(np.int32), total
+        return (uniq // width).astype(np.int32), (uniq % width).astype(np.int32), total

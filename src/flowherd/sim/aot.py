@@ -41,7 +41,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EXPORTS", "NO_REFCOUNT", "build", "kernel", "mode", "source_digest"]
+__all__ = ["EXPORTS", "NO_REFCOUNT", "build", "kernel", "mode", "purge_cache", "source_digest"]
 
 _SELF = Path(__file__).resolve()
 _HERE = _SELF.parent
@@ -349,6 +349,23 @@ def _first_call(*args):
 
 
 # ---- the build ----------------------------------------------------------------------------
+def purge_cache(root: Path | str = _HERE) -> int:
+    """Delete numba's cached machine code under ``root`` (the ``.nbi`` / ``.nbc`` files of its
+    ``__pycache__`` directories); returns how many files went.
+
+    numba checks a cached kernel against its own source file only: a caller cached before
+    (``bottleneck.local_core``) keeps the callee it was compiled with (``fairshare._fill``) after
+    the callee's file changed, and `build` linked that old code into the extension, whose
+    `source_digest` said current (issue 17, eighth session: the new ``_fill`` was missing from an
+    in-tree build and present in a clean checkout's). So `build` starts from no cache.
+    """
+    gone = 0
+    for f in Path(root).rglob("__pycache__/*.nb[ic]"):
+        f.unlink(missing_ok=True)
+        gone += 1
+    return gone
+
+
 def build(output: Path | str | None = None, *, cpu: str | None = None) -> Path:
     """Compile `EXPORTS` into the extension module `EXTENSION` (about a minute of CPU).
 
@@ -363,6 +380,8 @@ def build(output: Path | str | None = None, *, cpu: str | None = None) -> Path:
     """
     os.environ["FLOWHERD_JIT"] = "1"  # the kernel modules get plain dispatchers to compile
     _state.clear()
+    purge_cache()  # compiled from these sources, not from numba's cache (`purge_cache`)
+
     from numba.pycc import CC
 
     class _InOrder(CC):

@@ -47,7 +47,7 @@ import numpy as np
 from flowherd.collectives.algorithms import ALGORITHMS, build_schedule
 from flowherd.collectives.nccl import LATENCY_MODELS, PROTOCOLS
 from flowherd.collectives.ops import Collective, Op
-from flowherd.collectives.schedule import Schedule
+from flowherd.collectives.schedule import Schedule, pair_index
 from flowherd.collectives.selector import predicted_time_s, select
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric, LinkKind
@@ -55,6 +55,7 @@ from flowherd.registry import Registry
 from flowherd.routing.base import Routes
 from flowherd.sim.coflow_batch import CoflowBatch, make_flat_batch
 from flowherd.sim.engine import Engine
+from flowherd.sim.pages import small_pages
 
 FIDELITIES = Registry("fidelity", {"step": "step", "collective": "collective"})
 _MODEL_OPS = (Op.ALLREDUCE, Op.ALLGATHER, Op.REDUCESCATTER, Op.BROADCAST, Op.REDUCE)
@@ -141,11 +142,9 @@ def pair_latency_s(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarr
 
 def _pairs(schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Distinct (src, dst) pairs of all flows, their total bytes, and each flow's pair index."""
-    src = np.concatenate([st.src_gpu for st in schedule.steps]).astype(np.int64)
-    dst = np.concatenate([st.dst_gpu for st in schedule.steps]).astype(np.int64)
     size = np.concatenate([st.size_bytes for st in schedule.steps])
-    width = int(max(src.max(initial=0), dst.max(initial=0))) + 1
-    uniq, inv = np.unique(src * width + dst, return_inverse=True)
+    uniq, inv, width = pair_index(np.concatenate([st.src_gpu for st in schedule.steps]),
+                                  np.concatenate([st.dst_gpu for st in schedule.steps]))
     return uniq // width, uniq % width, np.bincount(inv, weights=size, minlength=len(uniq)), inv
 
 
@@ -156,6 +155,15 @@ def _without_latency(routes: Routes) -> Routes:
 
 def _take(routes: Routes, rows: np.ndarray) -> Routes:
     """The routes of flows `rows` of `routes`, in that order (CSR rows gathered)."""
+    k = int(routes.ptr[1]) if routes.num_flows else 0
+    if (k > 0 and routes.ptr[0] == 0 and routes.link.size == k * routes.num_flows
+            and np.all(np.diff(routes.ptr) == k)):
+        # every route of k links (a switch's, a fat tree's between servers): rows of a 2-d view,
+        # the same arrays without the per-entry index (a 1,024-GPU ring's 4 million entries)
+        return Routes(ptr=np.arange(0, k * (rows.size + 1), k, dtype=np.int64),
+                      link=routes.link.reshape(-1, k)[rows].reshape(-1),
+                      frac=routes.frac.reshape(-1, k)[rows].reshape(-1),
+                      latency_s=routes.latency_s[rows])
     lo, hi = routes.ptr[rows], routes.ptr[rows + 1]
     count = hi - lo
     ptr = np.zeros(rows.size + 1, dtype=np.int64)
@@ -382,6 +390,16 @@ def simulate_collective(fabric: Fabric, collective: Collective, *, algorithm: st
     Returns:
         The time and the nccl-tests bandwidths.
     """
+    with small_pages():  # 4 KiB pages for the run's arrays (`flowherd.sim.pages`)
+        return _simulate_collective(fabric, collective, algorithm=algorithm, protocol=protocol,
+                                    router=router, fidelity=fidelity, seed=seed, chunks=chunks,
+                                    channels=channels, latency_model=latency_model)
+
+
+def _simulate_collective(fabric: Fabric, collective: Collective, *, algorithm: str,
+                         protocol: str | None, router: str, fidelity: str, seed: int,
+                         chunks: int | None, channels: int | None,
+                         latency_model: str) -> CollectiveResult:
     from flowherd.routing.policies import make_router
 
     fid = FIDELITIES[fidelity]

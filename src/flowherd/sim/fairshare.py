@@ -94,6 +94,30 @@ def _flow_min(i, f_ptr, f_j, rem, den, cap):
     return bj, best
 
 
+@kernel(**NO_REFCOUNT)
+def _level(j, rem, den, cap):
+    """Link ``j``'s level: what is left of it (none below rounding) over its unfrozen flows'
+    weight."""
+    r = rem[j]
+    r = r if r > _EPS * cap[j] else 0.0
+    return r / den[j]
+
+
+@kernel(**NO_REFCOUNT)
+def _lev_min(e, lm_ptr, lm_j, lev):
+    """`_flow_min` of by-link entry ``e`` on the levels ``lev`` kept up to date (the same
+    divisions, made once per change of a link instead of once per look)."""
+    best = np.inf
+    bj = -1
+    for q in range(lm_ptr[e], lm_ptr[e + 1]):
+        j = lm_j[q]
+        lvl = lev[j]
+        if lvl < best or (lvl == best and j < bj):
+            best = lvl
+            bj = j
+    return bj, best
+
+
 @kernel
 def _more_heap(hk, hl, hn):
     """The heap ``hk, hl`` of ``hn`` entries in arrays of twice the room."""
@@ -102,6 +126,117 @@ def _more_heap(hk, hl, hn):
     hk2[:hn] = hk[:hn]
     hl2[:hn] = hl[:hn]
     return hk2, hl2
+
+
+@kernel(**NO_REFCOUNT)
+def _drain(hk, hl, hn, pend, n_pend, hkey, f_ptr, f_j, f_fr, rem, den, cnt, cap, tptr, t_idx, state,
+           w_loc, flows, rates, lm_ptr, lm_j, lm_st, lev, lm_pos, lm_on, lm_fill):
+    """`_fill`'s bottleneck loop for one class: give the pending flows ``pend[:n_pend]`` their
+    heap entries, then pop, freeze or re-queue until the heap is empty; returns ``(hn, -1)``.
+    When the heap is full it returns early with the flows still pending first in ``pend`` and
+    their number: the caller grows the heap and calls again (the same pushes in the same order).
+
+    It allocates nothing and re-binds no array, so numba counts no references in its loops:
+    `_fill` re-bound the heap's arrays where they grow, and numba then counted references to
+    them at every step of the loop, 48% of a 1,024-GPU AllToAll's process (perf), whose links'
+    levels rise by an ulp at a time and re-queue their flows again and again.
+
+    A pending entry ``v >= 0`` is flow ``v``; ``v < 0`` is entry ``-v - 1`` of the by-link lists,
+    whose flow's links are copied, in order, to ``lm_j[lm_ptr[e]:lm_ptr[e + 1]]`` (the same
+    links, the same level: `_flow_min` of either). Re-queuing reads a link's flows' links: by
+    flow they lie all over memory (a downlink's flows are a thousand apart), and those cache
+    misses were most of that AllToAll's time; so once the flows re-queued outnumber the copies
+    (``lm_st[1]`` counts them, ``lm_st[2]`` is the copy's length, ``lm_st[0]`` says it is
+    made) the copy is made and read,
+    with each link's level in ``lev`` from then on (unfrozen links only), and whether each
+    entry's flow is unfrozen in ``lm_on`` (``lm_pos``: each incidence's entry), read in order
+    instead of the flows' states all over memory."""
+    while True:
+        # each pending flow's entry: its link of lowest level, unless a key as low is there
+        for q in range(n_pend):
+            v = pend[q]
+            if v >= 0:
+                bj, best = _flow_min(v, f_ptr, f_j, rem, den, cap)
+            else:
+                bj, best = _lev_min(-v - 1, lm_ptr, lm_j, lev)
+            if bj >= 0 and best < hkey[bj]:
+                if hn == hk.size:
+                    for m in range(q, n_pend):
+                        pend[m - q] = pend[m]
+                    return hn, n_pend - q
+                hkey[bj] = best
+                hn = heap_push_pair(hk, hl, hn, best, bj)
+        n_pend = 0
+        if hn == 0:
+            return hn, -1
+        key = hk[0]
+        j = hl[0]
+        hn = _heap_pop(hk, hl, hn)
+        if key == hkey[j]:
+            hkey[j] = np.inf
+        if cnt[j] == 0:
+            continue
+        r = rem[j]
+        r = r if r > _EPS * cap[j] else 0.0
+        share = r / den[j]
+        if share > key:
+            # a lower bound that has gone stale: give each unfrozen flow of the link an entry
+            # at its current lowest level (`_flow_min` reads no heap key: collecting them
+            # first pushes the same entries in the same order)
+            if lm_st[0] == 0:
+                lm_st[1] += tptr[j + 1] - tptr[j]
+                if lm_st[1] > lm_st[2]:
+                    m = 0
+                    for e in range(t_idx.size):
+                        i = t_idx[e]
+                        lm_ptr[e] = m
+                        for q in range(f_ptr[i], f_ptr[i + 1]):
+                            lm_j[m] = f_j[q]
+                            m += 1
+                    lm_ptr[t_idx.size] = m
+                    for jj in range(lm_fill.size):
+                        lm_fill[jj] = tptr[jj]
+                    for i in range(state.size):  # each incidence's entry, as `_fill` laid them
+                        for q in range(f_ptr[i], f_ptr[i + 1]):
+                            jj = f_j[q]
+                            lm_pos[q] = lm_fill[jj]
+                            lm_on[lm_fill[jj]] = state[i] == 1
+                            lm_fill[jj] += 1
+                    lm_st[0] = 1
+                    for jj in range(lev.size):
+                        if cnt[jj] > 0:
+                            lev[jj] = _level(jj, rem, den, cap)
+            if lm_st[0]:
+                for e in range(tptr[j], tptr[j + 1]):
+                    if lm_on[e]:
+                        pend[n_pend] = -e - 1
+                        n_pend += 1
+                continue
+            for e in range(tptr[j], tptr[j + 1]):
+                i = t_idx[e]
+                if state[i] == 1:
+                    pend[n_pend] = i
+                    n_pend += 1
+            continue
+        for e in range(tptr[j], tptr[j + 1]):
+            i = t_idx[e]
+            if state[i] != 1:
+                continue
+            state[i] = 2
+            w = w_loc[i]
+            r_f = w * share
+            rates[flows[i]] = r_f
+            for q in range(f_ptr[i], f_ptr[i + 1]):
+                mj = f_j[q]
+                fr = f_fr[q]
+                if lm_st[0]:
+                    lm_on[lm_pos[q]] = False
+                rem[mj] -= r_f * fr
+                cnt[mj] -= 1
+                # decided by count, not by the float sum reaching zero
+                den[mj] = 0.0 if cnt[mj] == 0 else den[mj] - w * fr
+                if lm_st[0] and cnt[mj] > 0:
+                    lev[mj] = _level(mj, rem, den, cap)
 
 
 @kernel
@@ -113,12 +248,24 @@ def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_po
     locally in increasing id order (so that ties break as by link id) and all work after that
     is on compact local arrays: the per-link arrays of a large fabric do not fit in the cache.
     """
+    _fill_from(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_pos,
+               max(16, flows.size + 1), -1)
+
+
+@kernel
+def _fill_from(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_pos, room,
+               copy_after):
+    """`_fill` with a heap of ``room`` entries at first (it grows when full) and `_drain`'s by-link
+    copy made once ``copy_after`` flows were re-queued (-1: as many as the copy has entries);
+    the tests start from one entry and copy at once or never, to check that neither changes a
+    rate."""
     n = flows.size
     nnz = 0
     for i in range(n):
         f = flows[i]
         nnz += hi[f] - lo[f]
-    # the links touched, sorted, numbered 1.. in s_pos
+    # the links touched, in increasing id order, numbered 1.. in s_pos: sorted, or where they
+    # are many, by a scan of the links' marks (the same list)
     touched = np.empty(nnz, np.int64)
     nt = 0
     for i in range(n):
@@ -129,7 +276,15 @@ def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_po
                 s_pos[lnk] = 1
                 touched[nt] = lnk
                 nt += 1
-    touched = np.sort(touched[:nt])
+    if nt * 16 >= s_pos.size:
+        nt = 0
+        for lnk in range(s_pos.size):
+            if s_pos[lnk] != 0:
+                touched[nt] = lnk
+                nt += 1
+        touched = touched[:nt]
+    else:
+        touched = np.sort(touched[:nt])
     for j in range(nt):
         s_pos[touched[j]] = j + 1
     # the flows' incidences with local link numbers, and the transpose (by link)
@@ -172,13 +327,27 @@ def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_po
         w_loc[i] = weight[flows[i]]
     state = np.zeros(n, np.int8)  # 0 later class, 1 unfrozen in this class, 2 frozen
     hkey = np.full(nt, np.inf)  # the lowest key of a link's entries in the heap
-    hk = np.empty(max(16, n + 1), np.float64)
+    hk = np.empty(max(1, room), np.float64)
     hl = np.empty(hk.size, np.int64)
+    pend = np.empty(max(1, n), np.int64)  # flows due a heap entry (each at most once)
+    # the by-link copy of the flows' links (`_drain`), made only if re-queuing needs it
+    nsq = 0
+    for i in range(n):
+        nsq += (f_ptr[i + 1] - f_ptr[i]) ** 2
+    lm_ptr = np.empty(nnz + 1, np.int64)
+    lm_j = np.empty(nsq, np.int64)
+    lm_st = np.zeros(3, np.int64)
+    lm_st[2] = nsq if copy_after < 0 else copy_after
+    lev = np.empty(nt, np.float64)
+    lm_pos = np.empty(nnz, np.int64)
+    lm_on = np.empty(nnz, np.bool_)
+    lm_fill = np.empty(nt, np.int64)
     a = 0
     while a < n:
         b = a
         while b < n and prio[flows[b]] == prio[flows[a]]:
             b += 1
+        n_pend = 0
         for i in range(a, b):
             if f_ptr[i + 1] == f_ptr[i]:
                 rates[flows[i]] = np.inf
@@ -190,61 +359,29 @@ def _fill(flows, lo, hi, link_buf, frac_buf, weight, prio, capacity, rates, s_po
                 j = f_j[e]
                 den[j] += w * f_fr[e]
                 cnt[j] += 1
+            pend[n_pend] = i
+            n_pend += 1
+        if lm_st[0]:  # `_drain`'s by-link copy: this class's levels and flows
+            for j in range(nt):
+                if cnt[j] > 0:
+                    lev[j] = _level(j, rem, den, cap)
+            for i in range(a, b):
+                if state[i] == 1:
+                    for e in range(f_ptr[i], f_ptr[i + 1]):
+                        lm_on[lm_pos[e]] = True
         # each unfrozen flow has an entry in the heap for one of its links whose key is at most
         # the lowest level of its links (levels only rise, so it stays a lower bound): then the
         # top of the heap is at most every link's level, and a link popped at its true level is
         # the next bottleneck. One entry per flow, not per link: most links of a fabric never
         # are a bottleneck, and popping them was most of the time.
         hn = 0
-        for i in range(a, b):
-            if state[i] == 1:
-                # its link of lowest level, unless a key as low is there (in place: an inlined
-                # helper would copy, and count references to, its arrays at every push)
-                bj, best = _flow_min(i, f_ptr, f_j, rem, den, cap)
-                if bj >= 0 and best < hkey[bj]:
-                    if hn == hk.size:
-                        hk, hl = _more_heap(hk, hl, hn)
-                    hkey[bj] = best
-                    hn = heap_push_pair(hk, hl, hn, best, bj)
-        while hn > 0:
-            key = hk[0]
-            j = hl[0]
-            hn = _heap_pop(hk, hl, hn)
-            if key == hkey[j]:
-                hkey[j] = np.inf
-            if cnt[j] == 0:
-                continue
-            r = rem[j]
-            r = r if r > _EPS * cap[j] else 0.0
-            share = r / den[j]
-            if share > key:
-                # a lower bound that has gone stale: give each unfrozen flow of the link an
-                # entry at its current lowest level
-                for e in range(tptr[j], tptr[j + 1]):
-                    i = t_idx[e]
-                    if state[i] == 1:
-                        bj, best = _flow_min(i, f_ptr, f_j, rem, den, cap)
-                        if bj >= 0 and best < hkey[bj]:
-                            if hn == hk.size:
-                                hk, hl = _more_heap(hk, hl, hn)
-                            hkey[bj] = best
-                            hn = heap_push_pair(hk, hl, hn, best, bj)
-                continue
-            for e in range(tptr[j], tptr[j + 1]):
-                i = t_idx[e]
-                if state[i] != 1:
-                    continue
-                state[i] = 2
-                w = w_loc[i]
-                r_f = w * share
-                rates[flows[i]] = r_f
-                for q in range(f_ptr[i], f_ptr[i + 1]):
-                    mj = f_j[q]
-                    fr = f_fr[q]
-                    rem[mj] -= r_f * fr
-                    cnt[mj] -= 1
-                    # decided by count, not by the float sum reaching zero
-                    den[mj] = 0.0 if cnt[mj] == 0 else den[mj] - w * fr
+        while True:  # the heap's arrays grow here, out of `_drain`'s loops
+            hn, n_pend = _drain(hk, hl, hn, pend, n_pend, hkey, f_ptr, f_j, f_fr, rem, den, cnt,
+                                cap, tptr, t_idx, state, w_loc, flows, rates, lm_ptr, lm_j, lm_st,
+                                lev, lm_pos, lm_on, lm_fill)
+            if n_pend < 0:
+                break
+            hk, hl = _more_heap(hk, hl, hn)
         a = b
 
 
