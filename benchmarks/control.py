@@ -94,7 +94,10 @@ SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cas
                                                          "interleave")},
             **{lab: {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")}
                for lab in ("flowherd", "flowherd/1-class", "flowherd/spray", "flowherd/yield",
-                          "flowherd/util-paths", "flowherd/drain-yield")}}
+                          "flowherd/util-paths", "flowherd/drain-yield")},
+            # MLTCP sets weights only, never a class: its jobs stay unmarked, at the background's
+            # level, under `priority` as under `weighted` (`ControlHook`)
+            "mltcp": {"weighted": ("weighted", "priority"), "priority": ("priority", "weighted")}}
 
 # Controllers that under a grant are no control by construction: every decision they make uses a
 # lever the grant lacks, and `ControlHook` refuses the whole decision (Crux: classes and paths;
@@ -314,6 +317,39 @@ def print_breakdown(rows: list[dict], labels: list[str], horizon_s: float) -> No
               f"{sum(m.values()):>8.2f}")
 
 
+def tenant_slowdowns(rows: list[dict], labels: list[str]) -> dict[str, dict[str, tuple[float, int]]]:
+    """Per controller, each tenant's mean slowdown (`tenant_slowdown`: the mean slowdown of its
+    finished jobs in a run) averaged over the seeds where it has one, with that count of seeds."""
+    out = {}
+    for lab in labels:
+        by: dict[str, list[float]] = {}
+        for r in rows:
+            if r["controller"] == lab:
+                for t, v in (r.get("tenant_slowdown") or {}).items():
+                    by.setdefault(t, []).append(v)
+        if by:
+            out[lab] = {t: (float(np.mean(v)), len(v)) for t, v in sorted(by.items())}
+    return out
+
+
+def print_tenants(rows: list[dict], labels: list[str]) -> None:
+    """Per controller, each tenant's mean slowdown over seeds (`tenant_slowdowns`; the seeds where
+    the tenant finished a job, in brackets when fewer than the controller's runs) and the mean
+    Jain index of the tenants' shares (1 / mean slowdown)."""
+    ts = tenant_slowdowns(rows, labels)
+    tenants = sorted({t for v in ts.values() for t in v})
+    if not tenants:
+        return
+    print("per-tenant mean slowdown of finished jobs (mean over seeds) and Jain's index:")
+    print(f"  {'controller':<20} " + " ".join(f"{t:>12}" for t in tenants) + f" {'Jain':>6}")
+    for lab, by in ts.items():
+        n = sum(r["controller"] == lab for r in rows)
+        cells = [("" if t not in by else f"{by[t][0]:.3f}" + ("" if by[t][1] == n else f" ({by[t][1]})"))
+                 for t in tenants]
+        jain = np.nanmean([r.get("tenant_jain", math.nan) for r in rows if r["controller"] == lab])
+        print(f"  {lab:<20} " + " ".join(f"{c:>12}" for c in cells) + f" {jain:>6.3f}")
+
+
 def print_curve(model: Path) -> None:
     curve = model.with_name(model.stem + "_curve.csv")
     if not curve.is_file():
@@ -453,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{s:>9.3f} +-{sh:>5.3f} {fin:>9} {dec:>11.0f} {refused:>8} {bgm:>15} {bgp:>15} "
                   f"{worst:>12.3f} {jain:>6.3f}")
         print_breakdown(sub, [c[0] for c in ctrls], horizon_s(levels[lvl]))
+        print_tenants(sub, [c[0] for c in ctrls])
         # paired comparison on the same seeds: each flowherd policy against each baseline
         ours = [c[0] for c in ctrls if c[0] in OURS or c[0].startswith("rl:")]
         mean_of = {lab: np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
