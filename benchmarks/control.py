@@ -117,6 +117,16 @@ def scenario_network(path: Path) -> str | dict:
     return read_scenario_mapping(str(path)).get("network") or "ideal"
 
 
+def network_arg(text: str | None) -> str | dict | None:
+    """--network as a run records it: a model's name, or a ``network:`` mapping written inline in
+    YAML (``{model: roce, default_queue: 7, lossless: [0, 1, 2, 3, 4, 5, 6, 7]}``)."""
+    if text is None or not text.lstrip().startswith("{"):
+        return text
+    import yaml
+
+    return yaml.safe_load(text)
+
+
 def _row_network(row: dict) -> str | dict:
     # rows written before 2026-12-02 say "scenario" for the scenarios' own network, then ideal
     net = row.get("network", "scenario")
@@ -373,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", nargs="*", default=[], help="trained RL models (.zip) to evaluate too")
     ap.add_argument("--grant", default="buffer", choices=["buffer", "weighted", "priority"],
                     help="the levers every controller may use (flowherd.sim.control_api.GRANTS)")
-    ap.add_argument("--network", default=None, help="network model of every run: ideal, roce, tcp "
+    ap.add_argument("--network", default=None, help="network model of every run: ideal, roce, tcp, or "
+                    "an inline YAML mapping of the network: section, '{model: roce, default_queue: 7}' "
                     "(default: the scenario's)")
     ap.add_argument("--no-background", action="store_true",
                     help="run without the scenarios' background traffic (rows marked background: off; "
@@ -392,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         ctrls.append((f"rl:{p.stem}", str(p), {}))
     levels = {s: (SCENARIOS[s] if s in SCENARIOS else Path(s)) for s in args.scenarios}
-    nets = {lvl: args.network or scenario_network(path) for lvl, path in levels.items()}
+    nets = {lvl: network_arg(args.network) or scenario_network(path) for lvl, path in levels.items()}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     # seed by seed: a benchmark stopped early (--json-out keeps every run) has whole paired seeds
     bg = not args.no_background

@@ -115,3 +115,13 @@ def test_mltcps_run_under_priority_is_its_run_under_weighted():
     weighted = run("mltcp", "weighted")
     assert run("mltcp", "priority") == weighted
     assert run("none", "buffer")[0] != weighted[0]
+
+
+def test_network_is_a_models_name_or_an_inline_mapping():
+    assert bench.network_arg("roce") == "roce" and bench.network_arg(None) is None
+    got = bench.network_arg("{model: roce, default_queue: 7, lossless: [0, 7]}")
+    assert got == {"model": "roce", "default_queue": 7, "lossless": [0, 7]}
+    rows = [{"scenario": "heavy", "controller": "none", "seed": 0, "grant": "priority", "network": got},
+            {"scenario": "heavy", "controller": "none", "seed": 0, "grant": "priority", "network": "roce"}]
+    # the mapping's run, not roce's
+    assert bench.reusable(rows, {"heavy": got}, True) == {("heavy", "none", 0, "priority"): rows[0]}
