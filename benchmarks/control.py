@@ -8,7 +8,8 @@ over the seeds (Student t), the change of mean JCT against no control, jobs fini
 controller's mean decision time; and what a gain costs others: the background flows' mean and p99
 flow completion time against no control on the same seed (the same background flows: the
 background is drawn from the seed, not from the controller) and Jain's index of the tenants'
-shares (1 / mean slowdown; `flowherd.experiments.metrics`). Jobs still running at the horizon
+shares (1 / mean slowdown; `flowherd.experiments.metrics`), and after each table every tenant's
+mean slowdown (`print_tenants`). Jobs still running at the horizon
 count with their time so far (their JCT is censored at the horizon), so a controller cannot gain
 by leaving jobs unfinished.
 
