@@ -8,7 +8,8 @@ over the seeds (Student t), the change of mean JCT against no control, jobs fini
 controller's mean decision time; and what a gain costs others: the background flows' mean and p99
 flow completion time against no control on the same seed (the same background flows: the
 background is drawn from the seed, not from the controller) and Jain's index of the tenants'
-shares (1 / mean slowdown; `flowherd.experiments.metrics`). Jobs still running at the horizon
+shares (1 / mean slowdown; `flowherd.experiments.metrics`), and after each table every tenant's
+mean slowdown (`print_tenants`). Jobs still running at the horizon
 count with their time so far (their JCT is censored at the horizon), so a controller cannot gain
 by leaving jobs unfinished.
 
@@ -102,7 +103,10 @@ SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cas
                                                          "interleave")},
             **{lab: {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")}
                for lab in ("flowherd", "flowherd/1-class", "flowherd/spray", "flowherd/yield",
-                          "flowherd/util-paths", "flowherd/drain-yield")}}
+                          "flowherd/util-paths", "flowherd/drain-yield")},
+            # MLTCP sets weights only, never a class: its jobs stay unmarked, at the background's
+            # level, under `priority` as under `weighted` (`ControlHook`)
+            "mltcp": {"weighted": ("weighted", "priority"), "priority": ("priority", "weighted")}}
 
 # Controllers that under a grant are no control by construction: every decision they make uses a
 # lever the grant lacks, and `ControlHook` refuses the whole decision (Crux: classes and paths;
@@ -120,6 +124,16 @@ def scenario_network(path: Path) -> str | dict:
     from flowherd.experiments.scenario import read_scenario_mapping
 
     return read_scenario_mapping(str(path)).get("network") or "ideal"
+
+
+def network_arg(text: str | None) -> str | dict | None:
+    """--network as a run records it: a model's name, or a ``network:`` mapping written inline in
+    YAML (``{model: roce, default_queue: 7, lossless: [0, 1, 2, 3, 4, 5, 6, 7]}``)."""
+    if text is None or not text.lstrip().startswith("{"):
+        return text
+    import yaml
+
+    return yaml.safe_load(text)
 
 
 def _row_network(row: dict) -> str | dict:
@@ -361,6 +375,39 @@ def print_breakdown(rows: list[dict], labels: list[str], horizon_s: float) -> No
               f"{sum(m.values()):>8.2f}")
 
 
+def tenant_slowdowns(rows: list[dict], labels: list[str]) -> dict[str, dict[str, tuple[float, int]]]:
+    """Per controller, each tenant's mean slowdown (`tenant_slowdown`: the mean slowdown of its
+    finished jobs in a run) averaged over the seeds where it has one, with that count of seeds."""
+    out = {}
+    for lab in labels:
+        by: dict[str, list[float]] = {}
+        for r in rows:
+            if r["controller"] == lab:
+                for t, v in (r.get("tenant_slowdown") or {}).items():
+                    by.setdefault(t, []).append(v)
+        if by:
+            out[lab] = {t: (float(np.mean(v)), len(v)) for t, v in sorted(by.items())}
+    return out
+
+
+def print_tenants(rows: list[dict], labels: list[str]) -> None:
+    """Per controller, each tenant's mean slowdown over seeds (`tenant_slowdowns`; the seeds where
+    the tenant finished a job, in brackets when fewer than the controller's runs) and the mean
+    Jain index of the tenants' shares (1 / mean slowdown)."""
+    ts = tenant_slowdowns(rows, labels)
+    tenants = sorted({t for v in ts.values() for t in v})
+    if not tenants:
+        return
+    print("per-tenant mean slowdown of finished jobs (mean over seeds) and Jain's index:")
+    print(f"  {'controller':<20} " + " ".join(f"{t:>12}" for t in tenants) + f" {'Jain':>6}")
+    for lab, by in ts.items():
+        n = sum(r["controller"] == lab for r in rows)
+        cells = [("" if t not in by else f"{by[t][0]:.3f}" + ("" if by[t][1] == n else f" ({by[t][1]})"))
+                 for t in tenants]
+        jain = np.nanmean([r.get("tenant_jain", math.nan) for r in rows if r["controller"] == lab])
+        print(f"  {lab:<20} " + " ".join(f"{c:>12}" for c in cells) + f" {jain:>6.3f}")
+
+
 def print_curve(model: Path) -> None:
     curve = model.with_name(model.stem + "_curve.csv")
     if not curve.is_file():
@@ -384,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", nargs="*", default=[], help="trained RL models (.zip) to evaluate too")
     ap.add_argument("--grant", default="buffer", choices=["buffer", "weighted", "priority"],
                     help="the levers every controller may use (flowherd.sim.control_api.GRANTS)")
-    ap.add_argument("--network", default=None, help="network model of every run: ideal, roce, tcp "
+    ap.add_argument("--network", default=None, help="network model of every run: ideal, roce, tcp, or "
+                    "an inline YAML mapping of the network: section, '{model: roce, default_queue: 7}' "
                     "(default: the scenario's)")
     ap.add_argument("--no-background", action="store_true",
                     help="run without the scenarios' background traffic (rows marked background: off; "
@@ -403,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         ctrls.append((f"rl:{p.stem}", str(p), {}))
     levels = {s: (SCENARIOS[s] if s in SCENARIOS else Path(s)) for s in args.scenarios}
-    nets = {lvl: args.network or scenario_network(path) for lvl, path in levels.items()}
+    nets = {lvl: network_arg(args.network) or scenario_network(path) for lvl, path in levels.items()}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     # seed by seed: a benchmark stopped early (--json-out keeps every run) has whole paired seeds
     bg = not args.no_background
@@ -505,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{s:>9.3f} +-{sh:>5.3f} {fin:>9} {dec:>11.0f} {refused:>8} {bgm:>15} {bgp:>15} "
                   f"{worst:>12.3f} {jain:>6.3f}")
         print_breakdown(sub, [c[0] for c in ctrls], horizon_s(levels[lvl]))
+        print_tenants(sub, [c[0] for c in ctrls])
         # paired comparison on the same seeds: each flowherd policy against each baseline
         ours = [c[0] for c in ctrls if c[0] in OURS or c[0].startswith("rl:")]
         mean_of = {lab: np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])

@@ -97,3 +97,46 @@ def test_a_run_made_with_another_policy_code_is_not_reused():
     got = bench.reusable(rows, "roce", True, codes)
     assert sorted(k[1] for k in got) == ["interleave", "none"]
     assert len(bench.reusable(rows, "roce", True)) == 3  # without codes every row is taken
+
+
+def test_each_tenants_slowdown_is_averaged_over_the_seeds_where_it_has_one():
+    # tenant t1 finished jobs on both seeds of "x" (slowdowns 2 and 4 -> 3), t2 on seed 1 only;
+    # "y" has no tenant figures and is left out
+    rows = [{"controller": "x", "seed": 0, "tenant_slowdown": {"t1": 2.0}},
+            {"controller": "x", "seed": 1, "tenant_slowdown": {"t1": 4.0, "t2": 1.5}},
+            {"controller": "y", "seed": 0, "tenant_slowdown": {}}]
+    assert bench.tenant_slowdowns(rows, ["x", "y"]) == {"x": {"t1": (3.0, 2), "t2": (1.5, 1)}}
+
+
+def test_mltcps_run_under_priority_is_its_run_under_weighted():
+    # SAME_RUN takes MLTCP's weighted run for priority: it sets weights only, never a class, so its
+    # jobs stay unmarked, at the background's level, under both grants. The two-job case
+    # with the heavy scenario's background, 6 iterations, roce: the same JCTs and background FCTs
+    # under both, and not no control's (the weights apply)
+    from flowherd.experiments.runner import run_scenario
+    from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
+
+    assert bench.SAME_RUN["mltcp"]["priority"] == ("priority", "weighted")
+    base = read_scenario_mapping(Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
+                                 / "control_two_jobs.yaml")
+    for j in base["workload"]["jobs"]:
+        j["iterations"] = 6
+    base["workload"]["background"] = {"load": 0.1, "distribution": "web_search", "max_flows_per_s": 20}
+
+    def run(name, grant):
+        res = run_scenario(scenario_from_mapping({**base, "controller": {"name": name, "levers": grant}}))
+        return res.cluster.censored_jct_s().tolist(), res.summary["background"]["p99_fct_s"]
+
+    weighted = run("mltcp", "weighted")
+    assert run("mltcp", "priority") == weighted
+    assert run("none", "buffer")[0] != weighted[0]
+
+
+def test_network_is_a_models_name_or_an_inline_mapping():
+    assert bench.network_arg("roce") == "roce" and bench.network_arg(None) is None
+    got = bench.network_arg("{model: roce, default_queue: 7, lossless: [0, 7]}")
+    assert got == {"model": "roce", "default_queue": 7, "lossless": [0, 7]}
+    rows = [{"scenario": "heavy", "controller": "none", "seed": 0, "grant": "priority", "network": got},
+            {"scenario": "heavy", "controller": "none", "seed": 0, "grant": "priority", "network": "roce"}]
+    # the mapping's run, not roce's
+    assert bench.reusable(rows, {"heavy": got}, True) == {("heavy", "none", 0, "priority"): rows[0]}
