@@ -209,16 +209,18 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
     """Process events up to ``until`` (inclusive; ``inf``: all), in steps exactly as
     `flowherd.sim.engine.Engine` defines them, until one of the ``S_*`` hand-overs.
     ``act_buf[:st_i[N_ACT]]`` are the active flows; the buffers hold at least as many entries as
-    there are flows and the heap room for two events per coflow. The ideal network's exact
-    mode finds the flows that end in a heap of their ends (`flowherd.sim.flow_heap`).
+    there are flows and the heap room for two events per coflow. The exact mode finds the
+    flows that end in a heap of their ends (`flowherd.sim.flow_heap`), with or without the
+    congestion model in the loop: the model changes flows' latencies, not their transmission
+    ends, which only the rate updates here (and Python, before the heap is rebuilt) set.
 
     With ``st_i[NET]`` the congestion model's hooks run here too (`flowherd.sim.network.packed`:
     ``loop_done``, ``loop_rates``, on its state ``lossless_q`` .. ``fmark``, where they would run
     from Python), handing over only what they cannot do (``S_NET_RATES``, ``S_HOOK_DONE``).
     Returns (the ``S_*`` status, and with ``S_NET_PAUSES`` the pause records' links and
     durations, else empty arrays)."""
-    heap = (st_f[RTOL] == 0.0 and st_i[PY_RATES] == 0 and st_i[PY_ON_DONE] == 0 and st_i[NET] == 0
-            and st_i[SCAN] == 0 and st_i[STEPS] >= _HEAP_STEPS)
+    heap = (st_f[RTOL] == 0.0 and st_i[PY_RATES] == 0 and st_i[PY_ON_DONE] == 0 and st_i[SCAN] == 0
+            and st_i[STEPS] >= _HEAP_STEPS)
     holes = 0
     steps = 0
     fh_cap = 2 * act_buf.size + 64 if heap else 1
@@ -394,7 +396,9 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     if status == 1:
                         return _leave(S_NET_RATES, holes, act_buf, st_i, apos, steps)
                     if status == 2:
-                        st_i[STEPS] = steps  # no holes: the heap is off with NET
+                        st_i[STEPS] = steps
+                        if holes:
+                            st_i[N_ACT] = squeeze(act_buf, st_i[N_ACT], apos)
                         return S_NET_PAUSES, rec_u, rec_t
                 elif comp.size:
                     settle(comp, now, False, f_rate, f_rem, f_t0, f_lo, f_hi, link_buf, frac_buf,
@@ -408,13 +412,20 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                             g = comp[i]
                             if f_txend[g] < np.inf:
                                 hn = fh_push(ht, hf, hn, f_txend[g], g)
-        if st_i[PHASE] == 5:  # the new rates after the congestion model's hook (no heap: NET)
+        if st_i[PHASE] == 5:  # the new rates after the congestion model's hook
             now = st_f[NOW]
             comp = comp_buf[:st_i[N_COMP]]
             settle(comp, now, False, f_rate, f_rem, f_t0, f_lo, f_hi, link_buf, frac_buf, l_bytes, l_nact,
                    l_load, l_busy_since, l_busy_s)
             activate(comp, now, f_rate, f_rate_new, f_rem, f_txend, f_lo, f_hi, link_buf, frac_buf, l_nact,
                      l_load, l_busy_since)
+            if heap and hn + comp.size > fh_cap:
+                hn = fh_build(act_buf, st_i[N_ACT], f_txend, apos, ht, hf)
+            elif heap:
+                for i in range(comp.size):
+                    g = comp[i]
+                    if f_txend[g] < np.inf:
+                        hn = fh_push(ht, hf, hn, f_txend[g], g)
             st_i[PHASE] = 4
         if st_i[PHASE] == 4:  # the end of the step: what Python does now and then
             st_i[PHASE] = 0
