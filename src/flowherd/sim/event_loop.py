@@ -237,6 +237,11 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
     lu_chk = np.empty(nf, np.bool_)
     lu_eff = np.empty(cap.size, np.int64)
     lu_dl = np.empty(cap.size, np.int64)
+    # the congestion model's per-step work arrays (`packed.loop_done`: one entry per link)
+    nw = cap.size if st_i[NET] else 0
+    nw_i = np.empty(3 * nw, np.int64)
+    nw_f = np.empty(3 * nw)
+    nw_b = np.empty(nw, np.bool_)
     while True:
         phase = st_i[PHASE]
         if phase == 0 and st_i[NET] and not loop_room(cap.size, ser_t, ser_n, n_ms, pz_t):
@@ -288,7 +293,7 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     return _leave(S_HOOK_DONE, holes, act_buf, st_i, apos, steps)
                 if st_i[NET] and loop_done(done, f_lo, f_hi, link_buf, b_len, l_load, now, n_lf, n_li,
                                            n_lb, n_cf, n_ci, dq_p, dq_q, dq_w, ser_t, ser_l, ser_q,
-                                           ser_n):
+                                           ser_n, nw_i, nw_f, nw_b):
                     # DCQCN's table first: the model's hook does it all
                     return _leave(S_HOOK_DONE, holes, act_buf, st_i, apos, steps)
         if st_i[PHASE] == 1 and st_i[N_DONE] and st_i[COUNTED] == 0:
