@@ -29,7 +29,8 @@ from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.bottleneck import local_core
 from flowherd.sim.flow_heap import fh_build, fh_push, fh_soonest, fh_take_done, squeeze
 from flowherd.sim.incidence import adj_insert, buckets_add
-from flowherd.sim.network.packed import loop_done, loop_rates, loop_room
+from flowherd.sim.network.packed import loop_done, loop_rates, loop_rates_tail, loop_room, rates_fast
+from flowherd.sim.network.rates_core import FB, IB
 
 if TYPE_CHECKING:
     from flowherd.sim.engine import Engine
@@ -242,6 +243,12 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
     nw_i = np.empty(3 * nw, np.int64)
     nw_f = np.empty(3 * nw)
     nw_b = np.empty(nw, np.bool_)
+    # and `packed.rates_fast`'s (`rates_core.work_arrays`)
+    nr = 1 if st_i[NET] else 0
+    nr_i = np.empty(nr * (2 * FB + 5 * IB) + 2 * nw, np.int64)
+    nr_f = np.empty(nr * (5 * FB + IB) + 9 * nw)
+    nr_b = np.empty(nr * 2 * FB + 2 * nw, np.bool_)
+    nr_res = np.zeros(5, np.int64)
     while True:
         phase = st_i[PHASE]
         if phase == 0 and st_i[NET] and not loop_room(cap.size, ser_t, ser_n, n_ms, pz_t):
@@ -393,18 +400,31 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     comp_buf[:comp.size] = comp
                     st_i[N_COMP] = comp.size
                     st_i[PHASE] = 5
-                    status, rec_u, rec_t = loop_rates(
+                    fast = rates_fast(
                         comp, f_lo, f_hi, link_buf, frac_buf, f_rate, f_rate_new, f_rem, f_size, f_start,
-                        f_prio, f_lat, now, l_load, b_start, b_len, b_flow, lossless_q, default_mask, n_lf,
-                        n_li, n_lb, n_cf, n_ci, n_bf, n_ms, dq_p, dq_q, dq_w, ser_t, ser_l, ser_q, ser_n,
-                        mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark, fi_buf, ho_i, ho_f)
-                    if status == 1:
-                        return _leave(S_NET_RATES, holes, act_buf, st_i, apos, steps)
-                    if status == 2:
-                        st_i[STEPS] = steps
-                        if holes:
-                            st_i[N_ACT] = squeeze(act_buf, st_i[N_ACT], apos)
-                        return S_NET_PAUSES, rec_u, rec_t
+                        f_prio, f_lat, now, l_load, b_len, lossless_q, n_lf, n_li, n_lb, n_cf, n_ci, dq_p,
+                        dq_q, dq_w, ser_t, ser_l, ser_q, ser_n, nr_i, nr_f, nr_b, nr_res)
+                    if fast != 1:  # bursts, a hand-over, or an update larger than the work arrays
+                        if fast == 2:
+                            status, rec_u, rec_t = loop_rates_tail(
+                                comp, f_lo, f_hi, link_buf, f_prio, f_rate_new, f_rem, f_lat, now, l_load,
+                                b_start, b_len, b_flow, lossless_q, default_mask, n_lf, n_li, n_lb, n_cf,
+                                n_ci, n_bf, n_ms, dq_q, dq_w, mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark,
+                                fi_buf, ho_i, ho_f, nr_i, nr_f, nr_b, nr_res)
+                        else:
+                            status, rec_u, rec_t = loop_rates(
+                                comp, f_lo, f_hi, link_buf, frac_buf, f_rate, f_rate_new, f_rem, f_size,
+                                f_start, f_prio, f_lat, now, l_load, b_start, b_len, b_flow, lossless_q,
+                                default_mask, n_lf, n_li, n_lb, n_cf, n_ci, n_bf, n_ms, dq_p, dq_q, dq_w,
+                                ser_t, ser_l, ser_q, ser_n, mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark,
+                                fi_buf, ho_i, ho_f)
+                        if status == 1:
+                            return _leave(S_NET_RATES, holes, act_buf, st_i, apos, steps)
+                        if status == 2:
+                            st_i[STEPS] = steps
+                            if holes:
+                                st_i[N_ACT] = squeeze(act_buf, st_i[N_ACT], apos)
+                            return S_NET_PAUSES, rec_u, rec_t
                 elif comp.size:
                     settle(comp, now, False, f_rate, f_rem, f_t0, f_lo, f_hi, link_buf, frac_buf,
                            l_bytes, l_nact, l_load, l_busy_since, l_busy_s)
