@@ -30,7 +30,7 @@ from flowherd.sim.bottleneck import local_core
 from flowherd.sim.flow_heap import fh_build, fh_push, fh_soonest, fh_take_done, squeeze
 from flowherd.sim.incidence import adj_insert, buckets_add
 from flowherd.sim.network.packed import loop_done, loop_rates, loop_rates_tail, loop_room, rates_fast
-from flowherd.sim.network.rates_core import FB, IB
+from flowherd.sim.network.rates_core import FB, IB, _sort_ints
 
 if TYPE_CHECKING:
     from flowherd.sim.engine import Engine
@@ -238,6 +238,10 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
     lu_chk = np.empty(nf, np.bool_)
     lu_eff = np.empty(cap.size, np.int64)
     lu_dl = np.empty(cap.size, np.int64)
+    # the re-allocated flows sorted without an allocation per update (`rates_core._sort_ints`)
+    so_out = np.empty(nf, np.int64)
+    so_ord = np.empty(nf, np.int64)
+    so_tmp = np.empty(nf, np.int64)
     # the congestion model's per-step work arrays (`packed.loop_done`: one entry per link)
     nw = cap.size if st_i[NET] else 0
     nw_i = np.empty(3 * nw, np.int64)
@@ -392,7 +396,8 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     f_rate_new, f_weight, f_prio, cap, cap_eff, s_pos, l_mark, f_mark, b_start, b_len,
                     b_flow, b_inc, f_bn, sc_load, sc_pmax, sc_mlev, sc_stamp, sc_raw, sc_dirty, sc_uid,
                     lu_mem, lu_prev, lu_re, lu_gr, lu_chk, lu_eff, lu_dl)
-                comp = np.sort(lu_mem[:n_c])
+                _sort_ints(lu_mem, n_c, so_ord, so_tmp, so_out)  # distinct ids: np.sort's order
+                comp = so_out[:n_c]
                 st_i[UPDATES] += 1
                 st_i[PASSES] += passes
                 st_i[MOVED] += moved
