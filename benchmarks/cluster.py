@@ -148,7 +148,7 @@ def main() -> None:
         print(f"    wall {res.wall_s:.1f} s (+{build_s:.1f} s fabric/jobs; CPU {cpu_s:.1f} s in all) -> one "
               f"simulated hour: {hour:.1f} s{note}")
         print(f"    jobs started {started}, finished {done}; iterations {iters} ({ff} fast-forwarded); "
-              f"events {res.num_events}, coflows {res.num_coflows}")
+              f"events {res.num_events}, coflows {res.num_coflows}, rate updates {res.num_rate_updates}")
         if args.compare_exact and bg is not None and (args.bg_mode != "exact" or not args.no_quiet):
             cpu1 = time.process_time()
             with use_network(load_network(net_name)):

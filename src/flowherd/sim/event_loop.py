@@ -29,7 +29,8 @@ from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.bottleneck import local_core
 from flowherd.sim.flow_heap import fh_build, fh_push, fh_soonest, fh_take_done, squeeze
 from flowherd.sim.incidence import adj_insert, buckets_add
-from flowherd.sim.network.packed import loop_done, loop_rates, loop_room
+from flowherd.sim.network.packed import loop_done, loop_rates, loop_rates_tail, loop_room, rates_fast
+from flowherd.sim.network.rates_core import FB, IB, _sort_ints
 
 if TYPE_CHECKING:
     from flowherd.sim.engine import Engine
@@ -209,16 +210,18 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
     """Process events up to ``until`` (inclusive; ``inf``: all), in steps exactly as
     `flowherd.sim.engine.Engine` defines them, until one of the ``S_*`` hand-overs.
     ``act_buf[:st_i[N_ACT]]`` are the active flows; the buffers hold at least as many entries as
-    there are flows and the heap room for two events per coflow. The ideal network's exact
-    mode finds the flows that end in a heap of their ends (`flowherd.sim.flow_heap`).
+    there are flows and the heap room for two events per coflow. The exact mode finds the
+    flows that end in a heap of their ends (`flowherd.sim.flow_heap`), with or without the
+    congestion model in the loop: the model changes flows' latencies, not their transmission
+    ends, which only the rate updates here (and Python, before the heap is rebuilt) set.
 
     With ``st_i[NET]`` the congestion model's hooks run here too (`flowherd.sim.network.packed`:
     ``loop_done``, ``loop_rates``, on its state ``lossless_q`` .. ``fmark``, where they would run
     from Python), handing over only what they cannot do (``S_NET_RATES``, ``S_HOOK_DONE``).
     Returns (the ``S_*`` status, and with ``S_NET_PAUSES`` the pause records' links and
     durations, else empty arrays)."""
-    heap = (st_f[RTOL] == 0.0 and st_i[PY_RATES] == 0 and st_i[PY_ON_DONE] == 0 and st_i[NET] == 0
-            and st_i[SCAN] == 0 and st_i[STEPS] >= _HEAP_STEPS)
+    heap = (st_f[RTOL] == 0.0 and st_i[PY_RATES] == 0 and st_i[PY_ON_DONE] == 0 and st_i[SCAN] == 0
+            and st_i[STEPS] >= _HEAP_STEPS)
     holes = 0
     steps = 0
     fh_cap = 2 * act_buf.size + 64 if heap else 1
@@ -235,6 +238,21 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
     lu_chk = np.empty(nf, np.bool_)
     lu_eff = np.empty(cap.size, np.int64)
     lu_dl = np.empty(cap.size, np.int64)
+    # the re-allocated flows sorted without an allocation per update (`rates_core._sort_ints`)
+    so_out = np.empty(nf, np.int64)
+    so_ord = np.empty(nf, np.int64)
+    so_tmp = np.empty(nf, np.int64)
+    # the congestion model's per-step work arrays (`packed.loop_done`: one entry per link)
+    nw = cap.size if st_i[NET] else 0
+    nw_i = np.empty(3 * nw, np.int64)
+    nw_f = np.empty(3 * nw)
+    nw_b = np.empty(nw, np.bool_)
+    # and `packed.rates_fast`'s (`rates_core.work_arrays`)
+    nr = 1 if st_i[NET] else 0
+    nr_i = np.empty(nr * (2 * FB + 5 * IB) + 2 * nw, np.int64)
+    nr_f = np.empty(nr * (5 * FB + IB) + 9 * nw)
+    nr_b = np.empty(nr * 2 * FB + 2 * nw, np.bool_)
+    nr_res = np.zeros(5, np.int64)
     while True:
         phase = st_i[PHASE]
         if phase == 0 and st_i[NET] and not loop_room(cap.size, ser_t, ser_n, n_ms, pz_t):
@@ -286,7 +304,7 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     return _leave(S_HOOK_DONE, holes, act_buf, st_i, apos, steps)
                 if st_i[NET] and loop_done(done, f_lo, f_hi, link_buf, b_len, l_load, now, n_lf, n_li,
                                            n_lb, n_cf, n_ci, dq_p, dq_q, dq_w, ser_t, ser_l, ser_q,
-                                           ser_n):
+                                           ser_n, nw_i, nw_f, nw_b):
                     # DCQCN's table first: the model's hook does it all
                     return _leave(S_HOOK_DONE, holes, act_buf, st_i, apos, steps)
         if st_i[PHASE] == 1 and st_i[N_DONE] and st_i[COUNTED] == 0:
@@ -378,7 +396,8 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     f_rate_new, f_weight, f_prio, cap, cap_eff, s_pos, l_mark, f_mark, b_start, b_len,
                     b_flow, b_inc, f_bn, sc_load, sc_pmax, sc_mlev, sc_stamp, sc_raw, sc_dirty, sc_uid,
                     lu_mem, lu_prev, lu_re, lu_gr, lu_chk, lu_eff, lu_dl)
-                comp = np.sort(lu_mem[:n_c])
+                _sort_ints(lu_mem, n_c, so_ord, so_tmp, so_out)  # distinct ids: np.sort's order
+                comp = so_out[:n_c]
                 st_i[UPDATES] += 1
                 st_i[PASSES] += passes
                 st_i[MOVED] += moved
@@ -386,16 +405,31 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                     comp_buf[:comp.size] = comp
                     st_i[N_COMP] = comp.size
                     st_i[PHASE] = 5
-                    status, rec_u, rec_t = loop_rates(
+                    fast = rates_fast(
                         comp, f_lo, f_hi, link_buf, frac_buf, f_rate, f_rate_new, f_rem, f_size, f_start,
-                        f_prio, f_lat, now, l_load, b_start, b_len, b_flow, lossless_q, default_mask, n_lf,
-                        n_li, n_lb, n_cf, n_ci, n_bf, n_ms, dq_p, dq_q, dq_w, ser_t, ser_l, ser_q, ser_n,
-                        mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark, fi_buf, ho_i, ho_f)
-                    if status == 1:
-                        return _leave(S_NET_RATES, holes, act_buf, st_i, apos, steps)
-                    if status == 2:
-                        st_i[STEPS] = steps  # no holes: the heap is off with NET
-                        return S_NET_PAUSES, rec_u, rec_t
+                        f_prio, f_lat, now, l_load, b_len, lossless_q, n_lf, n_li, n_lb, n_cf, n_ci, dq_p,
+                        dq_q, dq_w, ser_t, ser_l, ser_q, ser_n, nr_i, nr_f, nr_b, nr_res)
+                    if fast != 1:  # bursts, a hand-over, or an update larger than the work arrays
+                        if fast == 2:
+                            status, rec_u, rec_t = loop_rates_tail(
+                                comp, f_lo, f_hi, link_buf, f_prio, f_rate_new, f_rem, f_lat, now, l_load,
+                                b_start, b_len, b_flow, lossless_q, default_mask, n_lf, n_li, n_lb, n_cf,
+                                n_ci, n_bf, n_ms, dq_q, dq_w, mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark,
+                                fi_buf, ho_i, ho_f, nr_i, nr_f, nr_b, nr_res)
+                        else:
+                            status, rec_u, rec_t = loop_rates(
+                                comp, f_lo, f_hi, link_buf, frac_buf, f_rate, f_rate_new, f_rem, f_size,
+                                f_start, f_prio, f_lat, now, l_load, b_start, b_len, b_flow, lossless_q,
+                                default_mask, n_lf, n_li, n_lb, n_cf, n_ci, n_bf, n_ms, dq_p, dq_q, dq_w,
+                                ser_t, ser_l, ser_q, ser_n, mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark,
+                                fi_buf, ho_i, ho_f)
+                        if status == 1:
+                            return _leave(S_NET_RATES, holes, act_buf, st_i, apos, steps)
+                        if status == 2:
+                            st_i[STEPS] = steps
+                            if holes:
+                                st_i[N_ACT] = squeeze(act_buf, st_i[N_ACT], apos)
+                            return S_NET_PAUSES, rec_u, rec_t
                 elif comp.size:
                     settle(comp, now, False, f_rate, f_rem, f_t0, f_lo, f_hi, link_buf, frac_buf,
                            l_bytes, l_nact, l_load, l_busy_since, l_busy_s)
@@ -408,13 +442,20 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                             g = comp[i]
                             if f_txend[g] < np.inf:
                                 hn = fh_push(ht, hf, hn, f_txend[g], g)
-        if st_i[PHASE] == 5:  # the new rates after the congestion model's hook (no heap: NET)
+        if st_i[PHASE] == 5:  # the new rates after the congestion model's hook
             now = st_f[NOW]
             comp = comp_buf[:st_i[N_COMP]]
             settle(comp, now, False, f_rate, f_rem, f_t0, f_lo, f_hi, link_buf, frac_buf, l_bytes, l_nact,
                    l_load, l_busy_since, l_busy_s)
             activate(comp, now, f_rate, f_rate_new, f_rem, f_txend, f_lo, f_hi, link_buf, frac_buf, l_nact,
                      l_load, l_busy_since)
+            if heap and hn + comp.size > fh_cap:
+                hn = fh_build(act_buf, st_i[N_ACT], f_txend, apos, ht, hf)
+            elif heap:
+                for i in range(comp.size):
+                    g = comp[i]
+                    if f_txend[g] < np.inf:
+                        hn = fh_push(ht, hf, hn, f_txend[g], g)
             st_i[PHASE] = 4
         if st_i[PHASE] == 4:  # the end of the step: what Python does now and then
             st_i[PHASE] = 0

@@ -503,6 +503,25 @@ def rates_pass(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
     return fi, t, nflows, new_load, rtt_l, h, peak, ll, sat, ch_l[:nch], ch_q[:nch], need
 
 
+@kernel(**NO_REFCOUNT)
+def done_core(done, lo, hi, link_buf, scratch, is_net, b_len, load, rtt_part, now, q, q_t, q_int, q_max,
+              mark_frac, load_rec, marked, src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes,
+              pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q, dq_w, t, nflows, ld, rtt, sat, ch_l, ch_q):
+    """`done_pass` into work arrays ``t`` .. ``ch_q`` of one entry per link (no allocation, no
+    reference counts: the event loop calls it at every step that ends flows). Returns (links
+    in ``t``, changes in ``ch_l``/``ch_q``, `link_update`'s need)."""
+    m = _distinct_into(done, lo, hi, link_buf, scratch, is_net, True, t)
+    for j in range(m):
+        nflows[j] = b_len[t[j]]
+        ld[j] = load[t[j]]
+        rtt[j] = 3.0 * rtt_part[t[j]]
+        sat[j] = False
+    nch, need = _link_set(t[:m], nflows[:m], ld[:m], rtt[:m], now, q, q_t, q_int, q_max, mark_frac,
+                          load_rec, marked, is_net, src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp,
+                          k_bytes, pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q, dq_w, sat[:m], ch_l, ch_q)
+    return m, nch, need
+
+
 @kernel
 def done_pass(done, lo, hi, link_buf, scratch, is_net, b_len, load, rtt_part, now, q, q_t, q_int, q_max,
               mark_frac, load_rec, marked, src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes,
@@ -514,18 +533,14 @@ def done_pass(done, lo, hi, link_buf, scratch, is_net, b_len, load, rtt_part, no
     for i in range(done.size):
         total += hi[done[i]] - lo[done[i]]
     t = np.empty(total, np.int64)
-    t = t[:_distinct_into(done, lo, hi, link_buf, scratch, is_net, True, t)]
-    nflows = np.empty(t.size, np.int64)
-    ld = np.empty(t.size)
-    rtt = np.empty(t.size)
-    for j in range(t.size):
-        nflows[j] = b_len[t[j]]
-        ld[j] = load[t[j]]
-        rtt[j] = 3.0 * rtt_part[t[j]]
-    sat = np.zeros(t.size, np.bool_)
-    ch_l = np.empty(t.size, np.int64)
-    ch_q = np.empty(t.size)
-    nch, need = _link_set(t, nflows, ld, rtt, now, q, q_t, q_int, q_max, mark_frac, load_rec, marked, is_net,
-                          src_is_switch, arrive, cap, cap_wire, sat_rtol, tcp, k_bytes, pkt_bytes,
-                          q_cap_bytes, dq_cls, dq_p, dq_q, dq_w, sat, ch_l, ch_q)
-    return t, sat, ch_l[:nch], ch_q[:nch], need
+    nflows = np.empty(total, np.int64)
+    ld = np.empty(total)
+    rtt = np.empty(total)
+    sat = np.empty(total, np.bool_)
+    ch_l = np.empty(total, np.int64)
+    ch_q = np.empty(total)
+    m, nch, need = done_core(done, lo, hi, link_buf, scratch, is_net, b_len, load, rtt_part, now, q, q_t,
+                             q_int, q_max, mark_frac, load_rec, marked, src_is_switch, arrive, cap, cap_wire,
+                             sat_rtol, tcp, k_bytes, pkt_bytes, q_cap_bytes, dq_cls, dq_p, dq_q, dq_w, t,
+                             nflows, ld, rtt, sat, ch_l, ch_q)
+    return t[:m], sat[:m], ch_l[:nch], ch_q[:nch], need

@@ -16,10 +16,12 @@ import numpy as np
 from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.network.burst_kernels import burst_apply, burst_members
 from flowherd.sim.network.dcqcn import start_loss_stepped_s
-from flowherd.sim.network.kernels import done_pass, rates_pass
+from flowherd.sim.network.kernels import done_core, done_pass, rates_pass
+from flowherd.sim.network.rates_core import FB, IB, rates_core
 
 __all__ = ["BF", "CF", "CI", "LB", "LF", "LI", "MS", "PFC_DEPTH", "SERIES_MAX", "done_step", "loop_done",
-           "loop_rates", "loop_room", "memo_rehash", "rates_step", "record_series", "start_loss_memo"]
+           "loop_rates", "loop_rates_tail", "loop_room", "memo_rehash", "rates_fast", "rates_step",
+           "record_series", "start_loss_memo"]
 
 #: rows of the float link state ``lf``
 LF = ("rtt_part", "q", "q_max", "cap_wire", "arrive", "s_dload", "s_rtt", "q_t", "q_int", "mark", "load",
@@ -41,6 +43,7 @@ BF = ("xon", "min_rto", "xoff", "kmin", "kmax", "pmax", "pkt", "cnp_interval", "
 #: outside the default queue, start-loss memo entries, pause records in the buffer and in all
 MS = ("timeouts", "pauses", "multi_class", "memo_n", "pz_buf", "pz_kept")
 PFC_DEPTH = 3  # hops a pause may spread upstream
+_NLF = len(LF)
 
 (_RTT_PART, _Q, _Q_MAX, _CAP_WIRE, _ARRIVE, _S_DLOAD, _S_RTT, _Q_T, _Q_INT, _MARK, _LOAD, _MARKED,
  _CAP, _DROPS, _PAUSE) = range(15)
@@ -102,16 +105,26 @@ def record_series(now, ch_l, ch_q, ser_t, ser_l, ser_q, ser_n):
         ser_n[1] += ch_l.size
 
 
-@kernel
+@kernel(**NO_REFCOUNT)
 def loop_done(done, lo, hi, link_buf, b_len, load, now, lf, li, lb, cf, ci, dq_p, dq_q, dq_w, ser_t, ser_l,
-              ser_q, ser_n):
+              ser_q, ser_n, w_i, w_f, w_b):
     """`NetworkModel.on_done` without Python: False when done, True when DCQCN's table lacks
-    an entry (`done_step` touched nothing; the model's Python hook does it)."""
-    _, _, ch_l, ch_q, need = done_step(done, lo, hi, link_buf, b_len, load, now, lf, li, lb, cf, ci, dq_p,
-                                       dq_q, dq_w)
+    an entry (`done_step` touched nothing; the model's Python hook does it). `done_step`'s
+    work in the event loop's work arrays ``w_i`` (three rows of one integer per link), ``w_f``
+    (three of floats), ``w_b`` (one of flags): no allocation, no reference counts (these were
+    28% of the counts of a roce run at scale a, issue 17)."""
+    n = lf.size // _NLF
+    _, nch, need = done_core(
+        done, lo, hi, link_buf, _row(lb, _SCRATCH, n), _row(lb, _IS_NET, n), b_len, load,
+        _row(lf, _RTT_PART, n), now, _row(lf, _Q, n), _row(lf, _Q_T, n), _row(lf, _Q_INT, n),
+        _row(lf, _Q_MAX, n), _row(lf, _MARK, n),
+        _row(lf, _LOAD, n), _row(lf, _MARKED, n), _row(lb, _SW, n), _row(lf, _ARRIVE, n), _row(lf, _CAP, n),
+        _row(lf, _CAP_WIRE, n), cf[11], ci[0] != 0, cf[12], cf[13], cf[14], _row(li, _DQ_CLS, n), dq_p, dq_q,
+        dq_w, _row(w_i, 0, n), _row(w_i, 1, n), _row(w_f, 0, n), _row(w_f, 1, n), w_b[:n], _row(w_i, 2, n),
+        _row(w_f, 2, n))
     if need >= 0:
         return True
-    record_series(now, ch_l, ch_q, ser_t, ser_l, ser_q, ser_n)
+    record_series(now, w_i[2 * n:2 * n + nch], w_f[2 * n:2 * n + nch], ser_t, ser_l, ser_q, ser_n)
     return False
 
 
@@ -242,6 +255,80 @@ def loop_rates(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
     nt = t.size if need >= 0 else 0
     fi_buf[:fi.size] = fi
     ho_i[0] = fi.size
+    ho_i[1] = nh
+    ho_i[2] = nt
+    ho_i[3] = need
+    k = 4
+    for j in range(nh):
+        ho_i[k + j] = hot[j]
+        ho_i[k + nh + j] = 1 if ll[j] else 0
+        ho_f[j] = peak[j]
+    k += 2 * nh
+    for j in range(nt):
+        ho_i[k + j] = t[j]
+        ho_i[k + nt + j] = nflows[j]
+        ho_f[nh + j] = new_load[j]
+        ho_f[nh + nt + j] = rtt_l[j]
+    return 1, no_i, no_f
+
+
+@kernel(**NO_REFCOUNT)
+def rates_fast(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, start, prio, lat, now,
+               load, b_len, lossless_q, lf, li, lb, cf, ci, dq_p, dq_q, dq_w, ser_t, ser_l, ser_q, ser_n, wi,
+               wf, wb, res):
+    """`loop_rates` as far as it goes without allocation or reference counts
+    (`rates_core.rates_core` on the rows of the model's state, the work arrays ``wi`` / ``wf``
+    / ``wb``, its counts in ``res``). Returns 1 when that was all (no port fills, DCQCN's table
+    had every entry: the queue changes are recorded), 2 when the rest is `loop_rates_tail`'s,
+    0 when the update is larger than the work arrays and nothing was done (`loop_rates`)."""
+    n = lf.size // _NLF
+    rates_core(
+        comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, start, prio, lat, now,
+        _row(lf, _RTT_PART, n), _row(lf, _Q, n), _row(lf, _Q_MAX, n), _row(lf, _CAP_WIRE, n),
+        _row(li, _SRC, n), _row(li, _DST, n), _row(lb, _IS_NET, n), load, b_len, _row(lf, _ARRIVE, n),
+        lossless_q, _row(lb, _SCRATCH, n), _row(lf, _S_DLOAD, n), _row(lf, _S_RTT, n), _row(li, _S_CNT, n),
+        _row(li, _POS, n), ci[0] != 0, ci[1], cf[0], cf[1], cf[2], cf[3], cf[4], ci[2], cf[5], cf[6], cf[7],
+        cf[8], cf[9], cf[10], _row(lf, _Q_T, n), _row(lf, _Q_INT, n), _row(lf, _MARK, n), _row(lf, _LOAD, n),
+        _row(lf, _MARKED, n), _row(lb, _SW, n), _row(lf, _CAP, n), cf[11], cf[12], cf[13], cf[14],
+        _row(li, _DQ_CLS, n), dq_p, dq_q, dq_w, wi, wf, wb, res)
+    if res[0] < 0:
+        return 0
+    if res[4] < 0:
+        o_i, o_f = 2 * FB + 5 * IB + n, 5 * FB + IB + 4 * n
+        record_series(now, wi[o_i:o_i + res[3]], wf[o_f:o_f + res[3]], ser_t, ser_l, ser_q, ser_n)
+        if res[2] == 0:
+            return 1
+    return 2
+
+
+@kernel
+def loop_rates_tail(comp, lo, hi, link_buf, prio, rate_new, rem, lat, now, load, b_start, b_len, b_flow,
+                    lossless_q, default_mask, lf, li, lb, cf, ci, bf, ms, dq_q, dq_w, mk_i, mk_f, pz_t, pz_l,
+                    pz_d, fpos, fmark, fi_buf, ho_i, ho_f, wi, wf, wb, res):
+    """The rest of `loop_rates` after `rates_fast` returned 2, on its results in the work
+    arrays: the bursts, or the hand-over to Python; returns what `loop_rates` returns."""
+    n = lf.size // _NLF
+    nfi, m, nh, need = res[0], res[1], res[2], res[4]
+    fi = wi[0:nfi]
+    t = wi[2 * FB:2 * FB + m]
+    hot = wi[2 * FB + 4 * IB:2 * FB + 4 * IB + nh]
+    nflows = wi[2 * FB + 5 * IB:2 * FB + 5 * IB + m]
+    o = 5 * FB + IB
+    rtt_l = wf[o + n:o + n + m]
+    new_load = wf[o + 2 * n:o + 2 * n + m]
+    peak = wf[o + 3 * n:o + 3 * n + nh]
+    ll = wb[2 * FB + n:2 * FB + n + nh]
+    no_i, no_f = np.empty(0, np.int64), np.empty(0)
+    if need < 0:
+        status, rec_u, rec_t = _loop_bursts(
+            comp[fi], hot, peak, ll, lo, hi, link_buf, prio, rate_new, rem, lat, b_start, b_len, b_flow,
+            load, now, lossless_q, default_mask, lf, li, lb, cf, ci, bf, ms, dq_q, dq_w, mk_i, mk_f, pz_t,
+            pz_l, pz_d, fpos, fmark)
+        if status != 1:
+            return status, rec_u, rec_t
+    nt = m if need >= 0 else 0
+    fi_buf[:nfi] = fi
+    ho_i[0] = nfi
     ho_i[1] = nh
     ho_i[2] = nt
     ho_i[3] = need
