@@ -27,7 +27,7 @@ from flowherd.errors import SimulationError
 from flowherd.sim.allocation import activate, settle
 from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.bottleneck import local_core
-from flowherd.sim.flow_heap import fh_build, fh_push, fh_soonest, fh_take_done, squeeze
+from flowherd.sim.flow_heap import fh_build, fh_requeue, fh_soonest, fh_take_done, squeeze
 from flowherd.sim.incidence import adj_insert, buckets_add
 from flowherd.sim.network.packed import loop_done, loop_rates, loop_rates_tail, loop_room, rates_fast
 from flowherd.sim.network.rates_core import FB, IB, _sort_ints
@@ -435,13 +435,8 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                            l_bytes, l_nact, l_load, l_busy_since, l_busy_s)
                     activate(comp, now, f_rate, f_rate_new, f_rem, f_txend, f_lo, f_hi, link_buf,
                              frac_buf, l_nact, l_load, l_busy_since)
-                    if heap and hn + comp.size > fh_cap:  # full of stale entries: anew
-                        hn = fh_build(act_buf, st_i[N_ACT], f_txend, apos, ht, hf)
-                    elif heap:
-                        for i in range(comp.size):
-                            g = comp[i]
-                            if f_txend[g] < np.inf:
-                                hn = fh_push(ht, hf, hn, f_txend[g], g)
+                    if heap:
+                        hn = fh_requeue(comp, f_txend, hn, fh_cap, act_buf, st_i[N_ACT], apos, ht, hf)
         if st_i[PHASE] == 5:  # the new rates after the congestion model's hook
             now = st_f[NOW]
             comp = comp_buf[:st_i[N_COMP]]
@@ -449,13 +444,8 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                    l_load, l_busy_since, l_busy_s)
             activate(comp, now, f_rate, f_rate_new, f_rem, f_txend, f_lo, f_hi, link_buf, frac_buf, l_nact,
                      l_load, l_busy_since)
-            if heap and hn + comp.size > fh_cap:
-                hn = fh_build(act_buf, st_i[N_ACT], f_txend, apos, ht, hf)
-            elif heap:
-                for i in range(comp.size):
-                    g = comp[i]
-                    if f_txend[g] < np.inf:
-                        hn = fh_push(ht, hf, hn, f_txend[g], g)
+            if heap:
+                hn = fh_requeue(comp, f_txend, hn, fh_cap, act_buf, st_i[N_ACT], apos, ht, hf)
             st_i[PHASE] = 4
         if st_i[PHASE] == 4:  # the end of the step: what Python does now and then
             st_i[PHASE] = 0

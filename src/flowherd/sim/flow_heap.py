@@ -28,7 +28,7 @@ import numpy as np
 from flowherd.sim.aot import NO_REFCOUNT, kernel
 from flowherd.sim.fairshare import heap_push_pair
 
-__all__ = ["fh_build", "fh_push", "fh_soonest", "fh_take_done", "squeeze"]
+__all__ = ["fh_build", "fh_push", "fh_requeue", "fh_soonest", "fh_take_done", "squeeze"]
 
 
 @kernel(**NO_REFCOUNT)
@@ -83,6 +83,20 @@ def fh_build(act_buf, n_ext, txend, apos, ht, hf):
             hn += 1
     for i in range((hn >> 1) - 1, -1, -1):
         _sift_down(ht, hf, hn, i)
+    return hn
+
+
+@kernel(**NO_REFCOUNT)
+def fh_requeue(comp, txend, hn, cap, act_buf, n_ext, apos, ht, hf):
+    """The heap after the flows of ``comp`` took new ends: built anew from ``act_buf[:n_ext]``
+    when their pushes would pass ``cap`` (the heap full of stale entries), else each finite
+    end pushed; returns its size."""
+    if hn + comp.size > cap:
+        return fh_build(act_buf, n_ext, txend, apos, ht, hf)
+    for i in range(comp.size):
+        g = comp[i]
+        if txend[g] < np.inf:
+            hn = heap_push_pair(ht, hf, hn, txend[g], g)
     return hn
 
 

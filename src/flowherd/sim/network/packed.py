@@ -226,6 +226,30 @@ def _loop_bursts(comp, hot, peak, ll, lo, hi, link_buf, prio, rate_new, rem, lat
 
 
 @kernel
+def _hand_over(fi, hot, ll, peak, t, nflows, new_load, rtt_l, need, fi_buf, ho_i, ho_f):
+    """`loop_rates`' hand-over to Python in ``fi_buf`` / ``ho_i`` / ``ho_f`` (its docstring):
+    the fresh flows, the burst links, and where DCQCN's table lacks an entry the touched links."""
+    nh = hot.size
+    nt = t.size if need >= 0 else 0
+    fi_buf[:fi.size] = fi
+    ho_i[0] = fi.size
+    ho_i[1] = nh
+    ho_i[2] = nt
+    ho_i[3] = need
+    k = 4
+    for j in range(nh):
+        ho_i[k + j] = hot[j]
+        ho_i[k + nh + j] = 1 if ll[j] else 0
+        ho_f[j] = peak[j]
+    k += 2 * nh
+    for j in range(nt):
+        ho_i[k + j] = t[j]
+        ho_i[k + nt + j] = nflows[j]
+        ho_f[nh + j] = new_load[j]
+        ho_f[nh + nt + j] = rtt_l[j]
+
+
+@kernel
 def loop_rates(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, start, prio, lat, now, load,
                b_start, b_len, b_flow, lossless_q, default_mask, lf, li, lb, cf, ci, bf, ms, dq_p, dq_q, dq_w,
                ser_t, ser_l, ser_q, ser_n, mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark, fi_buf, ho_i, ho_f):
@@ -251,24 +275,7 @@ def loop_rates(comp, lo, hi, link_buf, frac_buf, rate_old, rate_new, rem, size, 
             pz_l, pz_d, fpos, fmark)
         if status != 1:
             return status, rec_u, rec_t
-    nh = hot.size
-    nt = t.size if need >= 0 else 0
-    fi_buf[:fi.size] = fi
-    ho_i[0] = fi.size
-    ho_i[1] = nh
-    ho_i[2] = nt
-    ho_i[3] = need
-    k = 4
-    for j in range(nh):
-        ho_i[k + j] = hot[j]
-        ho_i[k + nh + j] = 1 if ll[j] else 0
-        ho_f[j] = peak[j]
-    k += 2 * nh
-    for j in range(nt):
-        ho_i[k + j] = t[j]
-        ho_i[k + nt + j] = nflows[j]
-        ho_f[nh + j] = new_load[j]
-        ho_f[nh + nt + j] = rtt_l[j]
+    _hand_over(fi, hot, ll, peak, t, nflows, new_load, rtt_l, need, fi_buf, ho_i, ho_f)
     return 1, no_i, no_f
 
 
@@ -326,23 +333,7 @@ def loop_rates_tail(comp, lo, hi, link_buf, prio, rate_new, rem, lat, now, load,
             pz_l, pz_d, fpos, fmark)
         if status != 1:
             return status, rec_u, rec_t
-    nt = m if need >= 0 else 0
-    fi_buf[:nfi] = fi
-    ho_i[0] = nfi
-    ho_i[1] = nh
-    ho_i[2] = nt
-    ho_i[3] = need
-    k = 4
-    for j in range(nh):
-        ho_i[k + j] = hot[j]
-        ho_i[k + nh + j] = 1 if ll[j] else 0
-        ho_f[j] = peak[j]
-    k += 2 * nh
-    for j in range(nt):
-        ho_i[k + j] = t[j]
-        ho_i[k + nt + j] = nflows[j]
-        ho_f[nh + j] = new_load[j]
-        ho_f[nh + nt + j] = rtt_l[j]
+    _hand_over(fi, hot, ll, peak, t, nflows, new_load, rtt_l, need, fi_buf, ho_i, ho_f)
     return 1, no_i, no_f
 
 
