@@ -149,6 +149,15 @@ def main() -> None:
               f"simulated hour: {hour:.1f} s{note}")
         print(f"    jobs started {started}, finished {done}; iterations {iters} ({ff} fast-forwarded); "
               f"events {res.num_events}, coflows {res.num_coflows}, rate updates {res.num_rate_updates}")
+        if res.background_start_s.size:  # what the exact rule's events come from
+            fin = np.isfinite(res.background_finish_s)
+            end = np.minimum(np.nan_to_num(res.background_finish_s, nan=horizon), horizon)
+            fct = res.background_finish_s[fin] - res.background_start_s[fin]
+            moved = res.num_flows_reallocated / max(res.num_rate_updates, 1)
+            print(f"    flows re-allocated per rate update {moved:.1f}; background flows in flight "
+                  f"{np.sum(end - res.background_start_s) / horizon:.0f} on average, FCT mean "
+                  f"{fct.mean() if fct.size else float('nan'):.2f} s, "
+                  f"size mean {res.background_size_bytes.mean() / 1e9:.1f} GB")
         if args.compare_exact and bg is not None and (args.bg_mode != "exact" or not args.no_quiet):
             cpu1 = time.process_time()
             with use_network(load_network(net_name)):

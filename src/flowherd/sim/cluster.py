@@ -443,6 +443,7 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         background_src_server=bg.src_server if bg else np.zeros(0, np.int32),
         background_dst_server=bg.dst_server if bg else np.zeros(0, np.int32),
         num_events=eng.num_events, num_coflows=eng.num_coflows, num_rate_updates=eng.num_rate_updates,
+        num_flows_reallocated=eng.num_flows_reallocated,
         wall_s=time.perf_counter() - wall0,
         controller=str(getattr(controller, "name", "none")) if controller is not None else "none",
         controller_issues=tuple(sim.hook.issues) if sim.hook else (),

@@ -162,6 +162,8 @@ class ClusterResult:
         num_events: Engine events (flow ends, coflow starts and ends).
         num_coflows: Coflows added to the engine.
         num_rate_updates: Rate recomputations of the engine.
+        num_flows_reallocated: Flows whose rate the recomputations re-allocated, summed over them
+            (per update: how far a change spreads through the flows sharing links).
         wall_s: Wall-clock time of the run, seconds.
         controller: Name of the online controller ("none" without one).
         controller_issues: Decisions that failed (the controller raised or returned an invalid
@@ -201,6 +203,7 @@ class ClusterResult:
     num_coflows: int
     num_rate_updates: int
     wall_s: float
+    num_flows_reallocated: int = 0
     controller: str = "none"
     controller_issues: tuple[ControllerIssue, ...] = ()
     stopped_at_s: float | None = None
