@@ -64,8 +64,9 @@ class BackgroundSpec:
             iterations) or "mean" (an approximation for stationary background: a job whose links
             carry no other job fast-forwards at its mean iteration time among the background,
             measured once per job on a private engine over ``sample_every_s`` of iterations
-            with the background flows that cross its links; background flows do not see
-            fast-forwarded traffic either). Other jobs on a job's links always stop fast-forward.
+            with the background flows that cross its links from a warm-up before its start on
+            (the stretch it meets, in flight); background flows do not see fast-forwarded
+            traffic either). Other jobs on a job's links always stop fast-forward.
         sample_every_s: Longest fast-forward window under "sampled", and the probe's length
             under "mean", seconds.
         quiet_windows: Under "exact" on the ideal network without a controller: fast-forward a

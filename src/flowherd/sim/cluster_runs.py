@@ -87,7 +87,7 @@ class JobRun:
         self.footprint = self.graph.footprint_links
         self.last_end = now
         if sim.fidelity == "phase":
-            self._probe_solo()
+            self._probe_solo(now)
             if sim.bg is not None and self.footprint.size:
                 b = sim.bg
                 parts = [b.link_times[b.link_ptr[lnk]:b.link_ptr[lnk + 1]] for lnk in self.footprint.tolist()]
@@ -96,7 +96,7 @@ class JobRun:
     def begin_training(self, now: float) -> None:
         self._next_iteration(now)
 
-    def _probe_solo(self) -> None:
+    def _probe_solo(self, now: float) -> None:
         sim = self.sim
         eng = Engine(sim.fabric, sim.router, record_flows=False)
         ids: list[int] = []
@@ -104,7 +104,7 @@ class JobRun:
         eng.run()
         self.solo_s = float(eng.now_s)
         if sim.mean_rule and self.solo_s > 0:
-            self._probe_mean()
+            self._probe_mean(now)
         lb = eng.link_bytes_now()
         idx = np.flatnonzero(lb)
         self.solo_link_idx, self.solo_link_bytes = idx, lb[idx]
@@ -125,34 +125,41 @@ class JobRun:
         idx = np.flatnonzero(lb)
         self.delay_link_idx, self.delay_link_bytes = idx, lb[idx]
 
-    def _probe_mean(self) -> None:
+    def _probe_mean(self, now: float) -> None:
         """The "mean" background rule: the job's mean iteration time among the background flows
-        that cross its links (stationary: any stretch of them will do, the first is taken),
-        over ``sample_every_s`` of iterations on a private engine."""
+        that cross its links, over ``sample_every_s`` of iterations on a private engine.
+
+        The stretch is the one the job meets: the flows that arrive on its links from a warm-up
+        before its start (``now``) on. Without the warm-up the probe would start on empty links
+        (background flows last seconds, so the population in flight takes as long to build up)
+        and measure a faster iteration than any stationary stretch gives."""
         sim, bg = self.sim, self.sim.bg
         n = max(2, min(self.spec.iterations, math.ceil(sim.bg_spec.sample_every_s / self.solo_s)))
+        span = 2.0 * n * self.solo_s + 1.0  # more than the probe can last at half speed
+        t0 = max(0.0, now - span)  # the warm-up: as long as the probe may last
+        warm = now - t0
         eng = Engine(sim.fabric, sim.router, record_flows=False)
         end = ()
         for i in range(n):
-            end = (add_graph(eng, self.graph, fidelity="collective", after=end, name=f"probe{i}"),)
+            end = (add_graph(eng, self.graph, fidelity="collective", after=end, name=f"probe{i}",
+                             at_s=warm if i == 0 else None),)
         on = np.zeros(sim.fabric.num_directed_links, bool)
         on[self.footprint] = True
         r = bg.routes
         ptr = np.asarray(r.ptr, np.int64)
         hits = np.add.reduceat(on[r.link].astype(np.int64), ptr[:-1]) if r.link.size else np.zeros(0)
         hits[np.diff(ptr) == 0] = 0
-        horizon = 2.0 * n * self.solo_s + 1.0  # more than the probe can last at half speed
-        sel = np.flatnonzero((hits > 0) & (bg.start_s < horizon))
+        sel = np.flatnonzero((hits > 0) & (bg.start_s >= t0) & (bg.start_s < now + span))
         if sel.size:
             lens = np.diff(ptr)[sel]
             inc = np.repeat(ptr[sel] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
             rows = Routes(ptr=np.concatenate([[0], np.cumsum(lens)]), link=r.link[inc], frac=r.frac[inc],
                           latency_s=r.latency_s[sel])
-            eng.add_flows(bg.src_gpu[sel], bg.dst_gpu[sel], bg.size_bytes[sel], at_s=bg.start_s[sel],
+            eng.add_flows(bg.src_gpu[sel], bg.dst_gpu[sel], bg.size_bytes[sel], at_s=bg.start_s[sel] - t0,
                           routes=rows, name="bg")
         while eng.coflow_finish_s(end[0]) is None:
             eng.run(until_s=eng.now_s + n * self.solo_s)
-        self.mean_s = float(eng.coflow_finish_s(end[0])) / n
+        self.mean_s = (float(eng.coflow_finish_s(end[0])) - warm) / n
 
     def _next_iteration(self, now: float) -> None:
         sim = self.sim
