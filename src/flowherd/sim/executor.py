@@ -286,11 +286,12 @@ def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: f
     """Walk one run of ``graph`` on ``engine``, adding each task's coflows when its dependencies
     have finished (from their ``on_done``) instead of all at once as `add_graph` does.
 
-    The times are `add_graph`'s (a task starts at its last dependency's end either way), but the
-    engine holds only the coflows of the tasks started so far: at ``step`` fidelity a graph of
-    many large collectives (54 ring AllReduces on 1,024 GPUs are 113 M flows) is expanded call by
-    call as it runs. Arguments as `add_graph`'s; ``on_done(end_coflow, finish_s)`` is called at
-    the end, from a pure delay added after the last task.
+    The times are `add_graph`'s (a task, and at ``step`` fidelity a step of a collective, starts
+    at its last dependency's end either way), but the engine holds only the coflows that have
+    started: at ``step`` fidelity each step is added when the steps it waits for have ended, so
+    a graph of many large collectives (54 ring AllReduces on 1,024 GPUs are 113 M flows) never
+    holds more than the steps in flight. Arguments as `add_graph`'s; ``on_done(end_coflow,
+    finish_s)`` is called at the end, from a pure delay added after the last task.
     """
     tasks = graph.tasks
     waiting = [len(t.deps) for t in tasks]
@@ -299,6 +300,49 @@ def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: f
         for d in t.deps:
             dependents[d].append(i)
     left = [len(tasks)]
+    routes: dict[tuple[bytes, bytes, bool], Routes] = {}  # a ring's steps repeat their pairs
+
+    def step_routes(st, path_latency: bool) -> Routes:
+        key = (st.src_gpu.tobytes(), st.dst_gpu.tobytes(), path_latency)
+        if key not in routes:
+            r = engine.router.route(st.src_gpu.astype(np.int32), st.dst_gpu.astype(np.int32),
+                                    np.zeros(st.num_flows, np.int64))
+            # NCCL's step latencies hold the wire's (Schedule.adds_path_latency), as add_schedule
+            routes[key] = r if path_latency else replace(r, latency_s=np.zeros(r.num_flows))
+        return routes[key]
+
+    def call(s: Schedule, label: str, then: Callable[[float], None]) -> None:
+        """One call of `s`, step by step; ``then(finish_s)`` after its last step."""
+        steps = s.steps
+        if not steps:
+            then(engine.now_s)
+            return
+        wait = [len(st.deps) for st in steps]
+        after_step: list[list[int]] = [[] for _ in steps]
+        for k, st in enumerate(steps):
+            for d in st.deps:
+                after_step[d].append(k)
+        todo = [len(steps)]
+
+        def add(k: int) -> None:
+            st = steps[k]
+            engine.add_coflow(st.src_gpu, st.dst_gpu, st.size_bytes / s.wire_fraction,
+                              delay_s=st.latency_s, routes=step_routes(st, s.adds_path_latency),
+                              min_duration_s=st.min_transfer_s, name=f"{label}/step{k}",
+                              on_done=lambda _c, t_s, k=k: step_done(k, t_s))
+
+        def step_done(k: int, t_s: float) -> None:
+            todo[0] -= 1
+            for j in after_step[k]:
+                wait[j] -= 1
+                if wait[j] == 0:
+                    add(j)
+            if todo[0] == 0:
+                then(t_s)
+
+        for k, w in enumerate(wait):
+            if w == 0:
+                add(k)
 
     def finish(t_s: float) -> None:
         engine.add_coflow(_NO, _NO, _NO, name=f"{name}/end", on_done=on_done)
@@ -308,14 +352,19 @@ def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: f
         done = lambda _c, t_s, i=i: task_done(i, t_s)  # noqa: E731
         if t.routes is None:
             engine.add_coflow(_NO, _NO, _NO, delay_s=t.delay_s, name=f"{name}/t{i}", on_done=done)
-        elif fidelity == "step":
-            ends = []
+        elif fidelity == "step":  # the collectives side by side, each `count` calls in a row
+            running = [len(t.schedules)]
+
+            def chain(s: Schedule, calls_left: int, t_s: float) -> None:
+                if calls_left:
+                    call(s, f"{name}/t{i}", lambda t2, s=s: chain(s, calls_left - 1, t2))
+                    return
+                running[0] -= 1
+                if running[0] == 0:  # a pure delay joins them, as add_graph's
+                    engine.add_coflow(_NO, _NO, _NO, name=f"{name}/t{i}/done", on_done=done)
+
             for s in t.schedules:
-                prev: tuple[int, ...] = ()
-                for _ in range(t.count):
-                    prev = (add_schedule(engine, s, fidelity="step", after=prev, name=f"{name}/t{i}"),)
-                ends.extend(prev)
-            engine.add_coflow(_NO, _NO, _NO, after=tuple(ends), name=f"{name}/t{i}/done", on_done=done)
+                chain(s, t.count, engine.now_s)
         else:
             engine.add_coflow(t.src, t.dst, t.size_bytes, delay_s=t.delay_s, weight=t.weight,
                               routes=t.routes, name=f"{name}/t{i}", min_duration_s=t.min_duration_s,
