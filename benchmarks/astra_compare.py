@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import resource
@@ -287,8 +288,8 @@ def main() -> None:
                     a_wall = statistics.median(r[0] for r in runs["astra"])
                     a_cpu = statistics.median(r[1] for r in runs["astra"])
                     a_ms = runs["astra"][-1][2]
-                else:  # recorded (none for ResNet-50 at 1,024 GPUs: "-")
-                    _, a_ms, _, a_wall = ASTRA.get((op, n), (None, float("nan"), None, float("nan")))
+                else:  # recorded (none for ResNet-50 at 1,024 GPUs: printed as nan)
+                    _, a_ms, _, a_wall = ASTRA.get((op, n), (None, math.nan, None, math.nan))
                     a_cpu = None
                 what = "1 iter" if op == "resnet50" else "1 GiB"
                 for fid in args.fidelities:
