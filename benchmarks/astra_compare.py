@@ -181,11 +181,13 @@ def astra_inputs(root: Path, op: str, n: int) -> list[str]:
             f"--network-configuration={d / 'network.yml'}"]
 
 
-def _timed(cmd: list[str], env: dict[str, str] | None) -> tuple[float, float, str]:
+def _timed(cmd: list[str], env: dict[str, str] | None,
+           cwd: Path | None = None) -> tuple[float, float, str]:
     """Wall and CPU seconds (user + system) of one whole process, and its stdout."""
     t = time.perf_counter()
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, timeout=1800)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, timeout=1800,
+                         cwd=cwd)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     return time.perf_counter() - t, cpu, out.stdout
@@ -203,7 +205,8 @@ def run_flowherd(op: str, n: int, fidelity: str) -> tuple[float, float, float]:
 def run_astra(binary: Path, flags: list[str]) -> tuple[float, float, float]:
     """(wall s, CPU s, simulated ms) of one ASTRA-sim process: the latest "sys[i] finished,
     X cycles" (1 cycle = 1 ns)."""
-    w, c, out = _timed([str(binary), *flags], None)
+    # its log/ directory goes beside its inputs, not into the working directory
+    w, c, out = _timed([str(binary), *flags], None, Path(flags[0].split("=", 1)[1]).parent)
     cycles = [int(x) for x in re.findall(r"sys\[\d+\] finished, (\d+) cycles", out)]
     if not cycles:
         raise SystemExit(f"{binary.name} printed no 'finished' line: {out[-500:]}")
