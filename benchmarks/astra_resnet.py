@@ -26,7 +26,15 @@ N GPUs around one switch (50 * 2^30 B/s, 1 us per link, as the other cases), eve
 ring (``CollectiveCache(algorithm="ring")``, as ASTRA-sim's system config runs), walked by
 `flowherd.sim.executor` at ``step`` (`launch_graph`: each AllReduce's steps added when it starts)
 or ``collective`` (`add_graph`) fidelity. ASTRA-sim's side: one Chakra ET per rank, byte
-for byte what ``TextConverter`` writes (`resnet_ets`).
+for byte what ``TextConverter`` writes (`resnet_ets`). Checked in ASTRA-sim's source tree
+(apt-get install python3-protobuf; ``CH=extern/graph_frontend/chakra/schema/protobuf; protoc
+et_def.proto --proto_path=$CH --python_out=$CH``), the converter's own files for 8 NPUs:
+
+    from chakra.src.converter.text_converter import TextConverter  # PYTHONPATH=extern/graph_frontend
+    TextConverter("Resnet50_DataParallel.txt", "out/resnet", 8, 1).convert()  # in /usr/bin/python3
+
+are `resnet_ets(8)` byte for byte (tests/sim/test_astra_resnet.py holds their sha256), and
+ASTRA-sim aware runs them in 1,082,564,952 cycles (astra_sim_analytical.md section 7).
 """
 
 from __future__ import annotations
