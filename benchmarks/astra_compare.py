@@ -3,22 +3,30 @@
     python benchmarks/astra_compare.py [--sizes 64 256 1024] [--repeats 3]
     python benchmarks/astra_compare.py --astra /work/astra/astra-sim/build/astra_analytical/build
     python benchmarks/astra_compare.py --astra BUILD --floor 64 --repeats 9   # the start-up floor
+    python benchmarks/astra_compare.py --astra BUILD --ops resnet50 --sizes 64 256
 
 The cases are those of ../shared/data/peers/astra_sim_analytical.md (astra-sim 518bd513): ring
 AllReduce and direct AllToAll of 1 GiB on one switch (``topology: [Switch]``, 50 GB/s with
 GB = 2^30 B, 1 us per link, so a message crosses two links), the shipped 4-chunk system config
-(``Ring_4chunks.json``; for AllToAll its ``all-to-all-implementation: direct`` variant).
+(``Ring_4chunks.json``; for AllToAll its ``all-to-all-implementation: direct`` variant), and
+one training iteration of ResNet-50 data parallel (``--ops resnet50``: ASTRA-sim 1.0's text
+workload ``Resnet50_DataParallel.txt``, copied in benchmarks/data/astra/, 161 compute tasks of
+1,082,450 us in all and 54 weight-gradient ring AllReduces of 102,011,648 B in all per rank;
+benchmarks/astra_resnet.py reads it, builds flowherd's op graph and ASTRA-sim's ETs).
 flowherd runs the same collective on the same fabric (N GPUs around one switch, 50 * 2^30 B/s
 and 1 us per link) as a whole process too: ``python -c`` importing flowherd, building the
-fabric, simulating, printing. Every figure is of a whole process, start-up included: its wall
-time and its CPU time (user + system; on a shared machine the wall time is mostly waiting).
+fabric, simulating, printing (for ResNet-50 ``python benchmarks/astra_resnet.py``, which also
+reads the text workload and walks the op graph with `flowherd.sim.executor`). Every figure is
+of a whole process, start-up included: its wall time and its CPU time (user + system; on a
+shared machine the wall time is mostly waiting).
 
 With ``--astra BUILD`` (the CMake build directory whose ``bin/`` holds
 ``AstraSim_Analytical_Congestion_Aware``) ASTRA-sim runs here, side by side: per case the runs
 alternate ASTRA-sim (congestion-aware), flowherd ``step``, flowherd ``collective``, ``--repeats``
 times, and the medians are compared; its inputs (network YAML, system JSON, one Chakra ET per
-rank with one ``COMM_COLL_NODE``, as Chakra's ``generate_comm_coll_node`` writes it) are written
-to a temporary directory. Without it, ASTRA-sim's figures are the recorded ones (wall, median
+rank with one ``COMM_COLL_NODE``, as Chakra's ``generate_comm_coll_node`` writes it; for
+ResNet-50 the ETs Chakra's ``TextConverter`` writes, byte for byte) are written to a temporary
+directory. Without it, ASTRA-sim's figures are the recorded ones (wall, median
 of 3 on the machine of that file). The congestion-aware backend is the reference for speed (the
 unaware one cannot model link sharing, so for AllToAll it is n times too optimistic).
 
@@ -49,16 +57,19 @@ flowherd.sim.collective`` (the entry the child uses), the child's imports, the c
 AllReduce at N (step fidelity) and ASTRA-sim's (with ``--astra``). At 64 GPUs ASTRA-sim's whole
 run is about half of ``import numpy`` alone.
 
-Not run here: the ResNet-50 data-parallel case (its per-layer trace is not in the repo). The
-simulated times are printed next to ASTRA-sim's for reference: flowherd's flow model has no
+The simulated times are printed next to ASTRA-sim's for reference: flowherd's flow model has no
 store-and-forward (ASTRA-sim aware pays the serialization on both links of the switch, about
-+100% at 1 GiB) and no chunking (its 4 serial chunks pay the latency 4 times).
++100% at 1 GiB) and no chunking (its 4 serial chunks pay the latency 4 times). ResNet-50 is
+compute bound on both (1,082.45 ms of compute); what differs is the exposed last AllReduce
+(conv1's 37,632 B, latency bound): NCCL's ring step latency in flowherd, 4 x 2(n-1) x 2.01 us
+in ASTRA-sim. Without ``--astra`` ResNet-50 has recorded figures at 64 and 256 GPUs only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import resource
@@ -69,9 +80,13 @@ import tempfile
 import time
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+import astra_resnet  # benchmarks/astra_resnet.py: the ResNet-50 case
 
-# ASTRA-sim, 1 GiB, shipped 4-chunk config (astra_sim_analytical.md sections 3, 6 and 8):
+SRC = Path(__file__).resolve().parents[1] / "src"
+RESNET = Path(__file__).resolve().parent / "astra_resnet.py"
+
+# ASTRA-sim, 1 GiB (ResNet-50: one iteration), shipped 4-chunk config (astra_sim_analytical.md
+# sections 3, 6, 7 and 8):
 # (simulated ms unaware, simulated ms aware, wall s unaware, wall s aware)
 ASTRA = {
     ("allreduce", 64): (42.3696, 81.7446, 0.068, 0.082),
@@ -80,6 +95,8 @@ ASTRA = {
     ("alltoall", 64): (0.3206, 20.0081, 0.056, 0.078),
     ("alltoall", 256): (0.0862, 20.0078, 1.228, 1.772),
     ("alltoall", 1024): (0.0276, 20.0048, 32.968, 93.574),
+    ("resnet50", 64): (1083.4641, 1083.4651, 2.279, 3.290),
+    ("resnet50", 256): (1086.5504, 1086.5504, 28.974, 51.947),
 }
 
 CHILD = """
@@ -152,19 +169,25 @@ def astra_inputs(root: Path, op: str, n: int) -> list[str]:
         system["all-to-all-implementation"] = ["direct"]
     (d / "system.json").write_text(json.dumps(system, indent=4))
     (d / "memory.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
-    et = chakra_et(op, 2**30, f"{op}_{n}npus_1GiB")
-    for r in range(n):
-        (d / f"{op}.{r}.et").write_bytes(et)
+    if op == "resnet50":
+        for r, et in enumerate(astra_resnet.resnet_ets(n)):
+            (d / f"{op}.{r}.et").write_bytes(et)
+    else:
+        et = chakra_et(op, 2**30, f"{op}_{n}npus_1GiB")
+        for r in range(n):
+            (d / f"{op}.{r}.et").write_bytes(et)
     return [f"--workload-configuration={d / op}", f"--system-configuration={d / 'system.json'}",
             f"--remote-memory-configuration={d / 'memory.json'}",
             f"--network-configuration={d / 'network.yml'}"]
 
 
-def _timed(cmd: list[str], env: dict[str, str] | None) -> tuple[float, float, str]:
+def _timed(cmd: list[str], env: dict[str, str] | None,
+           cwd: Path | None = None) -> tuple[float, float, str]:
     """Wall and CPU seconds (user + system) of one whole process, and its stdout."""
     t = time.perf_counter()
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, timeout=1800)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, timeout=1800,
+                         cwd=cwd)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     return time.perf_counter() - t, cpu, out.stdout
@@ -173,14 +196,17 @@ def _timed(cmd: list[str], env: dict[str, str] | None) -> tuple[float, float, st
 def run_flowherd(op: str, n: int, fidelity: str) -> tuple[float, float, float]:
     """(wall s, CPU s, simulated ms) of one flowherd process."""
     env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}
-    w, c, out = _timed([sys.executable, "-c", CHILD, op, str(n), fidelity], env)
+    cmd = ([sys.executable, str(RESNET), str(n), fidelity] if op == "resnet50" else
+           [sys.executable, "-c", CHILD, op, str(n), fidelity])
+    w, c, out = _timed(cmd, env)
     return w, c, json.loads(out.strip().splitlines()[-1])["time_s"] * 1e3
 
 
 def run_astra(binary: Path, flags: list[str]) -> tuple[float, float, float]:
     """(wall s, CPU s, simulated ms) of one ASTRA-sim process: the latest "sys[i] finished,
     X cycles" (1 cycle = 1 ns)."""
-    w, c, out = _timed([str(binary), *flags], None)
+    # its log/ directory goes beside its inputs, not into the working directory
+    w, c, out = _timed([str(binary), *flags], None, Path(flags[0].split("=", 1)[1]).parent)
     cycles = [int(x) for x in re.findall(r"sys\[\d+\] finished, (\d+) cycles", out)]
     if not cycles:
         raise SystemExit(f"{binary.name} printed no 'finished' line: {out[-500:]}")
@@ -217,8 +243,11 @@ def floor(binary: Path | None, n: int, repeats: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
-    ap.add_argument("--ops", nargs="+", default=["allreduce", "alltoall"])
+    ap.add_argument("--ops", nargs="+", default=["allreduce", "alltoall"],
+                    choices=["allreduce", "alltoall", "resnet50"])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--fidelities", nargs="+", default=["step", "collective"], choices=["step", "collective"])
+    ap.add_argument("--verbose", action="store_true", help="also print every run as it ends")
     ap.add_argument("--astra", type=Path, default=None,
                     help="ASTRA-sim's CMake build directory (bin/AstraSim_Analytical_Congestion_Aware): "
                          "run it side by side instead of quoting the recorded figures")
@@ -250,21 +279,28 @@ def main() -> None:
                 for _ in range(args.repeats):  # alternated: ASTRA-sim, then each fidelity
                     if binary:
                         runs["astra"].append(run_astra(binary, flags))
-                    for fid in ("step", "collective"):
+                        if args.verbose:
+                            print("# ASTRA-sim aware {} n={}: wall {:.3f} s, CPU {:.3f} s, sim {:.4f} ms"
+                                  .format(op, n, *runs["astra"][-1]), flush=True)
+                    for fid in args.fidelities:
                         runs[fid].append(run_flowherd(op, n, fid))
+                        if args.verbose:
+                            print("# flowherd {} {} n={}: wall {:.3f} s, CPU {:.3f} s, sim {:.4f} ms"
+                                  .format(fid, op, n, *runs[fid][-1]), flush=True)
                 if binary:
                     a_wall = statistics.median(r[0] for r in runs["astra"])
                     a_cpu = statistics.median(r[1] for r in runs["astra"])
                     a_ms = runs["astra"][-1][2]
-                else:
-                    _, a_ms, _, a_wall = ASTRA[(op, n)]
+                else:  # recorded (none for ResNet-50 at 1,024 GPUs: printed as nan)
+                    _, a_ms, _, a_wall = ASTRA.get((op, n), (None, math.nan, None, math.nan))
                     a_cpu = None
-                for fid in ("step", "collective"):
+                what = "1 iter" if op == "resnet50" else "1 GiB"
+                for fid in args.fidelities:
                     w = statistics.median(r[0] for r in runs[fid])
                     c = statistics.median(r[1] for r in runs[fid])
                     a_c = "     -" if a_cpu is None else f"{a_cpu:6.2f}"
                     ratio_c = "" if a_cpu is None else f" ({a_cpu / c:.1f}x)"
-                    print(f"{op:>9} 1 GiB n={n:<5} {fid:<10} {runs[fid][-1][2]:10.3f} ms "
+                    print(f"{op:>9} {what} n={n:<5} {fid:<10} {runs[fid][-1][2]:10.3f} ms "
                           f"{a_ms:12.3f} ms {w:10.2f} s ({c:6.2f} s) {a_wall:12.3f} s ({a_c} s) "
                           f"{a_wall / w:9.1f}x{ratio_c}", flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} at the end", flush=True)

@@ -41,7 +41,8 @@ from flowherd.sim.collective import add_schedule, choose, nccl_channels
 from flowherd.sim.engine import Engine
 from flowherd.workload.opgraph import OpGraph, TaskKind
 
-__all__ = ["CollectiveCache", "PreparedGraph", "PreparedTask", "add_graph", "contract_graph", "prepare_graph"]
+__all__ = ["CollectiveCache", "PreparedGraph", "PreparedTask", "add_graph", "contract_graph", "launch_graph",
+           "prepare_graph"]
 
 _NO = np.zeros(0, np.int64)
 
@@ -122,11 +123,21 @@ def _graph_batch(tasks: Sequence[PreparedTask], sinks: tuple[int, ...]) -> Coflo
 
 
 class CollectiveCache:
-    """Schedules, aggregate flows and routes per distinct collective on GPUs (one per run)."""
+    """Schedules, aggregate flows and routes per distinct collective on GPUs (one per run).
 
-    def __init__(self, fabric: Fabric, router: Router):
+    ``algorithm`` is the collective algorithm of every call: "auto" (the default) lets the
+    NCCL-like selector pick per call (`flowherd.sim.collective.choose`), a name of
+    `flowherd.collectives.algorithms.ALGORITHMS` fixes it (e.g. "ring", as a simulator that only
+    runs rings would). ``latency_model`` is `flowherd.collectives.algorithms.build_schedule`'s:
+    "nccl" (the default, NCCL's step latencies) or "fabric" (the paths' latencies only).
+    """
+
+    def __init__(self, fabric: Fabric, router: Router, algorithm: str = "auto",
+                 latency_model: str = "nccl"):
         self.fabric = fabric
         self.router = router
+        self.algorithm = algorithm
+        self.latency_model = latency_model
         self._plans: dict[tuple, _CollPlan | None] = {}
         self._choice: dict[tuple, tuple[str, str, int]] = {}
 
@@ -147,9 +158,10 @@ class CollectiveCache:
         nodes = len(np.unique(fab.gpu_server[np.asarray(coll.gpus)]))
         ckey = (coll.op, coll.n, float(coll.size_bytes), nodes, fab.gpu_type[fab.gpu_server[coll.gpus[0]]])
         if ckey not in self._choice:
-            self._choice[ckey] = (*choose(fab, coll), nccl_channels(fab, coll))
+            self._choice[ckey] = (*choose(fab, coll, self.algorithm), nccl_channels(fab, coll))
         algo, proto, channels = self._choice[ckey]
-        sched = build_schedule(coll, algo, fabric=fab, protocol=proto, channels=channels)
+        sched = build_schedule(coll, algo, fabric=fab, protocol=proto, channels=channels,
+                               latency_model=self.latency_model)
         if not sched.steps:
             return None
         src, dst, size = sched.pair_bytes()
@@ -266,6 +278,115 @@ def add_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: floa
     sinks = tuple(ids[s] for s in graph.sinks) if ids else after
     return engine.add_coflow(_NO, _NO, _NO, at_s=at_s, after=sinks, name=f"{name}/end",
                              on_done=on_done)
+
+
+def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: float | None = None,
+                 after: Sequence[int] = (), name: str = "",
+                 on_done: Callable[[int, float], None] | None = None) -> None:
+    """Walk one run of ``graph`` on ``engine``, adding each task's coflows when its dependencies
+    have finished (from their ``on_done``) instead of all at once as `add_graph` does.
+
+    The times are `add_graph`'s (a task, and at ``step`` fidelity a step of a collective, starts
+    at its last dependency's end either way), but the engine holds only the coflows that have
+    started: at ``step`` fidelity each step is added when the steps it waits for have ended, so
+    a graph of many large collectives (54 ring AllReduces on 1,024 GPUs are 113 M flows) never
+    holds more than the steps in flight. Arguments as `add_graph`'s; ``on_done(end_coflow,
+    finish_s)`` is called at the end, from a pure delay added after the last task.
+    """
+    tasks = graph.tasks
+    waiting = [len(t.deps) for t in tasks]
+    dependents: list[list[int]] = [[] for _ in tasks]
+    for i, t in enumerate(tasks):
+        for d in t.deps:
+            dependents[d].append(i)
+    left = [len(tasks)]
+    routes: dict[tuple[bytes, bytes, bool], Routes] = {}  # a ring's steps repeat their pairs
+
+    def step_routes(st, path_latency: bool) -> Routes:
+        key = (st.src_gpu.tobytes(), st.dst_gpu.tobytes(), path_latency)
+        if key not in routes:
+            r = engine.router.route(st.src_gpu.astype(np.int32), st.dst_gpu.astype(np.int32),
+                                    np.zeros(st.num_flows, np.int64))
+            # NCCL's step latencies hold the wire's (Schedule.adds_path_latency), as add_schedule
+            routes[key] = r if path_latency else replace(r, latency_s=np.zeros(r.num_flows))
+        return routes[key]
+
+    def call(s: Schedule, label: str, then: Callable[[float], None]) -> None:
+        """One call of `s`, step by step; ``then(finish_s)`` after its last step."""
+        steps = s.steps
+        if not steps:
+            then(engine.now_s)
+            return
+        wait = [len(st.deps) for st in steps]
+        after_step: list[list[int]] = [[] for _ in steps]
+        for k, st in enumerate(steps):
+            for d in st.deps:
+                after_step[d].append(k)
+        todo = [len(steps)]
+
+        def add(k: int) -> None:
+            st = steps[k]
+            engine.add_coflow(st.src_gpu, st.dst_gpu, st.size_bytes / s.wire_fraction,
+                              delay_s=st.latency_s, routes=step_routes(st, s.adds_path_latency),
+                              min_duration_s=st.min_transfer_s, name=f"{label}/step{k}",
+                              on_done=lambda _c, t_s, k=k: step_done(k, t_s))
+
+        def step_done(k: int, t_s: float) -> None:
+            todo[0] -= 1
+            for j in after_step[k]:
+                wait[j] -= 1
+                if wait[j] == 0:
+                    add(j)
+            if todo[0] == 0:
+                then(t_s)
+
+        for k, w in enumerate(wait):
+            if w == 0:
+                add(k)
+
+    def finish(t_s: float) -> None:
+        engine.add_coflow(_NO, _NO, _NO, name=f"{name}/end", on_done=on_done)
+
+    def launch(i: int) -> None:
+        t = tasks[i]
+        done = lambda _c, t_s, i=i: task_done(i, t_s)  # noqa: E731
+        if t.routes is None:
+            engine.add_coflow(_NO, _NO, _NO, delay_s=t.delay_s, name=f"{name}/t{i}", on_done=done)
+        elif fidelity == "step":  # the collectives side by side, each `count` calls in a row
+            running = [len(t.schedules)]
+
+            def chain(s: Schedule, calls_left: int, t_s: float) -> None:
+                if calls_left:
+                    call(s, f"{name}/t{i}", lambda t2, s=s: chain(s, calls_left - 1, t2))
+                    return
+                running[0] -= 1
+                if running[0] == 0:  # a pure delay joins them, as add_graph's
+                    engine.add_coflow(_NO, _NO, _NO, name=f"{name}/t{i}/done", on_done=done)
+
+            for s in t.schedules:
+                chain(s, t.count, engine.now_s)
+        else:
+            engine.add_coflow(t.src, t.dst, t.size_bytes, delay_s=t.delay_s, weight=t.weight,
+                              routes=t.routes, name=f"{name}/t{i}", min_duration_s=t.min_duration_s,
+                              on_done=done)
+
+    def task_done(i: int, t_s: float) -> None:
+        left[0] -= 1
+        for j in dependents[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                launch(j)
+        if left[0] == 0:
+            finish(t_s)
+
+    def begin(_c: int, t_s: float) -> None:
+        if not tasks:
+            finish(t_s)
+        for i, w in enumerate(waiting):
+            if w == 0:
+                launch(i)
+
+    engine.add_coflow(_NO, _NO, _NO, at_s=at_s, after=tuple(after), name=f"{name}/start", on_done=begin)
 
 
 def contract_graph(graph: PreparedGraph, task_s: np.ndarray, exclusive: np.ndarray) -> PreparedGraph:
