@@ -126,21 +126,7 @@ SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-
 COMM_TYPE = {"allreduce": 0, "alltoall": 6}  # Chakra's CollectiveCommType ALL_REDUCE, ALL_TO_ALL
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def _field(num: int, wire: int, payload: bytes | int) -> bytes:
-    key = _varint(num << 3 | wire)
-    if wire == 0:
-        return key + _varint(int(payload))
-    return key + _varint(len(payload)) + payload
+_varint, _field = astra_resnet._varint, astra_resnet._field  # Chakra's protobuf wire format
 
 
 def chakra_et(op: str, size_bytes: int, name: str) -> bytes:

@@ -280,6 +280,36 @@ def add_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: floa
                              on_done=on_done)
 
 
+class _Countdown:
+    """Items with dependencies (``deps[k]``: the items item ``k`` waits for) started as the
+    last of them is done: `begin` starts those that wait for none, `done(k, t_s)` marks item
+    ``k`` done and starts the ones it was the last wait of; ``then(t_s)`` after the last item."""
+
+    def __init__(self, deps: Sequence[Sequence[int]], start: Callable[[int], None],
+                 then: Callable[[float], None]):
+        self.wait = [len(d) for d in deps]
+        self.after: list[list[int]] = [[] for _ in deps]
+        for k, d in enumerate(deps):
+            for j in d:
+                self.after[j].append(k)
+        self.left = len(deps)
+        self.start, self.then = start, then
+
+    def begin(self) -> None:
+        for k, w in enumerate(self.wait):
+            if w == 0:
+                self.start(k)
+
+    def done(self, k: int, t_s: float) -> None:
+        self.left -= 1
+        for j in self.after[k]:
+            self.wait[j] -= 1
+            if self.wait[j] == 0:
+                self.start(j)
+        if self.left == 0:
+            self.then(t_s)
+
+
 def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: float | None = None,
                  after: Sequence[int] = (), name: str = "",
                  on_done: Callable[[int, float], None] | None = None) -> None:
@@ -294,12 +324,6 @@ def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: f
     finish_s)`` is called at the end, from a pure delay added after the last task.
     """
     tasks = graph.tasks
-    waiting = [len(t.deps) for t in tasks]
-    dependents: list[list[int]] = [[] for _ in tasks]
-    for i, t in enumerate(tasks):
-        for d in t.deps:
-            dependents[d].append(i)
-    left = [len(tasks)]
     routes: dict[tuple[bytes, bytes, bool], Routes] = {}  # a ring's steps repeat their pairs
 
     def step_routes(st, path_latency: bool) -> Routes:
@@ -317,39 +341,23 @@ def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: f
         if not steps:
             then(engine.now_s)
             return
-        wait = [len(st.deps) for st in steps]
-        after_step: list[list[int]] = [[] for _ in steps]
-        for k, st in enumerate(steps):
-            for d in st.deps:
-                after_step[d].append(k)
-        todo = [len(steps)]
 
         def add(k: int) -> None:
             st = steps[k]
             engine.add_coflow(st.src_gpu, st.dst_gpu, st.size_bytes / s.wire_fraction,
                               delay_s=st.latency_s, routes=step_routes(st, s.adds_path_latency),
                               min_duration_s=st.min_transfer_s, name=f"{label}/step{k}",
-                              on_done=lambda _c, t_s, k=k: step_done(k, t_s))
+                              on_done=lambda _c, t_s, k=k: count.done(k, t_s))
 
-        def step_done(k: int, t_s: float) -> None:
-            todo[0] -= 1
-            for j in after_step[k]:
-                wait[j] -= 1
-                if wait[j] == 0:
-                    add(j)
-            if todo[0] == 0:
-                then(t_s)
-
-        for k, w in enumerate(wait):
-            if w == 0:
-                add(k)
+        count = _Countdown([st.deps for st in steps], add, then)
+        count.begin()
 
     def finish(t_s: float) -> None:
         engine.add_coflow(_NO, _NO, _NO, name=f"{name}/end", on_done=on_done)
 
     def launch(i: int) -> None:
         t = tasks[i]
-        done = lambda _c, t_s, i=i: task_done(i, t_s)  # noqa: E731
+        done = lambda _c, t_s, i=i: graph_count.done(i, t_s)  # noqa: E731
         if t.routes is None:
             engine.add_coflow(_NO, _NO, _NO, delay_s=t.delay_s, name=f"{name}/t{i}", on_done=done)
         elif fidelity == "step":  # the collectives side by side, each `count` calls in a row
@@ -370,21 +378,12 @@ def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: f
                               routes=t.routes, name=f"{name}/t{i}", min_duration_s=t.min_duration_s,
                               on_done=done)
 
-    def task_done(i: int, t_s: float) -> None:
-        left[0] -= 1
-        for j in dependents[i]:
-            waiting[j] -= 1
-            if waiting[j] == 0:
-                launch(j)
-        if left[0] == 0:
-            finish(t_s)
+    graph_count = _Countdown([t.deps for t in tasks], launch, finish)
 
     def begin(_c: int, t_s: float) -> None:
         if not tasks:
             finish(t_s)
-        for i, w in enumerate(waiting):
-            if w == 0:
-                launch(i)
+        graph_count.begin()
 
     engine.add_coflow(_NO, _NO, _NO, at_s=at_s, after=tuple(after), name=f"{name}/start", on_done=begin)
 
