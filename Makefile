@@ -51,7 +51,7 @@ test: $(STAMP) aot browser lint
 # Everything, the slow validations (the full demo on the embedded default, large fabrics,
 # SIGKILL-and-resume sweeps) included: about 20 minutes on 2 cores.
 test-all: $(STAMP) aot browser lint
-	FLOWHERD_REQUIRE_AOT=1 $(BIN)/pytest -q -n auto --dist loadfile
+	FLOWHERD_REQUIRE_AOT=1 $(BIN)/pytest -q
 
 # flowherd's congestion model against ns-3 (validation/README.md; not part of `make test`).
 ns3:
