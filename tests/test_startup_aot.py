@@ -23,7 +23,7 @@ from flowherd.engine import aot
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "flowherd"
 
-# Runs in a fresh interpreter: the 64-GPU collective of issue 16 through the CLI, the same
+# Runs in a fresh interpreter: the README's 64-GPU collective through the CLI, the same
 # collective at the `collective` fidelity, and an engine workload with weights, priorities,
 # dependencies and flows that end at different times; prints a digest of every number.
 _SCRIPT = r"""
@@ -99,7 +99,7 @@ def test_aot_kernels_give_the_jits_numbers_bit_for_bit_and_no_numba():
     assert a["mode"] == "aot" and j["mode"] == "jit"
     # every exported kernel took its compiled path: no call fell back
     assert a["fallbacks"] == {}
-    # the 64-GPU collective of issue 16 never imports numba on the compiled path
+    # the README's 64-GPU collective never imports numba on the compiled path
     assert a["numba_after_cli"] is False and j["numba_after_cli"] is True
     for key in ("cli", "collective_fidelity", "engine"):
         assert a[key] == j[key], key  # JSON floats: repr round-trips, so equal means same bits

@@ -1,5 +1,5 @@
 """A step-fidelity schedule is added to the engine as one batch (`flowherd.cluster.collective.add_schedule`,
-issue 16's start-up): the same run bit for bit as one `Engine.add_coflow` per step, and the flat
+for a collective's start-up): the same run bit for bit as one `Engine.add_coflow` per step, and the flat
 batch the same as `make_batch` of one coflow per step."""
 
 from __future__ import annotations

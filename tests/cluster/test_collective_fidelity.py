@@ -305,7 +305,7 @@ def test_zero_bytes_cost_only_the_latency_term(fidelity):
 
 @pytest.mark.parametrize("fidelity", ["step", "collective"])
 def test_two_equal_collectives_sharing_one_bottleneck_each_take_twice_as_long(fidelity):
-    """Issue 2: two equal ring AllReduces whose only cross-leaf flows share the leaf uplinks.
+    """Two equal ring AllReduces whose only cross-leaf flows share the leaf uplinks.
 
     Leaf uplink = 4 NICs x B / 4 = B: alone, each cross-leaf flow gets B (as on its NIC), so the
     bandwidth term is 2(n-1)/n * S/B; together, two flows share every uplink, B/2 each, so the

@@ -2,8 +2,8 @@
 coflow DAGs on a leaf-spine under ECMP, with weights, priorities, callbacks that add coflows,
 stops and resumes, single-flow batches (background), dropped flow records and the approximate
 completion mode. `digest` hashes every coflow's start and finish and every link's bytes and busy
-time; ``data/engine_digests.json`` holds the digests the engine gave before its event loop was
-compiled (the per-event Python loop, issue 17)."""
+time; ``data/engine_digests.json`` holds the digests of the per-event Python loop, which the compiled
+event loop must reproduce."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Same results bit for bit where the mode is exact (issue 17): the compiled event loop against
+"""Same results bit for bit where the mode is exact: the compiled event loop against
 the per-event Python loop it replaced, and batched coflows against one call per coflow."""
 
 import json

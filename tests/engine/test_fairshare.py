@@ -161,7 +161,7 @@ def test_bad_input_names_the_argument(kwargs, field):
 def _star_all_to_all(n, rng):
     """Every GPU of a one-switch star to every other: flow (i, j) on uplink i and downlink j.
     Every link at one level, so the levels rise by an ulp at a time as flows freeze and the
-    heap's keys go stale again and again (the 1,024-GPU AllToAll's case, issue 17)."""
+    heap's keys go stale again and again (the 1,024-GPU AllToAll's case)."""
     s, d = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     m = s != d
     link = np.stack([2 * s[m], 2 * d[m] + 1], axis=1).reshape(-1)

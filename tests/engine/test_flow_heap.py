@@ -1,5 +1,5 @@
-"""The heap of transmission ends (`flowherd.engine.flow_heap`) gives the scan's results bit for bit
-(issue 17): the engine's reference cases, a run with thousands of flows in flight (holes in the
+"""The heap of transmission ends (`flowherd.engine.flow_heap`) gives the scan's results bit for
+bit: the engine's reference cases, a run with thousands of flows in flight (holes in the
 active list squeezed out, the heap rebuilt when full of stale entries), and the kernels."""
 
 import json
@@ -73,7 +73,7 @@ def test_thousands_of_flows_in_flight_end_as_with_the_scan(record_flows):
 
 def test_roce_in_the_loop_ends_flows_as_with_the_scan():
     # the congestion model in the loop changes latencies, never transmission ends: the heap
-    # (on with the model since the eighth session) gives the scan's numbers bit for bit
+    # (used with the model too) gives the scan's numbers bit for bit
     from flowherd.engine.network import network_from_mapping
 
     cfg = network_from_mapping({"model": "roce"})

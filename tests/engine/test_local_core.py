@@ -1,6 +1,6 @@
 """The local rate update inside the event loop (`bottleneck.local_core`, work arrays made once
 per `run_events` call, no allocation, no reference counts) gives the rates of `local_update`
-(its own work arrays, the Python path of a subclass's `_rates`) bit for bit (issue 17)."""
+(its own work arrays, the Python path of a subclass's `_rates`) bit for bit."""
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""`flowherd.engine.pages.small_pages`: numpy's huge-page request is off inside, as before after."""
+"""`flowherd.engine.pages.small_pages`: numpy's huge-page request is off inside, restored after."""
 
 import numpy as np
 import pytest

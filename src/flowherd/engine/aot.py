@@ -13,7 +13,7 @@ decorated with `kernel` instead of ``numba.njit(cache=True)``:
   wrong dtype would be read as raw memory), and any other kernel is numba's JIT, imported on
   the first call; a call whose arguments do not match the exported signature goes to the JIT too;
 * otherwise (no extension, sources edited since it was built, ``FLOWHERD_JIT=1``) every kernel
-  is ``numba.njit(cache=True)`` as before.
+  is ``numba.njit(cache=True)``.
 
 The two give the same numbers bit for bit (tests/test_startup_aot.py runs both): the same
 numba front end types and lowers the same code, without fast-math, so LLVM may not reassociate
@@ -54,7 +54,7 @@ _B = "b1[::1]"  # bool arrays
 #: Options of a kernel that allocates nothing and returns no array: ``@kernel(**NO_REFCOUNT)``.
 #: numba counts references to every array a function binds (its arguments at entry, every
 #: variable an inlined helper copies them into), with an atomic increment and decrement each:
-#: in the engine's inner loops that was 58% of a cluster run's time (perf, issue 17). Without
+#: in the engine's inner loops that was 58% of a cluster run's time (perf). Without
 #: the runtime (``_nrt=False``) a kernel touches no count; its callers pass their arrays as
 #: they are. Same code otherwise, so the same numbers bit for bit.
 NO_REFCOUNT: dict[str, bool] = {"_nrt": False}
@@ -94,8 +94,8 @@ EXPORTS: dict[str, str] = {
         # the congestion model's state (`flowherd.engine.network.model.NetworkModel.loop_args`)
         _B, _B, _F, _A, _B, _F, _A, _F, _A, _F, _F, "i8", _F, _A, _F, _A, _A, _F, _F, _A, _F, _A, _A, _A, _A,
         _A, _F),
-    # the congestion model's passes (`flowherd.engine.network`, issue 13): a roce or tcp run calls
-    # no JIT kernel either
+    # the congestion model's passes (`flowherd.engine.network`): a roce or tcp run calls no JIT
+    # kernel either
     "flowherd.engine.network.packed.rates_step": _sig(
         f"Tuple(({_A}, {_A}, {_A}, {_F}, {_F}, {_A}, {_F}, {_B}, {_B}, {_A}, {_F}, i8))",
         _A, _A, _A, _A, _F, _F, _F, _F, _F, _F, _A, _F, "f8", _F, _A, _B, _F, _A, _B, _F, _A, _F, _F, "i8"),
@@ -120,7 +120,7 @@ EXPORTS: dict[str, str] = {
         "f8", "i8", "f8", "f8", "f8", "i8", "f8", "f8", "f8", "f8", "f8", "f8", "f8", "f8", "i8", "f8", "f8",
         "f8", "f8", "f8", "f8"),
 }
-# issue 17: the kernels a cluster run calls from Python besides (batched coflows, background
+# the kernels a cluster run calls from Python besides (batched coflows, background
 # batches, the flows a quiet window holds); signatures from a FLOWHERD_JIT=1 run's dispatchers
 EXPORTS.update({
     "flowherd.engine.event_loop.link_coflows": _sig(
@@ -356,9 +356,9 @@ def purge_cache(root: Path | str = _HERE) -> int:
 
     numba checks a cached kernel against its own source file only: a caller cached before
     (``bottleneck.local_core``) keeps the callee it was compiled with (``fairshare._fill``) after
-    the callee's file changed, and `build` linked that old code into the extension, whose
-    `source_digest` said current (issue 17, eighth session: the new ``_fill`` was missing from an
-    in-tree build and present in a clean checkout's). So `build` starts from no cache.
+    the callee's file changed, so a build from a warm cache would link that old code into the
+    extension, whose `source_digest` says current (an in-tree build would then differ from a
+    clean checkout's). So `build` starts from no cache.
     """
     gone = 0
     for f in Path(root).rglob("__pycache__/*.nb[ic]"):

@@ -3,7 +3,7 @@ coflows, every iteration the same).
 
 One ``add_coflow`` per coflow cost 80-110 us of Python (checks, memo look-ups, a dozen column
 writes, the dependency lists), most of a cluster run once the event loop was compiled
-(`benchmarks/contended_small.py`, issue 17). A `CoflowBatch` holds the coflows' flows, routes,
+(`benchmarks/contended_small.py`). A `CoflowBatch` holds the coflows' flows, routes,
 delays and dependencies as flat arrays, checked when it is made; `add_batch` copies them into
 the engine's columns with a few numpy calls and wires the dependencies in compiled code
 (`flowherd.engine.event_loop.link_coflows`), with the same ids, order and events as one

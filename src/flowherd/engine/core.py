@@ -14,7 +14,7 @@ constant, so nothing is simulated but the events themselves:
   is the max-min allocation of all active flows (tests compare it with a full recomputation at
   every event, to a rounding of the link capacity), at the cost of the part of the network that
   changes. Per-link buckets of the active flows make finding that part cost only its size. The
-  earlier rule (every flow coupled over saturated links, above the event's threshold level,
+  closure rule (every flow coupled over saturated links, above the event's threshold level,
   `flowherd.engine.allocation.reallocate`) stays selectable as ``_rule = "closure"``;
 * events that fall at the same instant (a collective step starts many flows at once; equal
   flows end together) are processed as one batch with one rate update;
@@ -100,7 +100,7 @@ class Engine:
     1.0
     """
 
-    # the rate update: "bottleneck" (`flowherd.engine.bottleneck`) or the earlier "closure" rule
+    # the rate update: "bottleneck" (`flowherd.engine.bottleneck`) or the "closure" rule
     _rule = "bottleneck"
     # job executors add an iteration as one batch (`add_coflows`); False: one add_coflow per
     # coflow (the same run, bit for bit; kept to compare with)
@@ -559,7 +559,7 @@ class Engine:
         self.num_flows_reallocated += moved
 
     def _rates_closure(self, seeds: np.ndarray, now: float, thr: tuple[int, float]) -> None:
-        """The earlier rule (``_rule = "closure"``): every flow coupled to ``seeds`` over
+        """The closure rule (``_rule = "closure"``): every flow coupled to ``seeds`` over
         saturated links, those below the threshold ``thr`` kept
         (`flowherd.engine.allocation.reallocate`); kept to compare with."""
         passes, moved = reallocate(seeds, now, self._f, self._links.link, self._links.frac, self._ls,

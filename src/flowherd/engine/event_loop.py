@@ -5,7 +5,7 @@ rate rule or congestion hook is due, the run's end).
 Per event the Python loop dispatched eight to ten compiled kernels (about 120 array arguments,
 each type-checked at every call) and walked the coflow bookkeeping in Python: 60-100 us per
 event, most of a cluster run once the rate updates were local (profile of
-`benchmarks/contended_small.py`, issue 17). Here one call runs many events: the kernels are the
+`benchmarks/contended_small.py`). Here one call runs many events: the kernels are the
 same (`flowherd.engine.step_kernels`, `flowherd.engine.bottleneck`, `flowherd.engine.allocation`), called
 from compiled code, in the same order on the same data, so the results are the same bit for bit
 (`tests/engine/test_engine_exact.py`).

@@ -1,4 +1,4 @@
-"""The active flows' transmission ends as a binary heap inside the compiled event loop (issue 17).
+"""The active flows' transmission ends as a binary heap inside the compiled event loop.
 
 Scanning every active flow at every step for the soonest end (and again for the flows that
 end) cost ~60 us a step with 5,000 background flows in flight, most of a cluster run under the
@@ -11,7 +11,7 @@ second, each touching a few dozen of them). Here a step costs O(changed flows x 
 * a flow's position in ``act_buf`` is kept in ``apos``; a flow that ends leaves a hole (-1) in
   ``act_buf`` instead of the buffer being rewritten at every step; holes are squeezed out when
   they outnumber the live flows and before the loop hands over to Python (which then sees
-  ``act_buf[:N_ACT]`` as before, in the same order).
+  ``act_buf[:N_ACT]`` compact, in the order of the positions).
 
 The flows that end in a step are those of the scan (every active flow with a transmission end
 within the step's time tolerance), in the order of ``act_buf`` (sorted by position), so the loop

@@ -4,7 +4,7 @@ twice: flow arrays by content, `Routes` objects by identity, the router's routes
 Job executors hand the same flow arrays and the same cached `Routes` every iteration, and a
 step-fidelity collective routes the same pairs at every step: checking them each time was most
 of an ``add_coflow`` (about 0.5 ms of numpy calls per coflow in a cluster run), checking routes
-~14% of a cluster run, re-routing half of a 1,024-GPU ring AllReduce (profiles, issue 17).
+~14% of a cluster run, re-routing half of a 1,024-GPU ring AllReduce (profiles).
 """
 
 from __future__ import annotations

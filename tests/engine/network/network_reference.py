@@ -1,7 +1,7 @@
-"""The congestion model's burst handling as it was in Python (numpy per port), kept as the
-reference the compiled path (`flowherd.engine.network.burst_kernels`) is checked against
-(tests/engine/network/test_network_compiled.py). Methods of `NetworkModel` verbatim but for the
-pause records, which the model now keeps in arrays."""
+"""The congestion model's burst handling in plain numpy (per port): the reference the compiled
+path (`flowherd.engine.network.burst_kernels`) is checked against
+(tests/engine/network/test_network_compiled.py). The methods of `NetworkModel` but for the
+pause records, which the model keeps in arrays."""
 
 import numpy as np
 

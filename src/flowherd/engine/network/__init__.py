@@ -4,7 +4,7 @@
 model a run uses; `NetworkModel` is what an `Engine` consults when the model is not ``ideal``.
 An engine made without ``network=`` takes the one set by `use_network` around the run (so the
 many engines of a cluster run, probes included, share one setting without each caller passing
-it), and ``ideal`` when none is set: the engine exactly as it was.
+it), and ``ideal`` when none is set: the engine alone, no model consulted.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ __all__ = ["MODELS", "SWITCHES", "NetworkConfig", "NetworkModel", "NetworkStats"
            "current_network", "load_network", "network_from_mapping", "network_record", "use_network"]
 
 # the model and its compiled kernels load on first use: an ideal run (a collective on the command
-# line) needs only the configuration (0.03 s of start-up, issue 16)
+# line) needs only the configuration (0.03 s of start-up)
 _LAZY = {"NetworkModel": "model", "NetworkStats": "model", "network_record": "record"}
 
 

@@ -167,7 +167,7 @@ def burst_members(comp, lo, hi, link_buf, is_net, hot, peak, ll, roce, buffer_by
         return drop, pausing, ptr, idx, ok, n_out, size_wire, line, n_in, need
     # the fresh flows per first network link, counted down in ``pos`` (-1 there again: -1 - pos
     # is the count; put back below), not in an array of every link zeroed per burst (at 16,384
-    # GPUs that memset was 9% of a run, perf, issue 17)
+    # GPUs that memset was 9% of a run, perf)
     for i in range(comp.size):
         if first[i] >= 0:
             pos[first[i]] -= 1

@@ -1,6 +1,6 @@
 """What a fabric's switches and transport are: the ``network:`` section of a scenario.
 
-``model: ideal`` is the engine as it always was (fluid max-min, nothing queues, nothing is
+``model: ideal`` is the engine alone (fluid max-min, nothing queues, nothing is
 lost). ``roce`` is a lossless RoCEv2 fabric (PFC on the lossless classes, DCQCN-like rate
 control at the NICs); ``tcp`` a lossy one (ECN marking, DCTCP-like window control, drops and
 retransmission timeouts). The mechanisms are in `flowherd.engine.network.fluid` and

@@ -112,7 +112,7 @@ def loop_done(done, lo, hi, link_buf, b_len, load, now, lf, li, lb, cf, ci, dq_p
     an entry (`done_step` touched nothing; the model's Python hook does it). `done_step`'s
     work in the event loop's work arrays ``w_i`` (three rows of one integer per link), ``w_f``
     (three of floats), ``w_b`` (one of flags): no allocation, no reference counts (these were
-    28% of the counts of a roce run at scale a, issue 17)."""
+    28% of the counts of a roce run at scale a)."""
     n = lf.size // _NLF
     _, nch, need = done_core(
         done, lo, hi, link_buf, _row(lb, _SCRATCH, n), _row(lb, _IS_NET, n), b_len, load,

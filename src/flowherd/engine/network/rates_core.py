@@ -5,7 +5,7 @@ argument per call, per slice, per array it allocates): with the end-of-flow pass
 (`kernels.done_core`), the rate update's chain (`packed.loop_rates` -> `rates_step` ->
 `rates_pass` -> `flow_pass`, `burst_peaks`, their ~150 arrays) was a quarter of the counts left
 in a roce run of `benchmarks/cluster.py --scale a` (gdb tally of `NRT_incref`/`NRT_decref`
-callers, issue 17, eighth session). `rates_core` is the same arithmetic in the same order into
+callers). `rates_core` is the same arithmetic in the same order into
 work arrays the loop makes once per call (`RatesWork`), compiled without numba's runtime
 (`aot.NO_REFCOUNT`); the sorts are a stable merge sort (`_argsort_stable`: the permutation of
 numpy's stable argsort, the only stable one) and one of distinct integers (`_sort_ints`: a sort
