@@ -28,3 +28,5 @@ s#tests/sim/(network_reference|test_ack_path|test_network[a-z_]*|test_rates_core
 s#tests/sim/(exact_cases|test_allocation|test_engine|test_engine_exact|test_fairshare|test_flow_heap|test_local_core|test_min_duration|test_pages)\.py#tests/engine/\1.py#g
 s#tests/sim/(test_cluster|test_collective_batch|test_collective_fidelity|test_collective_take|test_control_api|test_executor_launch|test_pacers|test_phase_fidelity|test_placement|test_quiet_windows)\.py#tests/cluster/\1.py#g
 s#tests/sim/test_astra_resnet\.py#tests/benchmarks/test_astra_resnet.py#g
+# one-question studies moved out of benchmarks/
+s#benchmarks/(control_share_probe|control_probe|rl_room|ecmp_collisions|phase_speedup|fidelity)\.py#studies/\1.py#g

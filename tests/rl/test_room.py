@@ -1,4 +1,4 @@
-"""The rule policies of the structured space's room (benchmarks/rl_room.py, issue 14)."""
+"""The rule policies of the structured space's room (studies/rl_room.py)."""
 
 import importlib.util
 import sys
@@ -11,9 +11,9 @@ from flowherd.control.herd import ACTIONS, FEATURE_NAMES, NUM_FEATURES, HerdCont
 from flowherd.experiments.runner import run_scenario
 from flowherd.rl.env import BufferingEnv
 
-_BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(_BENCH))  # rl_room imports rl_curves
-_SPEC = importlib.util.spec_from_file_location("rl_room_benchmark", _BENCH / "rl_room.py")
+_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(_ROOT / "benchmarks"))  # rl_room imports rl_curves
+_SPEC = importlib.util.spec_from_file_location("rl_room_study", _ROOT / "studies" / "rl_room.py")
 room = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(room)
 

@@ -16,10 +16,10 @@ power-of-two halving-doubling, direct, pairwise): there the sum of per-step maxi
 the maximum of the sums. They differ for pipelined schedules (tree, chain broadcast: the
 `collective` fidelity has no fill and drain), for hierarchical ones (the intra- and inter-server
 phases overlap in one coflow), and under contention (a step's slowest flow gates the next step
-in `step` fidelity, while one coflow's flows drift apart). `benchmarks/fidelity.py` prints
+in `step` fidelity, while one coflow's flows drift apart). `studies/fidelity.py` prints
 the difference on contended scenarios; at 256 MiB, collective vs step: idle ring 0 %, idle
 tree -3.5 %, two AllReduces on a 2:1 oversubscribed leaf-spine -4 % and -15 %, a ring hit by
-two staggered outside flows -10.6 %, AllReduce + AllToAll sharing NICs -1.1 % and -0.4 %,
+two staggered outside flows -10.5 %, AllReduce + AllToAll sharing NICs -1.3 % and -0.5 %,
 ECMP collisions (the same on every step) 0 %. The `collective` fidelity is never slower here:
 it lets a collective's flows run ahead where the steps would have waited.
 

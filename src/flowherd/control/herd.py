@@ -101,7 +101,7 @@ class HerdParams:
             `share_splits`, an ablation). On the heavy scenario's first two jobs with its
             background (seed 5, roce, 30 s) iterations took 2.03 s with ``share``, 2.73 s with
             ``utilization`` and 2.73 s spraying; re-measured on f2f7a89's engine
-            (`benchmarks/control_probe.py --controllers flowherd split-paths`): ``share``
+            (`studies/control_probe.py --controllers flowherd split-paths`): ``share``
             1.99/2.08 s, ``split`` 2.38/2.39 s, spraying 2.76/2.69 s.
         prioritize: Set shortest-remaining-first classes (False: no priorities).
         num_classes: Classes the ranks are compressed onto (1: every job in one class ahead of

@@ -1,6 +1,6 @@
 """Speed-up of `phase` over `collective` fidelity on one cluster scenario, and their JCT agreement.
 
-    .venv/bin/python benchmarks/phase_speedup.py [--servers 16] [--jobs 12] [--horizon 600]
+    .venv/bin/python studies/phase_speedup.py [--servers 18] [--jobs 12] [--horizon 600]
 
 The scenario: a leaf-spine of ``--servers`` servers of 8 H100 (3 servers per leaf, 1 spine,
 uplinks 2:1 oversubscribed), ``--jobs`` Llama-3 8B training jobs of 8, 16 or 32 GPUs (TP 8, data

@@ -1,4 +1,4 @@
-"""How much room the structured action space leaves a learner (issue 14): rule policies in it.
+"""How much room the structured action space leaves a learner: rule policies in it.
 
 In the structured space (`flowherd.control.agent`) a learner chooses, at each collective that
 crosses the network, only *whether* the flowherd policy's rule holds it (its interleaving shift,
@@ -17,7 +17,7 @@ in the environment (`flowherd.rl.env.BufferingEnv`):
 Per seed it prints the agent points, the points with a choice, the points held, and each rule's
 mean JCT (jobs unfinished at the horizon counted to it).
 
-    python benchmarks/rl_room.py --scenario benchmarks/scenarios/rl_small.yaml --seeds 4 5 6 7 8
+    python studies/rl_room.py --scenario benchmarks/scenarios/rl_small.yaml --seeds 4 5 6 7 8
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"  # its scenarios and rl_curves
 RULES = ("flowherd", "never", "always", "slack>0.1")
 
 
@@ -71,13 +71,13 @@ def episode(env, seed: int, rule: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scenario", type=Path, default=HERE / "scenarios" / "rl_small.yaml")
+    ap.add_argument("--scenario", type=Path, default=BENCH / "scenarios" / "rl_small.yaml")
     ap.add_argument("--network", default="roce")
     ap.add_argument("--seeds", type=int, nargs="+", default=[4, 5, 6, 7, 8])
     ap.add_argument("--rules", nargs="+", default=list(RULES))
     args = ap.parse_args(argv)
 
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(BENCH))
     from flowherd.rl.env import BufferingEnv
     from rl_curves import scenario_source
 

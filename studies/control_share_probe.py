@@ -12,9 +12,9 @@ mean of its pairs' as the flowherd policy predicts it when it chooses the paths 
 link a new flow gets, `flowherd.control.herd._widest_share`), byte-weighted, for the four jobs
 with the background.
 
-    python benchmarks/control_share_probe.py                        # flowherd, roce
-    python benchmarks/control_share_probe.py --offset 0.3 --no-alone
-    python benchmarks/control_share_probe.py --tail --no-alone
+    python studies/control_share_probe.py                        # flowherd, roce
+    python studies/control_share_probe.py --offset 0.3 --no-alone
+    python studies/control_share_probe.py --tail --no-alone
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-SCENARIO = HERE / "scenarios" / "control_heavy.yaml"
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+SCENARIO = BENCH / "scenarios" / "control_heavy.yaml"
 JOBS = ("philly-r31925", "philly-r31782", "philly-r76804", "philly-r29848")  # seed 2's first 16-GPU jobs
 SECOND = ("philly-r76804", "philly-r29848")  # the second job of each pair of leaves
 ITERATIONS = 200  # more than 30 s of iterations: no job ends in the probe

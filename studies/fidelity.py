@@ -1,6 +1,6 @@
 """How far the `collective` fidelity is from the `step` fidelity, idle and under contention.
 
-Run: ``.venv/bin/python benchmarks/fidelity.py [--size 256MiB]``. For each scenario it
+Run: ``.venv/bin/python studies/fidelity.py [--size 256MiB]``. For each scenario it
 simulates the same workload twice, once with every collective at `step` fidelity and once at
 `collective` fidelity, and prints each collective's time at both, their relative
 difference and the wall-clock time of each simulation.

@@ -1,6 +1,6 @@
 """Slowdown of collectives from ECMP hash collisions, against packet spraying, over seeds and sizes.
 
-Run: ``.venv/bin/python benchmarks/ecmp_collisions.py [--seeds 10] [--sizes 16MiB,256MiB,1GiB]``.
+Run: ``.venv/bin/python studies/ecmp_collisions.py [--seeds 10] [--sizes 16MiB,256MiB,1GiB]``.
 
 On a non-blocking leaf-spine, spraying splits every flow evenly over the spines, so the NICs
 are the only bottleneck. ECMP puts each flow on one hashed spine; when two flows of a step hash

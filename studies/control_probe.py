@@ -12,10 +12,10 @@ separates what the `buffer` grant can reach (the jobs' sharing of the uplinks: p
 from what it cannot (the background's share of the links, which only a class above the
 background removes).
 
-    python benchmarks/control_probe.py                      # roce, buffer, with and without background
-    python benchmarks/control_probe.py --network ideal --controllers none flowherd
-    python benchmarks/control_probe.py --grant priority --controllers flowherd --no-bare
-    python benchmarks/control_probe.py --alone --no-bare --controllers none flowherd  # each job alone too
+    python studies/control_probe.py                      # roce, buffer, with and without background
+    python studies/control_probe.py --network ideal --controllers none flowherd
+    python studies/control_probe.py --grant priority --controllers flowherd --no-bare
+    python studies/control_probe.py --alone --no-bare --controllers none flowherd  # each job alone too
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-SCENARIO = HERE / "scenarios" / "control_heavy.yaml"
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+SCENARIO = BENCH / "scenarios" / "control_heavy.yaml"
 JOBS = ("philly-r32791", "philly-r31716")  # the first two jobs of seed 5's window
 GPUS_PER_SERVER = 8  # the scenario's fabric
 VARIANTS = {"none": ("none", {}), "adaptive": ("adaptive", {}), "flowherd": ("flowherd", {}),
