@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+import record
 from flowherd.cluster.simulate import BackgroundSpec, JobRequest, simulate_cluster
 from flowherd.engine.network import load_network, use_network
 from flowherd.fabric.generators import leaf_spine
@@ -113,6 +114,8 @@ def main() -> None:
     args = ap.parse_args()
     walls: dict[tuple[str, str], float] = {}
     cpus: dict[tuple[str, str], float] = {}
+    rows: list[list] = []
+    figures: dict[str, dict] = {}
     for scale, net_name in [(s, n) for s in args.scale for n in args.network]:
         servers, leaves, spines, num_jobs = SCALES[scale]
         horizon = args.horizon_b if (scale == "b" and args.horizon_b) else args.horizon
@@ -149,6 +152,12 @@ def main() -> None:
               f"simulated hour: {hour:.1f} s{note}")
         print(f"    jobs started {started}, finished {done}; iterations {iters} ({ff} fast-forwarded); "
               f"events {res.num_events}, coflows {res.num_coflows}, rate updates {res.num_rate_updates}")
+        cpu_hour = cpu_s * 3600.0 / horizon
+        figures[f"({scale}) {fab.num_gpus:,} GPUs, {net_name}: one simulated hour"] = record.figure(
+            round(cpu_hour, 1),
+            "CPU-s" + ("" if horizon >= 3600 else f" (x{3600 / horizon:g} of {horizon:g} s)"))
+        rows.append([scale, fab.num_gpus, len(jobs), net_name, horizon, round(res.wall_s, 1), round(cpu_s, 1),
+                     round(cpu_hour, 1), started, done, iters, ff, res.num_events, res.num_rate_updates])
         if res.background_start_s.size:  # what the exact rule's events come from
             fin = np.isfinite(res.background_finish_s)
             end = np.minimum(np.nan_to_num(res.background_finish_s, nan=horizon), horizon)
@@ -171,6 +180,12 @@ def main() -> None:
             print(f"    exact rule{'' if quiet else ' without quiet windows'}: wall "
                   f"{ref.wall_s:.1f} s, CPU {time.process_time() - cpu1:.1f} s; {ref_ff} iterations "
                   f"fast-forwarded, events {ref.num_events}; " + error_line(res, ref))
+            jct = [abs((a.finish_s - a.start_s) / (b.finish_s - b.start_s) - 1.0)
+                   for a, b in zip(res.jobs, ref.jobs, strict=True)
+                   if a.finish_s is not None and b.finish_s is not None]
+            if jct:
+                figures[f"({scale}) {net_name}: {args.bg_mode} rule's JCT error against exact, max"] = \
+                    record.figure(round(100 * max(jct), 2), "%")
     for scale in args.scale:  # side by side in this one run
         base = args.network[0]
         for net_name in args.network[1:]:
@@ -179,6 +194,19 @@ def main() -> None:
                   f"({walls[scale, net_name]:.1f} s / {walls[scale, base]:.1f} s); CPU-time ratio "
                   f"{cpus[scale, net_name] / cpus[scale, base]:.2f}x "
                   f"({cpus[scale, net_name]:.1f} s / {cpus[scale, base]:.1f} s)")
+            figures[f"({scale}) CPU-time ratio {net_name} / {base}"] = record.figure(
+                round(cpus[scale, net_name] / cpus[scale, base], 2), "x")
+    headline = (args.horizon == 3600.0 and args.horizon_b is None and args.bg_mode == "sampled"
+                and args.fidelity == "phase" and args.load == 0.2 and not args.no_quiet)
+    name = "cluster" if headline else (
+        f"cluster_{''.join(args.scale)}_{args.horizon:g}s_{args.bg_mode}"
+        + ("_noquiet" if args.no_quiet else ""))
+    record.save(name, figures, tables=[record.table(
+        "runs (wall and CPU seconds of the simulation; one hour extrapolated linearly from the horizon)",
+        ["scale", "GPUs", "jobs", "network", "horizon (s)", "wall (s)", "CPU (s)", "CPU per hour (s)",
+         "started", "finished", "iterations", "fast-forwarded", "events", "rate updates"], rows)],
+        notes=f"phase fidelity, background {args.load:.0%} ({args.bg_mode} rule), placer {args.placer}, "
+              f"seed {args.seed}; the job mix of benchmarks/cluster.py's docstring.")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ buckets cross 16:1 leaf uplinks, 20% background, collective fidelity) in process
 wall seconds and each job's completed iterations and last iteration end. CPU seconds are the
 figure to quote on a shared machine. ``--src`` runs another checkout's package (e.g. main) in a
 subprocess the same way, so that two trees are measured side by side, runs alternated.
-``--network`` runs another network model than the scenario's (``roce``), e.g. ``ideal``.
+``--network`` runs another network model than the scenario's (``roce``), e.g. ``ideal``. A run of
+this tree alone saves its figures (`record.save`: ``contended_small``, or
+``contended_small_<network>_<horizon>s`` with other options).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from pathlib import Path
 SCENARIO = Path(__file__).parent / "scenarios" / "contended_small.yaml"
 
 
-def run_here(horizon_s: float | None, network: str | None = None) -> None:
+def run_here(horizon_s: float | None, network: str | None = None) -> dict:
+    """Run the scenario in this process; print and return its CPU and wall seconds and jobs."""
     from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
 
@@ -39,6 +42,23 @@ def run_here(horizon_s: float | None, network: str | None = None) -> None:
                      (f" to {j.iteration_end_s[-1]:.3f} s" if len(j.iteration_end_s) else "")
                      for j in run.cluster.jobs)
     print(f"  {cpu:7.1f} CPU s {wall:7.1f} wall s   ({jobs})", flush=True)
+    return {"cpu_s": cpu, "wall_s": wall, "horizon_s": sc.horizon_s, "network": sc.network.model,
+            "jobs": [[j.name, len(j.iteration_end_s),
+                      float(j.iteration_end_s[-1]) if len(j.iteration_end_s) else None]
+                     for j in run.cluster.jobs]}
+
+
+def save(r: dict, horizon_s: float | None, network: str | None) -> None:
+    import record
+
+    name = "contended_small" if horizon_s is None and network is None else (
+        f"contended_small_{r['network']}_{r['horizon_s']:g}s")
+    record.save(name, {"simulation": record.figure(round(r["cpu_s"], 1), "CPU-s"),
+                       "simulation, wall": record.figure(round(r["wall_s"], 1), "s wall")},
+                tables=[record.table(f"jobs at the {r['horizon_s']:g} s horizon, network {r['network']}",
+                                     ["job", "iterations", "last iteration end (s)"], r["jobs"])],
+                notes="benchmarks/scenarios/contended_small.yaml in one process: CPU seconds of "
+                      "run_scenario (the scenario's runs, fabric and jobs built inside).")
 
 
 def main() -> None:
@@ -50,8 +70,11 @@ def main() -> None:
     ap.add_argument("--network", default=None, help="network model instead of the scenario's (roce)")
     ap.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.here or not args.src:
+    if args.here:
         run_here(args.horizon, args.network)
+        return
+    if not args.src:
+        save(run_here(args.horizon, args.network), args.horizon, args.network)
         return
     here = str(Path(__file__).resolve().parents[1] / "src")
     for _ in range(args.repeats):

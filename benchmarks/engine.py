@@ -20,11 +20,14 @@ with that script's build time and peak memory of a 131,072-GPU fabric.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 
 import numpy as np
 
+import fabric_build
+import record
 from fabric_build import build_large_fabric
 from fabric_build import main as fabric_build_main
 from flowherd.engine import Engine, max_min_rates
@@ -61,7 +64,9 @@ def median_time(fn, repeats):
 
 
 def bench_kernel(fabric, router, sizes, repeats):
+    """Print and return rows: flows, ms on the fabric's ECMP routes, ms on the synthetic case."""
     print("kernel alone (median of", repeats, "runs)")
+    rows = []
     cap = fabric.link_capacity_bytes_per_s
     rng = np.random.default_rng(1)
     for n in sizes:
@@ -77,10 +82,13 @@ def bench_kernel(fabric, router, sizes, repeats):
                          repeats)
         print(f"  {n:>7,} flows: fabric ECMP routes {t * 1e3:9.2f} ms   "
               f"synthetic 5 links/flow over {num_links:,} links {tw * 1e3:9.2f} ms")
+        rows.append([n, round(t * 1e3, 2), round(tw * 1e3, 2)])
+    return rows
 
 
-def bench_burst(fabric, router, n, repeats, rtol=0.0, exact_finish=None):
-    """Returns the flows' finish times (for the error of the approximate mode)."""
+def bench_burst(fabric, router, n, repeats, rtol=0.0, exact_finish=None, rows=None):
+    """Returns the flows' finish times (for the error of the approximate mode); appends a row
+    (run, flows, mode, seconds, events, events per second, error mean, max) to ``rows``."""
     rng = np.random.default_rng(2)
     src, dst = random_pairs(rng, fabric.num_gpus, n)
     size = random_sizes(rng, n)
@@ -100,16 +108,22 @@ def bench_burst(fabric, router, n, repeats, rtol=0.0, exact_finish=None):
     t = median_time(once, repeats)
     mode = "exact" if not rtol else f"rtol {rtol:g}"
     err = ""
+    e = None
     if exact_finish is not None:
         e = np.abs(stats["finish"] - exact_finish) / exact_finish  # all start at 0
         err = f"; completion time error mean {e.mean():.2%}, max {e.max():.2%}"
+    if rows is not None:
+        rows.append(["burst", n, mode, round(t, 3), stats["events"], round(stats["events"] / t),
+                     None, None if e is None else round(100 * float(e.mean()), 3),
+                     None if e is None else round(100 * float(e.max()), 3)])
     print(f"  burst  {n:>7,} flows ({mode}): {t:8.2f} s wall, {stats['events']:,} events, "
           f"{stats['updates']:,} rate updates ({stats['realloc']:,.0f} flows re-allocated per "
           f"update), {stats['events'] / t:10,.0f} events/s{err}")
     return stats["finish"]
 
 
-def bench_steady(fabric, router, n, num_events, repeats, rtol=0.0):
+def bench_steady(fabric, router, n, num_events, repeats, rtol=0.0, rows=None):
+    """Print the steady state's events per second; append a row to ``rows`` (as `bench_burst`)."""
     stats = {}
 
     def once():
@@ -165,6 +179,9 @@ def bench_steady(fabric, router, n, num_events, repeats, rtol=0.0):
           f"{statistics.median(rates):10,.0f} events/s wall, {statistics.median(cpu_rates):10,.0f} per "
           f"CPU second ({stats['active']:,} active at the end; "
           f"{stats['realloc']:,.0f} flows re-allocated per rate update)")
+    if rows is not None:
+        rows.append(["steady", n, mode, None, stats["events"], round(statistics.median(rates)),
+                     round(statistics.median(cpu_rates)), None, None])
 
 
 def main():
@@ -184,21 +201,54 @@ def main():
     router = make_router("ecmp", fabric, seed=0)
     print(f"fabric {fabric.name}: {fabric.num_gpus:,} GPUs, {fabric.num_directed_links:,} directed "
           f"links; router {router.name} (built in {time.perf_counter() - t:.1f} s)")
-    if not args.no_kernel:
-        bench_kernel(fabric, router, args.sizes, args.repeats)
+    kernel = bench_kernel(fabric, router, args.sizes, args.repeats) if not args.no_kernel else []
     print("engine (median of", args.repeats, "runs)")
+    rows: list[list] = []
     for n in args.sizes:
         num_events = min(args.steady_events, max(100, 20_000_000 // n))
         if n <= args.burst_max:
-            exact = bench_burst(fabric, router, n, args.repeats)
+            exact = bench_burst(fabric, router, n, args.repeats, rows=rows)
             for r in args.rtol:
-                bench_burst(fabric, router, n, args.repeats, r, exact)
-        bench_steady(fabric, router, n, num_events, args.repeats)
+                bench_burst(fabric, router, n, args.repeats, r, exact, rows=rows)
+        bench_steady(fabric, router, n, num_events, args.repeats, rows=rows)
         for r in args.rtol:
-            bench_steady(fabric, router, n, num_events, args.repeats, r)
+            bench_steady(fabric, router, n, num_events, args.repeats, r, rows=rows)
+    built = []
     if not args.no_fabric_build:
         print("fabric build (benchmarks/fabric_build.py)")
-        fabric_build_main([131072])
+        built = fabric_build_main([131072])
+    save(fabric, args, kernel, rows, built)
+
+
+def save(fabric, args, kernel: list[list], rows: list[list], built: list[dict]) -> None:
+    figures = {}
+    for n, ms, _synthetic in kernel:
+        figures[f"max-min kernel, {n:,} flows"] = record.figure(ms, "ms wall")
+    for kind, n, mode, _t, _ev, _per_s, per_cpu_s, _em, _ex in rows:
+        if kind == "steady" and mode == "exact":
+            figures[f"steady state, {n:,} flows in flight"] = record.figure(per_cpu_s, "events per CPU-s")
+    for kind, n, mode, _t, _ev, _per_s, _cpu, _err_mean, err_max in rows:
+        if kind == "burst" and err_max is not None:
+            figures[f"{mode} completion time error, {n:,}-flow burst, max"] = record.figure(err_max, "%")
+    for b in built:
+        figures[f"fabric build, {b['gpus']:,} GPUs"] = record.figure(round(b["build_s"], 2), "s wall")
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    figures["whole run"] = record.figure(round(use.ru_utime + use.ru_stime, 1), "CPU-s")
+    tables = []
+    if kernel:
+        tables.append(record.table(f"max-min kernel alone on {fabric.name} (median of {args.repeats})",
+                                   ["flows", "fabric ECMP routes (ms)", "synthetic 5 links/flow (ms)"],
+                                   kernel))
+    tables.append(record.table(f"engine on {fabric.name} (median of {args.repeats})",
+                               ["run", "flows", "mode", "wall (s)", "events", "events/s wall", "events/CPU-s",
+                                "error mean (%)", "error max (%)"],
+                               [["" if c is None else c for c in r] for r in rows]))
+    if built:
+        tables.append(fabric_build.table(built))
+    headline = args.fabric == "rail" and args.sizes == [1000, 10000, 100000] and args.repeats == 3
+    record.save("engine" if headline else "engine_custom", figures, tables=tables,
+                notes="Wall times are medians on a shared machine (its load is in the record); "
+                      "the steady state's events per CPU second is the figure to compare.")
 
 
 if __name__ == "__main__":

@@ -62,9 +62,11 @@ def _peak_rss_mib(num_gpus: int) -> tuple[float, float]:
     return before, after
 
 
-def main(sizes: list[int]) -> None:
+def main(sizes: list[int]) -> list[dict[str, float]]:
+    """Print each size's figures; return them, one dict per size."""
     # ru_maxrss survives fork/exec on Linux: measure in children before this process grows
     rss = {n: _peak_rss_mib(n) for n in sizes}
+    rows = []
     for n in sizes:
         times = []
         for _ in range(3):
@@ -92,7 +94,42 @@ def main(sizes: list[int]) -> None:
               f"expected {n / 2 * 50e9 / 1e12:.1f} TB/s")
         print(f"  diameter: {dia} hops in {t_dia:.2f} s")
         print(f"  summary() total: {t_bis + t_dia:.2f} s")
+        rows.append({"gpus": n, "nodes": f.num_nodes, "cables": f.num_links,
+                     "build_s": statistics.median(times), "rss_mib": after, "imports_rss_mib": before,
+                     "traced_mib": traced, "bisection_tb_per_s": bis / 1e12, "bisection_s": t_bis,
+                     "diameter_hops": dia, "diameter_s": t_dia})
+    return rows
+
+
+def table(rows: list[dict[str, float]]) -> dict:
+    """The rows of `main` as a `record.table`."""
+    import record
+
+    return record.table(
+        "rail-optimized 3-tier fabrics (build: median of 3, wall)",
+        ["GPUs", "nodes", "cables", "build (s)", "peak RSS (MiB)", "after imports (MiB)",
+         "bisection (TB/s)", "maxflow (s)", "diameter (hops)", "diameter (s)"],
+        [[r["gpus"], r["nodes"], r["cables"], round(r["build_s"], 3), round(r["rss_mib"]),
+          round(r["imports_rss_mib"]), round(r["bisection_tb_per_s"], 1), round(r["bisection_s"], 2),
+          r["diameter_hops"], round(r["diameter_s"], 2)] for r in rows])
+
+
+def save(rows: list[dict[str, float]]) -> None:
+    import resource
+
+    import record
+
+    cpu = sum(resource.getrusage(w).ru_utime + resource.getrusage(w).ru_stime
+              for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    figures = {}
+    for r in rows:
+        figures[f"build, {r['gpus']:,} GPUs"] = record.figure(round(r["build_s"], 3), "s wall")
+        figures[f"peak RSS, {r['gpus']:,} GPUs"] = record.figure(round(r["rss_mib"]), "MiB")
+    figures["whole run"] = record.figure(round(cpu, 1), "CPU-s")
+    record.save("fabric_build", figures, tables=[table(rows)],
+                notes="Peak RSS of a child process that imports flowherd and builds the fabric once "
+                      "(ru_maxrss); bisection by max-flow, against n/2 x 50 GB/s for a 1:1 fabric.")
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [16384, 131072])
+    save(main([int(a) for a in sys.argv[1:]] or [16384, 131072]))

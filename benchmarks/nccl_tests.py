@@ -53,10 +53,12 @@ path, not NCCL itself (the external check compares with a recent NCCL's logged c
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 import numpy as np
 
+import record
 from flowherd.cluster.collective import simulate_collective
 from flowherd.collectives import select
 from flowherd.collectives.ops import Collective, Op, busbw_factor
@@ -210,6 +212,7 @@ def main() -> None:
     for op in args.ops.split(","):
         for s in servers:
             rows += table(fabric, op, s, sizes, fidelities)
+    figures: dict[str, dict] = {}
     print("\n# large-message AllReduce busbw (GB/s): simulated vs ported model vs published")
     for r in rows:
         if r["op"] != "allreduce" or r["size"] < GiB:
@@ -224,6 +227,11 @@ def main() -> None:
             vs_pub = " ".join(f"{f} {r['busbw'][f] / mid - 1:+.1%}" for f in fidelities)
             line += (f"; published {pub[0]:.0f}-{pub[1]:.0f} ({pub[2]}): {vs_pub} of the mid, "
                      f"model {r['model_busbw'] / mid - 1:+.1%}")
+            fid = fidelities[0]
+            key = f"AllReduce busbw, {r['servers']} server(s), {format_size(r['size'])}, {fid}"
+            figures[key] = record.figure(round(r["busbw"][fid], 1), "GB/s",
+                                         target=f"published {pub[0]:.0f}-{pub[1]:.0f}",
+                                         met=bool(pub[0] * 0.9 <= r["busbw"][fid] <= pub[1] * 1.1))
         print(line)
     lo, hi, src = PUBLISHED_RING_BUSBW_1_SERVER
     print(f"\n# one server, ring busbw (GB/s) at >= 1 GiB vs published {lo:.0f}-{hi:.0f} ({src})")
@@ -248,6 +256,8 @@ def main() -> None:
     ratios = [r[f] / r["model_s"] for r in rows for f in fidelities if r["model_s"]]
     if ratios:
         print(f"\nmedian simulated / model time over {len(ratios)} cells: {np.median(ratios):.2f}")
+        figures["simulated / model time, median over the cells"] = record.figure(
+            round(float(np.median(ratios)), 3), "x")
         cells = sorted(((r[f] / r["model_s"], r, f) for r in rows for f in fidelities
                         if r["model_s"]), key=lambda c: -abs(np.log(c[0])))
         print("worst cells (simulated / model time):")
@@ -261,6 +271,23 @@ def main() -> None:
               f"{same / total:.1%} agree")
         for m in misses[:10]:
             print("  differs:", m)
+        figures["selector agrees with the ported model"] = record.figure(
+            round(100 * same / total, 1), "%", target=f"{same}/{total} cells")
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    figures["whole run"] = record.figure(round(use.ru_utime + use.ru_stime, 1), "CPU-s")
+    headline = not args.quick and not args.servers and not args.sizes and args.ops == ",".join(OPS)
+    cols = ["op", "servers", "size (B)", "algorithm", "protocol", "channels", "model (us)",
+            "model busbw (GB/s)"]
+    cols += [f"{f} (us)" for f in fidelities] + [f"{f} busbw (GB/s)" for f in fidelities]
+    table_rows = [[r["op"], r["servers"], r["size"], r["algorithm_run"], r["protocol"], r["channels"],
+                   "" if not r["model_s"] else round(r["model_s"] * 1e6, 1), round(r["model_busbw"], 1)]
+                  + [round(r[f] * 1e6, 1) for f in fidelities] + [round(r["busbw"][f], 1) for f in fidelities]
+                  for r in rows]
+    record.save("nccl_tests" if headline else "nccl_tests_quick" if args.quick else "nccl_tests_custom",
+                figures, tables=[record.table("simulated collectives beside NCCL 2.30's tuning model",
+                                              cols, table_rows)],
+                notes="The busbw figure holds the simulated large-message AllReduce against the published "
+                      "nccl-tests range (module docstring), met within 10% of it.")
 
 
 if __name__ == "__main__":

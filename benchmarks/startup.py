@@ -1,4 +1,4 @@
-"""Time a newcomer's commands against the README's budgets (issue 16) and print each.
+"""Time a newcomer's commands against the README's budgets and print each (and save them).
 
     python benchmarks/startup.py               # --help, a 64-GPU collective, simulate default
     python benchmarks/startup.py --with-make   # also `make demo` and `make test` (15+ minutes)
@@ -69,7 +69,9 @@ def _median(cmd: list[str], repeats: int, cwd: Path) -> tuple[float, float, list
             [w for w, _ in runs])
 
 
-def _line(name: str, wall_s: float, detail: str = "", cpu_s: float | None = None) -> None:
+def _line(name: str, wall_s: float, detail: str = "", cpu_s: float | None = None,
+          rows: list | None = None) -> None:
+    """Print a command's line; append its row to ``rows``."""
     budget = BUDGETS_S.get(name)
     verdict = "no budget" if budget is None else ("within" if wall_s <= budget else "OVER") + \
         f" budget {budget:g} s"
@@ -77,6 +79,9 @@ def _line(name: str, wall_s: float, detail: str = "", cpu_s: float | None = None
         "" if budget is None or name.startswith("make") else
         f" ({'within' if cpu_s <= budget else 'OVER'})")
     print(f"{name:<78} {wall_s:8.2f} s  {verdict}{cpu}{'  ' + detail if detail else ''}", flush=True)
+    if rows is not None:
+        rows.append([name, round(wall_s, 3), None if cpu_s is None else round(cpu_s, 3), budget,
+                     None if budget is None else "yes" if wall_s <= budget else "OVER"])
 
 
 def _breakdown(repeats: int) -> None:
@@ -122,9 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'python -c pass (the interpreter alone)':<78} {base:8.2f} s  CPU {base_cpu:.2f} s",
           flush=True)
     cpus = {}
+    rows: list[list] = [["python -c pass (the interpreter alone)", round(base, 3), round(base_cpu, 3), None,
+                         None]]
     for name, argv_ in (("flowherd --help", ["--help"]), ("flowherd " + " ".join(COLLECTIVE), COLLECTIVE)):
         med, cpus[name], runs = _median([*fh, *argv_], args.repeats, ROOT)
-        _line(name, med, f"median of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)}", cpus[name])
+        _line(name, med, f"median of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)}", cpus[name],
+              rows)
     help_cpu, coll_cpu = cpus.values()
     print(f"{'  the collective / --help, CPU':<78} {coll_cpu / max(help_cpu, 1e-9):8.2f} x", flush=True)
     if args.compare_jit:
@@ -135,11 +143,12 @@ def main(argv: list[str] | None = None) -> int:
             del os.environ["FLOWHERD_JIT"]
         print(f"{'  the same, FLOWHERD_JIT=1 (numba JIT, cached)':<78} {med:8.2f} s  CPU {cpu:.2f} s  "
               f"median of {len(runs)}: {', '.join(f'{r:.2f}' for r in runs)}", flush=True)
+        rows.append(["the collective, FLOWHERD_JIT=1", round(med, 3), round(cpu, 3), None, None])
     if args.breakdown:
         _breakdown(args.repeats)
     if not args.skip_simulate:
         wall, cpu = _time([*fh, "simulate", "default"], cwd=ROOT, timeout_s=3600)
-        _line("flowherd simulate default", wall, cpu_s=cpu)
+        _line("flowherd simulate default", wall, cpu_s=cpu, rows=rows)
     if args.with_make:
         make = shutil.which("make")
         if make is None:
@@ -147,9 +156,33 @@ def main(argv: list[str] | None = None) -> int:
         # as a newcomer runs it: from the checkout, into flowherd-demo/ there
         for target in ("demo", "test"):
             wall, cpu = _time([make, target], cwd=ROOT, timeout_s=7200)
-            _line(f"make {target}", wall, cpu_s=cpu)
+            _line(f"make {target}", wall, cpu_s=cpu, rows=rows)
     print(f"load average {os.getloadavg()[0]:.2f} at the end", flush=True)
+    _save(rows, kernels.stdout.strip(), args)
     return 0
+
+
+def _save(rows: list[list], kernels: str, args: argparse.Namespace) -> None:
+    import record
+
+    figures = {}
+    for name, wall, cpu, budget, _ok in rows:
+        if budget is not None and not name.startswith("make"):
+            # CPU seconds are what a quiet machine's wall time would be (module docstring)
+            figures[name] = record.figure(cpu, "CPU-s", target=f"<= {budget:g} s",
+                                          met=cpu is not None and cpu <= budget)
+        elif name.startswith("make") or name == "flowherd simulate default":
+            target = None if budget is None else f"<= {budget:g} s"
+            figures[name] = record.figure(wall, "s wall", target=target,
+                                          met=None if budget is None else wall <= budget)
+    short = not args.with_make and not args.compare_jit and not args.breakdown and not args.skip_simulate
+    record.save("startup" if short else "startup_" + "_".join(
+        k for k in ("with_make", "compare_jit", "breakdown", "skip_simulate") if getattr(args, k)),
+        figures, tables=[record.table(f"medians of {args.repeats} runs after a warm one (the short commands)",
+                                      ["command", "wall (s)", "CPU (s)", "budget (s)", "wall within"],
+                                      [["" if c is None else c for c in r] for r in rows])],
+        notes=f"engine kernels: {kernels}. Budgets are for a quiet 2-core machine; on a busy one the "
+              "CPU seconds are the figure to read.")
 
 
 if __name__ == "__main__":

@@ -26,11 +26,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import resource
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import record
 from flowherd.experiments.store import ResultStore
 from flowherd.experiments.sweep import Sweep, load_sweep, run_sweep, sweep_from_mapping
 
@@ -104,6 +106,7 @@ def main() -> None:
               f"(min {min(spread):.1f}, max {max(spread):.1f}), total {med[w]['total_s']:6.1f} s, "
               f"a run {med[w]['run_s']:.2f} s")
     n = len(sweep.runs)
+    figures = {}
     for w in args.workers:
         if w == base:
             continue
@@ -115,7 +118,25 @@ def main() -> None:
         print(f"speed-up {w} workers vs {base}: {sweep_x:.2f}x for the sweep, {total_x:.2f}x with Ray start "
               f"and stop (ideal {ideal:.2f}x for {n} equal runs; each run took {slower:.2f}x as long with "
               f"{w} workers as with {base})")
+        figures[f"speed-up, {w} workers vs {base}, sweep"] = record.figure(
+            round(sweep_x, 2), "x", target=f"ideal {ideal:.2f}x for {n} equal runs")
+        figures[f"speed-up, {w} workers vs {base}, with Ray start and stop"] = record.figure(
+            round(total_x, 2), "x")
+        figures[f"a run's time, {w} workers over {base}"] = record.figure(round(slower, 2), "x")
     print(f"rows identical across worker counts and repeats; {_load()}")
+    cpu = sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+              for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    figures["whole run, this process and its children"] = record.figure(round(cpu, 1), "CPU-s")
+    rows = [[w, round(med[w]["sweep_s"], 1), round(min(m["sweep_s"] for m in results[w]), 1),
+             round(max(m["sweep_s"] for m in results[w]), 1), round(med[w]["total_s"], 1),
+             round(med[w]["run_s"], 2)] for w in args.workers]
+    headline = args.sweep is None and args.seeds == 5 and args.workers == [1, 2] and args.repeats == 3
+    record.save("sweep" if headline else "sweep_custom", figures, tables=[record.table(
+        f"sweep {sweep.name!r}, {n} runs, medians over {args.repeats} repeats (wall)",
+        ["workers", "sweep (s)", "min (s)", "max (s)", "with Ray start/stop (s)", "a run (s)"], rows)],
+        notes="Wall-clock speed-up of a local Ray sweep: on a shared 2-core machine the runs of two "
+              "workers contend for the cores, so the figure falls with the machine's load (in the "
+              "record). The stored rows are checked equal across worker counts.")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ times the AllToAll LP on leaf-spine fabrics of 4 to 32 GPUs (2 GPUs per server).
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
+import record
 from flowherd.cluster.collective import add_schedule, simulate_collective
 from flowherd.collectives.ops import Collective
 from flowherd.engine.core import Engine
@@ -33,7 +35,9 @@ def simulate_schedule(fabric, schedule) -> float:
     return float(eng.coflow_finish_s(done))
 
 
-def compare(op: str, size_bytes: float, fabrics: list[str], algos: list[str]) -> None:
+def compare(op: str, size_bytes: float, fabrics: list[str], algos: list[str]) -> list[list]:
+    """Print and return rows: op, fabric, algorithm, simulated s, algbw GB/s, LP finish, bound, solve s."""
+    rows = []
     print(f"\n{op} of {size_bytes / 2**20:g} MiB, step fidelity, spraying")
     print(f"{'fabric':8} {'algorithm':13} {'time':>12} {'algbw GB/s':>11}   LP: finish / bound / solve")
     for name in fabrics:
@@ -60,6 +64,9 @@ def compare(op: str, size_bytes: float, fabrics: list[str], algos: list[str]) ->
                     print(f"{name:8} {algo:13} {'-':>12} {'-':>11}   ({err})")
                     continue
             print(f"{name:8} {algo:13} {format_time(t):>12} {size_bytes / t / 1e9:11.2f}{extra}")
+            lp = (syn.finish_s, syn.lower_bound_s, round(solve, 2)) if algo == "mcf" else ("", "", "")
+            rows.append([op, name, algo, t, round(size_bytes / t / 1e9, 2), *lp])
+    return rows
 
 
 def scale(size_bytes: float) -> None:
@@ -89,11 +96,25 @@ def main() -> None:
     args = ap.parse_args()
     register_collective_algorithms()
     size = parse_size(args.size, field="--size")
-    compare("alltoall", size, ["ndv2", "dgx1", "dgx2"], ["mcf", "bvn", "direct", "hierarchical"])
+    rows = compare("alltoall", size, ["ndv2", "dgx1", "dgx2"], ["mcf", "bvn", "direct", "hierarchical"])
     if args.allgather:
-        compare("allgather", size, ["dgx1", "ndv2"], ["mcf", "ring", "direct", "hierarchical"])
+        rows += compare("allgather", size, ["dgx1", "ndv2"], ["mcf", "ring", "direct", "hierarchical"])
     if args.scale:
         scale(size)
+    figures = {}
+    for op, fab in sorted({(r[0], r[1]) for r in rows}):
+        got = {r[2]: r[3] for r in rows if r[0] == op and r[1] == fab}
+        best = min((t, a) for a, t in got.items() if a != "mcf")
+        if "mcf" in got:
+            figures[f"{op} on {fab}: mcf over the best built-in ({best[1]})"] = record.figure(
+                round(got["mcf"] / best[0], 3), "x time", target="<= 1.01 (a tie or better)",
+                met=got["mcf"] <= 1.01 * best[0])
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    figures["whole run"] = record.figure(round(use.ru_utime + use.ru_stime, 1), "CPU-s")
+    record.save("synthesis" if not (args.allgather or args.scale) else "synthesis_full", figures,
+                tables=[record.table(f"collectives of {args.size}, step fidelity, spraying",
+                                     ["op", "fabric", "algorithm", "time (s)", "algbw (GB/s)",
+                                      "LP finish (s)", "LP bound (s)", "LP solve (s wall)"], rows)])
 
 
 if __name__ == "__main__":
