@@ -18,7 +18,7 @@ from flowherd.experiments.scenario import Scenario
 from flowherd.sim.cluster import ClusterResult, JobRecord, JobRequest, simulate_cluster
 from flowherd.sim.network import use_network
 from flowherd.sim.placement import PLACERS
-from flowherd.workload import InferenceJob, TrainingJob
+from flowherd.workload import ChakraJob, InferenceJob, TrainingJob
 
 # Iterations an alone run simulates to measure a training job's steady iteration time.
 _SOLO_ITERATIONS = 2
@@ -62,15 +62,15 @@ class RunResult:
         }
 
 
-def _solo_key(spec: TrainingJob | InferenceJob, gpus: tuple[int, ...]) -> tuple[Any, ...]:
+def _solo_key(spec: TrainingJob | InferenceJob | ChakraJob, gpus: tuple[int, ...]) -> tuple[Any, ...]:
     neutral = dataclasses.replace(spec, name="solo", tenant="solo", submit_s=0.0)
-    if isinstance(spec, TrainingJob):
+    if isinstance(spec, TrainingJob | ChakraJob):
         neutral = dataclasses.replace(neutral, iterations=1)
     return (repr(neutral), gpus)
 
 
-def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob, rec: JobRecord) -> float | None:
-    if isinstance(spec, TrainingJob):
+def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob | ChakraJob, rec: JobRecord) -> float | None:
+    if isinstance(spec, TrainingJob | ChakraJob):
         short = dataclasses.replace(spec, name="solo", submit_s=0.0,
                                     iterations=min(spec.iterations, _SOLO_ITERATIONS))
     else:
@@ -85,7 +85,7 @@ def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob, rec: JobRecord)
     if not len(it):
         return None
     # the last iteration is the steady one (the first may include pipeline warm-up effects)
-    return float(it[-1]) if isinstance(spec, TrainingJob) else float(it.mean())
+    return float(it[-1]) if isinstance(spec, TrainingJob | ChakraJob) else float(it.mean())
 
 
 def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None = None,

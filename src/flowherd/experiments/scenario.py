@@ -63,6 +63,7 @@ from flowherd.sim.control_api import GRANTS, Levers, levers_from
 from flowherd.sim.network import NetworkConfig, load_network, network_from_mapping
 from flowherd.units import parse_time
 from flowherd.workload import (
+    ChakraJob,
     FlowSizeCDF,
     InferenceJob,
     MixEntry,
@@ -75,7 +76,7 @@ from flowherd.workload import (
     parse_rate_per_s,
 )
 
-Job = TrainingJob | InferenceJob
+Job = TrainingJob | InferenceJob | ChakraJob
 EMBEDDED = ("default",)
 
 
@@ -96,12 +97,16 @@ class Parallelism(_Model):
 
 
 class JobModel(_Model):
-    """One job. Training jobs take the parallelism block; inference jobs take `serving`."""
+    """One job. Training jobs take the parallelism block; inference jobs take `serving`; a job of
+    Chakra traces takes ``chakra`` (its directory), ``iterations``, ``ranks`` and ``parallelism.tp``
+    (`flowherd.workload.ChakraJob`) instead of a model."""
 
     name: str
     tenant: str = "default"
     kind: Literal["training", "inference"] = "training"
-    model: str | dict[str, Any]
+    model: str | dict[str, Any] | None = None
+    chakra: str | None = None
+    ranks: int | None = Field(None, ge=1)
     gpus: int | None = Field(None, ge=1)
     gpu: str | None = None
     parallelism: Parallelism = Parallelism()
@@ -279,9 +284,16 @@ def _time(value: str | float, field: str) -> float:
     return parse_time(value, field=field)
 
 
-def _job(m: JobModel, field: str, default_gpu: str) -> Job:
+def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None) -> Job:
     gpu = m.gpu or default_gpu
     submit_s = _time(m.submit, f"{field}.submit")
+    if m.chakra is not None:
+        return _chakra_job(m, field, gpu, submit_s, base)
+    if m.ranks is not None:
+        raise ConfigError(f"ranks applies to a job of Chakra traces only ({field}.ranks); set chakra: DIR")
+    if m.model is None:
+        raise ConfigError(f"missing required field ({field}.model): a model name, or chakra: DIR for a "
+                          "job of Chakra traces")
     try:
         if m.kind == "inference":
             known = {f.name for f in dataclasses.fields(InferenceJob)}
@@ -310,8 +322,24 @@ def _job(m: JobModel, field: str, default_gpu: str) -> Job:
         raise ConfigError(f"{msg} [in {field}]" if field not in msg else msg) from None
 
 
-def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
-    """Validate a scenario mapping and build its core values."""
+def _chakra_job(m: JobModel, field: str, gpu: str, submit_s: float, base: Path | None) -> ChakraJob:
+    if m.kind != "training" or m.model is not None or m.gpus is not None:
+        what = "kind" if m.kind != "training" else ("model" if m.model is not None else "gpus")
+        raise ConfigError(f"a job of Chakra traces takes its work and ranks from the traces: drop {what} "
+                          f"({field}.{what})")
+    path = Path(m.chakra)
+    if not path.is_absolute() and base is not None and not path.exists() and (base / path).exists():
+        path = base / path  # relative to the scenario file
+    try:
+        return ChakraJob(path=str(path), name=m.name, tenant=m.tenant, gpu=gpu, iterations=m.iterations,
+                         ranks=m.ranks, tp=m.parallelism.tp, submit_s=submit_s)
+    except ConfigError as err:
+        raise ConfigError(f"{err} [in {field}.chakra]") from None
+
+
+def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) -> Scenario:
+    """Validate a scenario mapping and build its core values; ``base``: the directory relative
+    paths in it (``workload.jobs[].chakra``) may be relative to (the scenario file's)."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"a scenario must be a mapping, got {type(data).__name__} (scenario)")
     try:
@@ -329,11 +357,12 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
     default_gpu = fabric.gpu_type[0]
     rng = np.random.default_rng(m.seed)
     horizon_s = _time(m.simulation.horizon, "simulation.horizon")
-    jobs: list[Job] = [_job(j, f"workload.jobs[{i}]", default_gpu) for i, j in enumerate(m.workload.jobs)]
+    jobs: list[Job] = [_job(j, f"workload.jobs[{i}]", default_gpu, base)
+                       for i, j in enumerate(m.workload.jobs)]
     streams: list[list[Job]] = [jobs]
     for i, a in enumerate(m.workload.arrivals):
         field = f"workload.arrivals[{i}]"
-        mix = [_job(j, f"{field}.mix[{k}]", default_gpu) for k, j in enumerate(a.mix)]
+        mix = [_job(j, f"{field}.mix[{k}]", default_gpu, base) for k, j in enumerate(a.mix)]
         weights = a.weights or [1.0] * len(mix)
         if len(weights) != len(mix):
             raise ConfigError(f"weights has {len(weights)} entries, expected {len(mix)} ({field}.weights)")
@@ -427,4 +456,5 @@ def load_scenario(name_or_path: str | Path, *, seed: int | None = None) -> Scena
     data = read_scenario_mapping(name_or_path)
     if seed is not None:
         data = {**data, "seed": seed}
-    return scenario_from_mapping(data)
+    base = None if str(name_or_path) in EMBEDDED else Path(name_or_path).resolve().parent
+    return scenario_from_mapping(data, base=base)

@@ -11,6 +11,7 @@ import numpy as np
 from flowherd.errors import ConfigError
 from flowherd.sim.control_api import ControllerIssue
 from flowherd.workload.background import FlowSizeCDF
+from flowherd.workload.chakra_job import ChakraJob
 from flowherd.workload.inference import InferenceJob
 from flowherd.workload.training import TrainingJob
 
@@ -30,14 +31,15 @@ class JobRequest:
 
     name: str
     tenant: str
-    spec: TrainingJob | InferenceJob
+    spec: TrainingJob | InferenceJob | ChakraJob
     submit_s: float
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"job name must be a non-empty string, got {self.name!r} (jobs[].name)")
-        if not isinstance(self.spec, TrainingJob | InferenceJob):
-            raise ConfigError(f"job {self.name!r}: spec must be a TrainingJob or InferenceJob, got "
+        if not isinstance(self.spec, TrainingJob | InferenceJob | ChakraJob):
+            raise ConfigError(f"job {self.name!r}: spec must be a TrainingJob, InferenceJob or ChakraJob, "
+                              "got "
                               f"{type(self.spec).__name__} (jobs[].spec)")
         if not (isinstance(self.submit_s, int | float) and math.isfinite(self.submit_s)
                 and self.submit_s >= 0):

@@ -35,7 +35,7 @@ class JobRun:
         self.index = index
         self.req = req
         self.spec = req.spec
-        self.kind = "training" if isinstance(req.spec, TrainingJob) else "inference"
+        self.kind = "inference" if isinstance(req.spec, InferenceJob) else "training"  # or a ChakraJob
         self.gpus = _NO
         self.start_s: float | None = None
         self.finish_s: float | None = None
@@ -76,7 +76,7 @@ class JobRun:
     # -- training --------------------------------------------------------------------------------
     def start_training(self, now: float) -> None:
         sim = self.sim
-        spec: TrainingJob = self.spec
+        spec: TrainingJob = self.spec  # or a ChakraJob: the same interface
         mapping = rank_to_gpu(spec, self.gpus, sim.gpus_per_server, gpu_server=sim.fabric.gpu_server)
         graph = spec.iteration_graph(Granularity.STAGE)
         self.graph = prepare_graph(graph, mapping, sim.cache)
