@@ -63,11 +63,11 @@ SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-
 
 def flowherd_time_s(trace_dir: Path, a2a_direct: bool = True) -> float:
     """One pass of the ETs on N GPUs around one switch (module docstring), seconds."""
+    from flowherd.cluster.executor import CollectiveCache, add_graph, prepare_graph
+    from flowherd.engine.core import Engine
     from flowherd.fabric.builder import FabricBuilder
     from flowherd.fabric.core import LinkKind, NodeKind
     from flowherd.routing.policies import make_router
-    from flowherd.sim.engine import Engine
-    from flowherd.sim.executor import CollectiveCache, add_graph, prepare_graph
     from flowherd.units import GiB, us
     from flowherd.workload.chakra_job import load_chakra_graph
     from flowherd.workload.opgraph import TaskKind
