@@ -381,6 +381,7 @@ class JobRun:
                          gpus=tuple(int(g) for g in self.gpus), iterations_planned=int(self.planned),
                          iteration_end_s=ends, iteration_s=durs,
                          compute_only_iteration_s=float(self.compute_only_s), solo_iteration_s=self.solo_s,
-                         gpu_busy_s=float(busy), fast_forwarded_iterations=int(ff_iters))
+                         gpu_busy_s=float(busy), fast_forwarded_iterations=int(ff_iters),
+                         footprint_links=np.asarray(self.footprint, np.int64))
 
 

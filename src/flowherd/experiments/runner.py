@@ -141,6 +141,9 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
         from flowherd.control import make_controller
 
         controller = make_controller(scenario.controller, **scenario.controller_params)
+    tel = scenario.telemetry  # link series and coflow records on the run's own grid (no other run)
+    extra = {} if tel is None else {"link_series": True, "coflow_records": tel.flows,
+                                    "utilization_bin_s": tel.bin_s}
     with use_network(scenario.network):  # every engine of the run: the scenario's network model
         cluster = simulate_cluster(scenario.fabric, requests, placer=placer,
                                    fidelity=scenario.fidelity, horizon_s=scenario.horizon_s,
@@ -148,7 +151,7 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
                                    seed=scenario.seed, progress=progress, placements=placements,
                                    planned_start=planned_start,
                                    controller=controller, on_controller_error=scenario.on_controller_error,
-                                   levers=scenario.levers, pacing=pacing)
+                                   levers=scenario.levers, pacing=pacing, **extra)
     cache: dict[tuple[Any, ...], float | None] = {}
     jobs = []
     for spec, rec in zip(scenario.jobs, cluster.jobs, strict=True):

@@ -52,13 +52,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from flowherd.cluster.control_api import GRANTS, Levers, levers_from
 from flowherd.cluster.simulate import BackgroundSpec
 from flowherd.engine.network import NetworkConfig, load_network, network_from_mapping
 from flowherd.errors import ConfigError, FlowherdError, UnknownNameError
 from flowherd.experiments import loading
+from flowherd.experiments.telemetry import TelemetrySpec, telemetry_from_mapping
 from flowherd.fabric.core import Fabric
 from flowherd.fabric.spec import fabric_from_mapping
 from flowherd.units import parse_time
@@ -202,6 +203,7 @@ class SimulationModel(_Model):
     fidelity: Literal["step", "collective", "phase"] = "collective"
     horizon: str | float = "4h"
     routing: str = "ecmp"
+    telemetry: StrictBool | dict[str, Any] = False  # flowherd.experiments.telemetry (docs/telemetry.md)
 
 
 class ScenarioModel(_Model):
@@ -237,6 +239,7 @@ class Scenario:
     max_utilization: float = 0.9  # planner.max_utilization
     pace: bool = False  # planner.pace, resolved (omitted: on unless the network is ideal)
     levers: Levers = dataclasses.field(default_factory=lambda: GRANTS["buffer"])
+    telemetry: TelemetrySpec | None = None  # simulation.telemetry (flowherd.experiments.telemetry)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -434,6 +437,7 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
                     controller_params=dict(m.controller.params), on_controller_error=m.controller.on_error,
                     source=dict(data), network=network, levers=levers,
                     max_utilization=m.planner.max_utilization,
+                    telemetry=telemetry_from_mapping(m.simulation.telemetry, horizon_s),
                     pace=network.model != "ideal" if m.planner.pace is None else m.planner.pace)
 
 
