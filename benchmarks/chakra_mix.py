@@ -2,6 +2,8 @@
 
     python benchmarks/chakra_mix.py --traces          # (re)write the traces only
     python benchmarks/chakra_mix.py --seeds 0 1 2     # the runs: per controller and seed
+    python benchmarks/chakra_mix.py --report runs/chakra_mix   # also the first seed's telemetry
+                                                               # and `flowherd report` of it
 
 The scenario is benchmarks/scenarios/chakra_mix.yaml; its traces are written reproducibly under
 benchmarks/scenarios/chakra_traces/ (not kept in git: this script makes them, byte for byte the
@@ -21,15 +23,16 @@ figures are saved with benchmarks/record.py.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
 
 import record
 from flowherd.experiments.runner import run_scenario
-from flowherd.experiments.scenario import load_scenario
+from flowherd.experiments.scenario import load_scenario, read_scenario_mapping, scenario_from_mapping
 from flowherd.experiments.stats import mean_ci95, paired
+from flowherd.experiments.sweep import store_run_result
+from flowherd.experiments.telemetry import write_telemetry
 from flowherd.workload import Granularity, TrainingJob
 from flowherd.workload.chakra_text import text_ets
 from flowherd.workload.chakra_write import export_graph
@@ -58,6 +61,9 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--traces", action="store_true", help="write the traces and stop")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--controllers", nargs="+", default=["none", "adaptive", "flowherd"])
+    ap.add_argument("--report", type=Path, default=None,
+                    help="store the first seed's runs with their telemetry in this directory and draw "
+                         "`flowherd report` there (the busiest links over time by tenant, and by method)")
     args = ap.parse_args(argv)
     sizes = write_traces()
     print("traces: " + ", ".join(f"{k} {v / 2**20:.2f} MiB" for k, v in sizes.items()))
@@ -68,11 +74,17 @@ def main(argv: list[str]) -> None:
     for ctl in args.controllers:
         mean_jct[ctl] = {}
         for seed in args.seeds:
-            sc = load_scenario(SCENARIO, seed=seed)
-            sc = dataclasses.replace(sc, controller=ctl)
+            src = {**read_scenario_mapping(SCENARIO), "seed": seed, "controller": {"name": ctl}}
+            keep = args.report is not None and seed == args.seeds[0]
+            if keep:  # telemetry changes no figure of the run (docs/telemetry.md)
+                src["simulation"] = {**src["simulation"], "telemetry": True}
+            sc = scenario_from_mapping(src, base=SCENARIO.parent)
             t0 = time.process_time()
             r = run_scenario(sc)
             cpu = time.process_time() - t0
+            if keep:
+                run_id = store_run_result(args.report, src, r, sweep="chakra_mix")
+                write_telemetry(r, args.report / "telemetry" / run_id)
             jct = [j["jct_s"] for j in r.jobs]
             mean_jct[ctl][seed] = sum(jct) / len(jct)
             its = {j["name"]: j["mean_iteration_s"] for j in r.jobs}
@@ -94,6 +106,11 @@ def main(argv: list[str]) -> None:
             figures[f"{ctl} - none: mean JCT"] = record.figure(round(p.mean, 4), "s",
                                                                ci95=round(p.half_width, 4))
         print(line)
+    if args.report is not None:
+        from flowherd.report import write_report
+
+        rep = write_report(args.report)
+        print(f"report: {rep.html} ({', '.join(p.name for p in rep.figures if 'telemetry' in p.name)})")
     record.save("chakra_mix", figures, tables=[record.table(
         "per controller and seed: mean JCT, each job's mean iteration time (s), CPU seconds",
         ["controller", "seed", "mean JCT s", *names, "CPU s"], rows)], argv=argv,
