@@ -90,3 +90,16 @@ def test_a_truncated_trace_through_the_cli_is_one_line_naming_file_and_node(tmp_
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
     assert "all_reduce.3.et: truncated protobuf: node message 0" in err and "workload.jobs[0].chakra" in err
+
+
+def test_the_planner_places_a_chakra_job_with_its_iteration_predicted(megatron_dir):
+    from flowherd.planning.plan import make_plan
+
+    s = scenario_from_mapping(_scenario([
+        {"name": "et", "chakra": str(megatron_dir), "iterations": 2, "parallelism": {"tp": 8}},
+        {"name": "native", **NATIVE, "iterations": 2}]))
+    p = make_plan(s.fabric, s.jobs, method="packed", seed=0)
+    by = {j.name: j for j in p.jobs}
+    assert len(by["et"].gpus) == 16 and not set(by["et"].gpus) & set(by["native"].gpus)
+    # the same work as the native job: the same predicted iteration
+    assert by["et"].predicted_iteration_s == pytest.approx(by["native"].predicted_iteration_s, rel=0.01)
