@@ -33,7 +33,7 @@ from xml.sax.saxutils import quoteattr
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric, LinkKind, NodeKind
 
-__all__ = ["server_shape", "shape_key", "topology_xml"]
+__all__ = ["server_shape", "topology_xml"]
 
 # compute capability and NCCL's per-link NVLink rate (GB/s, 10**9 B/s), src/graph/topo.h
 _SM = {"a100": (80, 20.0), "h100": (90, 20.6), "h200": (90, 20.6), "b200": (100, 40.1)}
@@ -111,8 +111,3 @@ def topology_xml(fabric: Fabric, server: int) -> str:
         lines.append("    </pci>")
     lines += ["  </cpu>", "</system>", ""]
     return "\n".join(lines)
-
-
-def shape_key(fabric: Fabric, server: int) -> tuple:
-    """Servers with equal keys share one XML file."""
-    return server_shape(fabric, server)

@@ -166,11 +166,11 @@ def trace_graph(trace: ChakraTrace, *, name: str = "chakra") -> OpGraph:
             sets.union(key(src, i_s), key(dst, i_r))
             instances.append((key(src, i_s), Collective(op=Op.SENDRECV, gpus=(src, dst),
                                                         size_bytes=float(a.comm_size))))
-    return _build(trace, name, cls, members, rep, base, sets, instances)
+    return _build(trace, name, members, rep, base, sets, instances)
 
 
-def _build(trace: ChakraTrace, name: str, cls: list[int], members: list[list[int]], rep: list[RankTrace],
-           base: list[int], sets: _Sets, instances: list[tuple[int, Collective]]) -> OpGraph:
+def _build(trace: ChakraTrace, name: str, members: list[list[int]], rep: list[RankTrace], base: list[int],
+           sets: _Sets, instances: list[tuple[int, Collective]]) -> OpGraph:
     n = trace.world_size
     total = base[-1]
     root = [sets.find(x) for x in range(total)]
@@ -208,7 +208,6 @@ def _build(trace: ChakraTrace, name: str, cls: list[int], members: list[list[int
         else:
             dur = node.duration_micros * us if node.type == NodeType.COMP_NODE else 0.0
             new_id[j] = b.compute(node.name or f"node{node.id}", dur, deps, stage=c, phase="compute")
-    del cls
     return b.build()
 
 
@@ -241,7 +240,6 @@ def _topo(preds: list[set[int]]) -> list[int] | None:
 def _on_cycle(preds: list[set[int]]) -> int:
     """A component on a cycle: walk predecessors among the components left by Kahn's algorithm."""
     n = len(preds)
-    succ_count = [0] * n
     indeg = [len(p) for p in preds]
     succ: list[list[int]] = [[] for _ in range(n)]
     for j, ps in enumerate(preds):
@@ -256,7 +254,6 @@ def _on_cycle(preds: list[set[int]]) -> int:
             indeg[s] -= 1
             if indeg[s] == 0:
                 ready.append(s)
-    del succ_count
     j = next(k for k in range(n) if not done[k])
     visited: set[int] = set()
     while j not in visited:  # every node left has a predecessor left: walking them ends on a cycle
