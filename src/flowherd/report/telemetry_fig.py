@@ -81,14 +81,22 @@ def _grid(links: Mapping[str, np.ndarray], rows: np.ndarray, nbins: int, value: 
     where = {int(k): i for i, k in enumerate(rows)}
     for lnk, b, v in zip(links["link"].astype(int), links["bin"].astype(int), links[value], strict=True):
         i = where.get(lnk)
-        if i is not None:
+        if i is not None and b < nbins:
             grid[i, b] = v
     return grid
 
 
 def _bins(links: Mapping[str, np.ndarray]) -> tuple[int, float]:
-    nb = int(links["bin"].max()) + 1 if len(links["bin"]) else 1
-    t1 = float(links["t1_s"].max()) if len(links["t1_s"]) else 1.0
+    """Bins and end time drawn: up to the last bin a job's traffic crosses (then only background
+    is left, which would squeeze the jobs into the first columns), or the whole run without jobs."""
+    if not len(links["bin"]):
+        return 1, 1.0
+    jobs = np.array([t not in _FIXED for t in links["tenant"]])
+    sel = jobs if jobs.any() else np.ones(len(jobs), bool)
+    last = int(links["bin"][sel].max())
+    nb = min(int(links["bin"].max()) + 1, last + 2)  # one bin of what follows
+    t1 = float(links["t1_s"][links["bin"] == nb - 1].max()) if np.any(links["bin"] == nb - 1) else \
+        float(links["t1_s"][sel].max())
     return nb, t1
 
 
@@ -128,11 +136,12 @@ def fig_links_by_method(runs: Mapping[str, Mapping[str, Mapping[str, np.ndarray]
     size = (4.2 * len(methods) + 1.5, 0.3 * max(len(rows), 4) + 1.8)
     fig, axes = plt.subplots(1, len(methods), figsize=size, sharey=True, squeeze=False)
     im = None
+    grids = {m: (_grid(runs[m]["links"], rows, _bins(runs[m]["links"])[0], "utilization"),
+                 _bins(runs[m]["links"])[1]) for m in methods}
+    vmax = max(float(g.max()) for g, _ in grids.values()) or 1.0  # one scale: the busiest bin
     for ax, m in zip(axes[0], methods, strict=True):
-        links = runs[m]["links"]
-        nb, t_end = _bins(links)
-        util = _grid(links, rows, nb, "utilization")
-        im = ax.imshow(util, aspect="auto", interpolation="nearest", vmin=0, vmax=1, cmap="viridis",
+        util, t_end = grids[m]
+        im = ax.imshow(util, aspect="auto", interpolation="nearest", vmin=0, vmax=vmax, cmap="viridis",
                        extent=(0, t_end, len(rows) - 0.5, -0.5))
         ax.set_title(m, fontsize=9)
         ax.set_xlabel("time (s)")
