@@ -4,6 +4,7 @@ import pytest
 import yaml
 
 from flowherd.cli import main
+from flowherd.control import CONTROLLERS
 from flowherd.errors import ConfigError
 from flowherd.experiments.runner import run_scenario
 from flowherd.experiments.scenario import load_scenario, scenario_from_mapping
@@ -42,7 +43,7 @@ def test_a_megatron_trace_iterates_as_the_native_job_it_was_written_from(megatro
     assert it["et"] == pytest.approx(it["native"], rel=1e-3)
 
 
-@pytest.mark.parametrize("controller", ["none", "adaptive", "flowherd"])
+@pytest.mark.parametrize("controller", list(CONTROLLERS))
 def test_chakra_jobs_of_tenants_share_the_fabric_with_a_native_job(tmp_path, megatron_dir, controller):
     ar = microbenchmark(tmp_path / "ar", CT.ALL_REDUCE, 8, 64)
     s = scenario_from_mapping(_scenario([
