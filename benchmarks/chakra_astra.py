@@ -211,7 +211,7 @@ def main(argv: list[str]) -> None:
                                      ["case", "N", "ASTRA-sim unaware 4 chunks", "ASTRA-sim unaware 1 chunk",
                                       "flowherd", "flowherd vs 1 chunk %", "within 5%",
                                       "flowherd + ASTRA-sim's local reduction vs 1 chunk %"], rows)],
-                argv=argv, notes="same Chakra ETs, N NPUs around one switch (50 GiB/s, 1 us per link); "
+                notes="same Chakra ETs, N NPUs around one switch (50 GiB/s, 1 us per link); "
                                  "flowherd ring (AllToAll direct) at path latencies, collective fidelity")
 
 

@@ -113,7 +113,7 @@ def main(argv: list[str]) -> None:
         print(f"report: {rep.html} ({', '.join(p.name for p in rep.figures if 'telemetry' in p.name)})")
     record.save("chakra_mix", figures, tables=[record.table(
         "per controller and seed: mean JCT, each job's mean iteration time (s), CPU seconds",
-        ["controller", "seed", "mean JCT s", *names, "CPU s"], rows)], argv=argv,
+        ["controller", "seed", "mean JCT s", *names, "CPU s"], rows)],
         notes="three Chakra-trace jobs (ResNet-50 DP, Megatron Llama-3-8B, Mixtral MoE) of three tenants "
               "and two native jobs on a 256-GPU 2:1 leaf-spine under lossless RoCE with 5% background")
 

@@ -81,7 +81,7 @@ def main(argv: list[str]) -> None:
                              [["off", round(med[False][0], 2), round(med[False][1])],
                               ["on", round(med[True][0], 2), round(med[True][1])]]),
                 record.table("files (bytes)", ["file", "bytes"], [[k, v] for k, v in sizes.items()])],
-        argv=argv, notes="flowherd simulate default --out DIR, whole processes, telemetry false vs true "
+        notes="flowherd simulate default --out DIR, whole processes, telemetry false vs true "
                          "(the default grid: the horizon over 100 bins)")
 
 
