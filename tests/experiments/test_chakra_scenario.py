@@ -104,3 +104,12 @@ def test_the_planner_places_a_chakra_job_with_its_iteration_predicted(megatron_d
     assert len(by["et"].gpus) == 16 and not set(by["et"].gpus) & set(by["native"].gpus)
     # the same work as the native job: the same predicted iteration
     assert by["et"].predicted_iteration_s == pytest.approx(by["native"].predicted_iteration_s, rel=0.01)
+
+
+def test_simulate_finds_traces_beside_the_scenario_file_from_elsewhere(tmp_path, monkeypatch, capsys):
+    microbenchmark(tmp_path / "traces" / "ar", CT.ALL_REDUCE, 4, 1)
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(_scenario([{"name": "ar", "chakra": "traces/ar", "iterations": 2}])))
+    monkeypatch.chdir(tmp_path.parent)  # not the scenario's directory
+    assert main(["simulate", str(f), "--json"]) == 0
+    assert '"iterations": 2' in capsys.readouterr().out

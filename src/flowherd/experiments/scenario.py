@@ -442,7 +442,9 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
 
 
 def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:
-    """The raw mapping of an embedded scenario name (``default``) or a YAML file."""
+    """The raw mapping of an embedded scenario name (``default``) or a YAML file; in a file's, a
+    relative ``workload.jobs[].chakra`` directory that exists beside the file is made absolute
+    (so that the run, a sweep's workers and the stored scenario find it from anywhere)."""
     if str(name_or_path) in EMBEDDED:
         ref = importlib.resources.files("flowherd.data") / "scenarios" / f"{name_or_path}.yaml"
         return loading.load_yaml(ref.read_text(), source=repr(str(name_or_path)), what="scenario")
@@ -452,7 +454,21 @@ def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ConfigError(f"no scenario file {loading.clip(str(name_or_path))}{hint} (expected a YAML file "
                           f"or one of the embedded scenarios: {', '.join(EMBEDDED)})")
-    return loading.read_yaml_file(path, what="scenario")
+    return _chakra_beside(loading.read_yaml_file(path, what="scenario"), path.resolve().parent)
+
+
+def _chakra_beside(data: Any, base: Path) -> Any:
+    workload = data.get("workload") if isinstance(data, dict) else None
+    if not isinstance(workload, dict):
+        return data
+    arrivals = workload.get("arrivals") or []
+    lists = [workload.get("jobs")] + [a.get("mix") for a in arrivals if isinstance(a, dict)]
+    for jobs in lists:
+        for job in jobs if isinstance(jobs, list) else []:
+            d = job.get("chakra") if isinstance(job, dict) else None
+            if isinstance(d, str) and not Path(d).exists() and (base / d).exists():
+                job["chakra"] = str(base / d)  # an absolute d exists or is reported as missing
+    return data
 
 
 def load_scenario(name_or_path: str | Path, *, seed: int | None = None) -> Scenario:
