@@ -126,22 +126,21 @@ SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-
 COMM_TYPE = {"allreduce": 0, "alltoall": 6}  # Chakra's CollectiveCommType ALL_REDUCE, ALL_TO_ALL
 
 
-_varint, _field = astra_resnet._varint, astra_resnet._field  # Chakra's protobuf wire format
-
-
 def chakra_et(op: str, size_bytes: int, name: str) -> bytes:
     """One rank's Chakra ET: the metadata (version 0.0.4) and one ``COMM_COLL_NODE`` with the
     attributes ``is_cpu_op`` false, ``comm_type``, ``comm_size``, each length-delimited as
     Chakra's ``encodeMessage`` writes them (byte for byte the shipped microbenchmark ETs, node id
-    and name aside)."""
-    meta = _field(1, 2, b"0.0.4")
+    and name aside; `flowherd.workload.chakra_write`)."""
+    from flowherd.workload.chakra_schema import NodeType, message_classes
+    from flowherd.workload.chakra_write import encode_messages
 
-    def attr(key: str, num: int, val: int) -> bytes:
-        return _field(10, 2, _field(1, 2, key.encode()) + _field(num, 0, val))
-
-    node = (_field(2, 2, name.encode()) + _field(3, 0, 7) + attr("is_cpu_op", 27, 0)
-            + attr("comm_type", 9, COMM_TYPE[op]) + attr("comm_size", 9, size_bytes))
-    return _varint(len(meta)) + meta + _varint(len(node)) + node
+    cls = message_classes()
+    A = cls["AttributeProto"]
+    node = cls["Node"](name=name, type=int(NodeType.COMM_COLL_NODE),
+                       attr=[A(name="is_cpu_op", bool_val=False),
+                             A(name="comm_type", int64_val=COMM_TYPE[op]),
+                             A(name="comm_size", int64_val=size_bytes)])
+    return encode_messages([cls["GlobalMetadata"](version="0.0.4"), node])
 
 
 def astra_inputs(root: Path, op: str, n: int) -> list[str]:

@@ -36,6 +36,13 @@ MEANING = {
     "workload.jobs": "Jobs named one by one.",
     "workload.jobs[].name": "Job label (unique in the scenario).",
     "workload.jobs[].tenant": "Who the job belongs to (per-tenant slowdown and fairness).",
+    "simulation.telemetry": "Per-link time series (utilization, queue, PFC pause) and per-collective records "
+                            "as Parquet beside the store: true, or {bin, flows} (docs/telemetry.md); off by "
+                            "default.",
+    "workload.jobs[].chakra": "A directory of Chakra execution traces, one `<prefix>.<rank>.et` per rank "
+                              "(docs/chakra.md): the job replays them instead of a model; one GPU per rank.",
+    "workload.jobs[].ranks": "A job of Chakra traces: re-use a purely data-parallel trace at this many ranks "
+                             "(an approximation: weak scaling, docs/chakra.md).",
     "workload.jobs[].kind": "`training` (takes `parallelism`) or `inference` (takes `serving`).",
     "workload.jobs[].model": "A catalog name (`flowherd models`) or an inline shape (keys of the model "
                              "table below).",

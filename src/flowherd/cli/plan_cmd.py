@@ -25,6 +25,14 @@ def plan(
     schedule: str = typer.Option(None, "--schedule",
                                  help="fifo or backfill (EASY); default: the method's own (backfill for "
                                       "heuristic, fifo for the others)"),
+    export: str = typer.Option(None, "--export",
+                               help="also write files a cluster applies: slurm (sbatch lines, hostfile in "
+                                    "rank order), k8s (pod spec fragments with node affinity) or nccl "
+                                    "(NCCL environment, NCCL_TOPO_FILE XML); flowherd.planning.export"),
+    export_dir: Path = typer.Option(Path("plan-export"), "--export-dir",
+                                    help="where --export writes its files"),
+    hosts: str = typer.Option(None, "--hosts", help="host name of server s for --export, a format with "
+                                                    "{server} (default node{server:03d})"),
 ) -> None:
     """Plan where (and when) each job of a scenario runs; `flowherd simulate --plan` executes it."""
     from flowherd.cli.checks import check_out_file, check_seed, plain
@@ -42,6 +50,11 @@ def plan(
         check_seed(seed, "--seed")
     if out is not None:
         check_out_file(out, "--out")  # before planning: a long solve must not end unwritable
+    if export is not None:
+        from flowherd.planning.export import EXPORTS
+
+        if export not in EXPORTS:
+            raise ConfigError(f"unknown export {export!r} (--export); expected one of: {', '.join(EXPORTS)}")
     sc = load_scenario(scenario, seed=seed)
     p = make_plan(sc.fabric, sc.jobs, method=method, time_limit_s=time_limit, seed=sc.seed,
                   routes=routes, backfill=None if schedule is None else schedule == "backfill",
@@ -49,6 +62,13 @@ def plan(
                   routing=sc.routing, pace=sc.pace)
     if out is not None:
         p.to_json(out)
+    if export is not None:
+        from flowherd.planning.export import export_plan
+
+        written = export_plan(p, sc.fabric, export, export_dir, hosts_format=hosts)
+        if not as_json:
+            typer.echo(f"{export}: {len(written)} files in {export_dir}: "
+                       + ", ".join(x.name for x in written[:6]) + (" ..." if len(written) > 6 else ""))
     if as_json:
         typer.echo(json.dumps(json.loads(p.to_json())))
         return

@@ -199,8 +199,12 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
 
         paths = _write_out(out, result, source)
         # the same run in a result store, so that `flowherd report OUT` draws it
-        store_run_result(out, source, run)
+        run_id = store_run_result(out, source, run)
         paths.append(out / "results.duckdb")
+        if scenario.telemetry is not None:  # beside the store (docs/telemetry.md)
+            from flowherd.experiments.telemetry import write_telemetry
+
+            paths += write_telemetry(run, out / "telemetry" / run_id).values()
     if as_json:
         typer.echo(json.dumps(result))
         return

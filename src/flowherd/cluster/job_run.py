@@ -35,7 +35,7 @@ class JobRun:
         self.index = index
         self.req = req
         self.spec = req.spec
-        self.kind = "training" if isinstance(req.spec, TrainingJob) else "inference"
+        self.kind = "inference" if isinstance(req.spec, InferenceJob) else "training"  # or a ChakraJob
         self.gpus = _NO
         self.start_s: float | None = None
         self.finish_s: float | None = None
@@ -76,7 +76,7 @@ class JobRun:
     # -- training --------------------------------------------------------------------------------
     def start_training(self, now: float) -> None:
         sim = self.sim
-        spec: TrainingJob = self.spec
+        spec: TrainingJob = self.spec  # or a ChakraJob: the same interface
         mapping = rank_to_gpu(spec, self.gpus, sim.gpus_per_server, gpu_server=sim.fabric.gpu_server)
         graph = spec.iteration_graph(Granularity.STAGE)
         self.graph = prepare_graph(graph, mapping, sim.cache)
@@ -381,6 +381,7 @@ class JobRun:
                          gpus=tuple(int(g) for g in self.gpus), iterations_planned=int(self.planned),
                          iteration_end_s=ends, iteration_s=durs,
                          compute_only_iteration_s=float(self.compute_only_s), solo_iteration_s=self.solo_s,
-                         gpu_busy_s=float(busy), fast_forwarded_iterations=int(ff_iters))
+                         gpu_busy_s=float(busy), fast_forwarded_iterations=int(ff_iters),
+                         footprint_links=np.asarray(self.footprint, np.int64))
 
 

@@ -4,13 +4,14 @@ background specification, per-job records and the run's result (frozen values)."
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from flowherd.cluster.control_api import ControllerIssue
 from flowherd.errors import ConfigError
 from flowherd.workload.background import FlowSizeCDF
+from flowherd.workload.chakra_job import ChakraJob
 from flowherd.workload.inference import InferenceJob
 from flowherd.workload.training import TrainingJob
 
@@ -30,14 +31,15 @@ class JobRequest:
 
     name: str
     tenant: str
-    spec: TrainingJob | InferenceJob
+    spec: TrainingJob | InferenceJob | ChakraJob
     submit_s: float
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"job name must be a non-empty string, got {self.name!r} (jobs[].name)")
-        if not isinstance(self.spec, TrainingJob | InferenceJob):
-            raise ConfigError(f"job {self.name!r}: spec must be a TrainingJob or InferenceJob, got "
+        if not isinstance(self.spec, TrainingJob | InferenceJob | ChakraJob):
+            raise ConfigError(f"job {self.name!r}: spec must be a TrainingJob, InferenceJob or ChakraJob, "
+                              "got "
                               f"{type(self.spec).__name__} (jobs[].spec)")
         if not (isinstance(self.submit_s, int | float) and math.isfinite(self.submit_s)
                 and self.submit_s >= 0):
@@ -123,6 +125,8 @@ class JobRecord:
             (measured only at ``phase`` fidelity for training jobs; None otherwise), seconds.
         gpu_busy_s: GPU-seconds spent computing in the completed iterations / batches.
         fast_forwarded_iterations: Iterations advanced by fast-forward (``phase`` fidelity).
+        footprint_links: ``int64[k]``: the directed links its collectives' routes cross (as placed,
+            before any controller's path choice; empty if it never started or moves nothing).
     """
 
     name: str
@@ -139,6 +143,7 @@ class JobRecord:
     solo_iteration_s: float | None
     gpu_busy_s: float
     fast_forwarded_iterations: int
+    footprint_links: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -181,6 +186,12 @@ class ClusterResult:
             bytes, PFC pause time (seconds) and dropped bytes of each link in each bin, from the
             congestion model (`flowherd.engine.network`; ``link_series=True`` and a model other
             than ``ideal``, else None).
+        link_bin_queue_byte_s: ``float64[L, B]`` the time integral of each link's queue over each
+            bin, byte-seconds (over the bin width: the mean queue; ``link_series=True`` and a
+            congestion model, else None).
+        coflow_name, coflow_start_s, coflow_finish_s: Every coflow of the run (a job's task of an
+            iteration, ``"<job>/it<k>/t<i>"``, a background flow ``"bg"``, pure delays), its start
+            and finish (``nan`` if unfinished) (``coflow_records=True`` only, else empty / None).
     """
 
     jobs: tuple[JobRecord, ...]
@@ -215,6 +226,10 @@ class ClusterResult:
     link_bin_marked_bytes: np.ndarray | None = None
     link_bin_pause_s: np.ndarray | None = None
     link_bin_drop_bytes: np.ndarray | None = None
+    link_bin_queue_byte_s: np.ndarray | None = None
+    coflow_name: tuple[str, ...] = ()
+    coflow_start_s: np.ndarray | None = None
+    coflow_finish_s: np.ndarray | None = None
 
     def censored_jct_s(self) -> np.ndarray:
         """``float64[n]``: completion time of each job submitted before the horizon, one still

@@ -260,7 +260,8 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                      utilization_bin_s: float | None = None, controller=None,
                      on_controller_error: str = "skip",
                      planned_start: Mapping[str, float] | None = None,
-                     link_series: bool = False, levers=None, pacing=None) -> ClusterResult:
+                     link_series: bool = False, levers=None, pacing=None,
+                     coflow_records: bool = False) -> ClusterResult:
     """Run ``jobs`` on ``fabric`` up to ``horizon_s`` (module docstring for the model).
 
     Args:
@@ -295,6 +296,7 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         pacing: Rate caps of GPU pairs (`flowherd.cluster.pacing.Pacing`, made from ``fabric``):
             the run uses its fabric (the pacers appended) and paces the jobs' flows; the
             background is not paced. None: no pacing.
+        coflow_records: Also return every coflow's name, start and finish (``ClusterResult.coflow_*``).
 
     Returns:
         The raw records.
@@ -386,7 +388,7 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
     edges[-1] = horizon_s
     cum = np.zeros((len(tiers), nbins + 1))
     net = eng.network if link_series else None
-    series = [np.zeros((fabric.num_directed_links, nbins + 1)) for _ in range(1 if net is None else 4)
+    series = [np.zeros((fabric.num_directed_links, nbins + 1)) for _ in range(1 if net is None else 5)
               ] if link_series else []
     bg_ids = np.zeros(len(bg.start_s) if bg else 0, np.int64)
     bg_next = 0
@@ -412,6 +414,7 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                 series[1][:, b + 1] = net.marked + net.load * net.mark * (t_end - net.q_t)
                 series[2][:, b + 1] = net.pause
                 series[3][:, b + 1] = net.drops
+                series[4][:, b + 1] = net.q_int + net.q * (t_end - net.q_t)  # queue integral
         if progress is not None:
             progress(t_end)
         if sim.hook is not None and sim.hook.stopped_at_s is not None:
@@ -451,11 +454,14 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         num_decisions=sim.hook.num_decisions if sim.hook else 0,
         network=None if eng.network is None else network_record(eng.network.stats(eng.now_s), fabric),
         decision_wall_s=sim.hook.decide_wall_s if sim.hook else 0.0,
+        **({"coflow_name": res.coflow_name, "coflow_start_s": res.coflow_start_s,
+            "coflow_finish_s": res.coflow_finish_s} if coflow_records else {}),
         **_bins(series))
 
 
 def _bins(series: list[np.ndarray]) -> dict[str, np.ndarray]:
     """Per-bin increments of the cumulative per-link series (``link_series=True``)."""
-    names = ("link_bin_bytes", "link_bin_marked_bytes", "link_bin_pause_s", "link_bin_drop_bytes")
+    names = ("link_bin_bytes", "link_bin_marked_bytes", "link_bin_pause_s", "link_bin_drop_bytes",
+             "link_bin_queue_byte_s")
     return {n: np.diff(x, axis=1) for n, x in zip(names, series, strict=False)}
 

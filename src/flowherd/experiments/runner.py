@@ -18,7 +18,7 @@ from flowherd.cluster.simulate import ClusterResult, JobRecord, JobRequest, simu
 from flowherd.engine.network import use_network
 from flowherd.experiments.metrics import cost_to_others, job_metrics, run_metrics, tenant_metrics
 from flowherd.experiments.scenario import Scenario
-from flowherd.workload import InferenceJob, TrainingJob
+from flowherd.workload import ChakraJob, InferenceJob, TrainingJob
 
 # Iterations an alone run simulates to measure a training job's steady iteration time.
 _SOLO_ITERATIONS = 2
@@ -62,15 +62,15 @@ class RunResult:
         }
 
 
-def _solo_key(spec: TrainingJob | InferenceJob, gpus: tuple[int, ...]) -> tuple[Any, ...]:
+def _solo_key(spec: TrainingJob | InferenceJob | ChakraJob, gpus: tuple[int, ...]) -> tuple[Any, ...]:
     neutral = dataclasses.replace(spec, name="solo", tenant="solo", submit_s=0.0)
-    if isinstance(spec, TrainingJob):
+    if isinstance(spec, TrainingJob | ChakraJob):
         neutral = dataclasses.replace(neutral, iterations=1)
     return (repr(neutral), gpus)
 
 
-def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob, rec: JobRecord) -> float | None:
-    if isinstance(spec, TrainingJob):
+def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob | ChakraJob, rec: JobRecord) -> float | None:
+    if isinstance(spec, TrainingJob | ChakraJob):
         short = dataclasses.replace(spec, name="solo", submit_s=0.0,
                                     iterations=min(spec.iterations, _SOLO_ITERATIONS))
     else:
@@ -85,7 +85,7 @@ def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob, rec: JobRecord)
     if not len(it):
         return None
     # the last iteration is the steady one (the first may include pipeline warm-up effects)
-    return float(it[-1]) if isinstance(spec, TrainingJob) else float(it.mean())
+    return float(it[-1]) if isinstance(spec, TrainingJob | ChakraJob) else float(it.mean())
 
 
 def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None = None,
@@ -141,6 +141,9 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
         from flowherd.control import make_controller
 
         controller = make_controller(scenario.controller, **scenario.controller_params)
+    tel = scenario.telemetry  # link series and coflow records on the run's own grid (no other run)
+    extra = {} if tel is None else {"link_series": True, "coflow_records": tel.flows,
+                                    "utilization_bin_s": tel.bin_s}
     with use_network(scenario.network):  # every engine of the run: the scenario's network model
         cluster = simulate_cluster(scenario.fabric, requests, placer=placer,
                                    fidelity=scenario.fidelity, horizon_s=scenario.horizon_s,
@@ -148,7 +151,7 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
                                    seed=scenario.seed, progress=progress, placements=placements,
                                    planned_start=planned_start,
                                    controller=controller, on_controller_error=scenario.on_controller_error,
-                                   levers=scenario.levers, pacing=pacing)
+                                   levers=scenario.levers, pacing=pacing, **extra)
     cache: dict[tuple[Any, ...], float | None] = {}
     jobs = []
     for spec, rec in zip(scenario.jobs, cluster.jobs, strict=True):

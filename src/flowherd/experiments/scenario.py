@@ -52,17 +52,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from flowherd.cluster.control_api import GRANTS, Levers, levers_from
 from flowherd.cluster.simulate import BackgroundSpec
 from flowherd.engine.network import NetworkConfig, load_network, network_from_mapping
 from flowherd.errors import ConfigError, FlowherdError, UnknownNameError
 from flowherd.experiments import loading
+from flowherd.experiments.telemetry import TelemetrySpec, telemetry_from_mapping
 from flowherd.fabric.core import Fabric
 from flowherd.fabric.spec import fabric_from_mapping
 from flowherd.units import parse_time
 from flowherd.workload import (
+    ChakraJob,
     FlowSizeCDF,
     InferenceJob,
     MixEntry,
@@ -75,7 +77,7 @@ from flowherd.workload import (
     parse_rate_per_s,
 )
 
-Job = TrainingJob | InferenceJob
+Job = TrainingJob | InferenceJob | ChakraJob
 EMBEDDED = ("default",)
 
 
@@ -96,12 +98,16 @@ class Parallelism(_Model):
 
 
 class JobModel(_Model):
-    """One job. Training jobs take the parallelism block; inference jobs take `serving`."""
+    """One job. Training jobs take the parallelism block; inference jobs take `serving`; a job of
+    Chakra traces takes ``chakra`` (its directory), ``iterations``, ``ranks`` and ``parallelism.tp``
+    (`flowherd.workload.ChakraJob`) instead of a model."""
 
     name: str
     tenant: str = "default"
     kind: Literal["training", "inference"] = "training"
-    model: str | dict[str, Any]
+    model: str | dict[str, Any] | None = None
+    chakra: str | None = None
+    ranks: int | None = Field(None, ge=1)
     gpus: int | None = Field(None, ge=1)
     gpu: str | None = None
     parallelism: Parallelism = Parallelism()
@@ -197,6 +203,7 @@ class SimulationModel(_Model):
     fidelity: Literal["step", "collective", "phase"] = "collective"
     horizon: str | float = "4h"
     routing: str = "ecmp"
+    telemetry: StrictBool | dict[str, Any] = False  # flowherd.experiments.telemetry (docs/telemetry.md)
 
 
 class ScenarioModel(_Model):
@@ -232,6 +239,7 @@ class Scenario:
     max_utilization: float = 0.9  # planner.max_utilization
     pace: bool = False  # planner.pace, resolved (omitted: on unless the network is ideal)
     levers: Levers = dataclasses.field(default_factory=lambda: GRANTS["buffer"])
+    telemetry: TelemetrySpec | None = None  # simulation.telemetry (flowherd.experiments.telemetry)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -279,9 +287,16 @@ def _time(value: str | float, field: str) -> float:
     return parse_time(value, field=field)
 
 
-def _job(m: JobModel, field: str, default_gpu: str) -> Job:
+def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None) -> Job:
     gpu = m.gpu or default_gpu
     submit_s = _time(m.submit, f"{field}.submit")
+    if m.chakra is not None:
+        return _chakra_job(m, field, gpu, submit_s, base)
+    if m.ranks is not None:
+        raise ConfigError(f"ranks applies to a job of Chakra traces only ({field}.ranks); set chakra: DIR")
+    if m.model is None:
+        raise ConfigError(f"missing required field ({field}.model): a model name, or chakra: DIR for a "
+                          "job of Chakra traces")
     try:
         if m.kind == "inference":
             known = {f.name for f in dataclasses.fields(InferenceJob)}
@@ -310,8 +325,24 @@ def _job(m: JobModel, field: str, default_gpu: str) -> Job:
         raise ConfigError(f"{msg} [in {field}]" if field not in msg else msg) from None
 
 
-def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
-    """Validate a scenario mapping and build its core values."""
+def _chakra_job(m: JobModel, field: str, gpu: str, submit_s: float, base: Path | None) -> ChakraJob:
+    if m.kind != "training" or m.model is not None or m.gpus is not None:
+        what = "kind" if m.kind != "training" else ("model" if m.model is not None else "gpus")
+        raise ConfigError(f"a job of Chakra traces takes its work and ranks from the traces: drop {what} "
+                          f"({field}.{what})")
+    path = Path(m.chakra)
+    if not path.is_absolute() and base is not None and not path.exists() and (base / path).exists():
+        path = base / path  # relative to the scenario file
+    try:
+        return ChakraJob(path=str(path), name=m.name, tenant=m.tenant, gpu=gpu, iterations=m.iterations,
+                         ranks=m.ranks, tp=m.parallelism.tp, submit_s=submit_s)
+    except ConfigError as err:
+        raise ConfigError(f"{err} [in {field}.chakra]") from None
+
+
+def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) -> Scenario:
+    """Validate a scenario mapping and build its core values; ``base``: the directory relative
+    paths in it (``workload.jobs[].chakra``) may be relative to (the scenario file's)."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"a scenario must be a mapping, got {type(data).__name__} (scenario)")
     try:
@@ -329,11 +360,12 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
     default_gpu = fabric.gpu_type[0]
     rng = np.random.default_rng(m.seed)
     horizon_s = _time(m.simulation.horizon, "simulation.horizon")
-    jobs: list[Job] = [_job(j, f"workload.jobs[{i}]", default_gpu) for i, j in enumerate(m.workload.jobs)]
+    jobs: list[Job] = [_job(j, f"workload.jobs[{i}]", default_gpu, base)
+                       for i, j in enumerate(m.workload.jobs)]
     streams: list[list[Job]] = [jobs]
     for i, a in enumerate(m.workload.arrivals):
         field = f"workload.arrivals[{i}]"
-        mix = [_job(j, f"{field}.mix[{k}]", default_gpu) for k, j in enumerate(a.mix)]
+        mix = [_job(j, f"{field}.mix[{k}]", default_gpu, base) for k, j in enumerate(a.mix)]
         weights = a.weights or [1.0] * len(mix)
         if len(weights) != len(mix):
             raise ConfigError(f"weights has {len(weights)} entries, expected {len(mix)} ({field}.weights)")
@@ -405,11 +437,14 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
                     controller_params=dict(m.controller.params), on_controller_error=m.controller.on_error,
                     source=dict(data), network=network, levers=levers,
                     max_utilization=m.planner.max_utilization,
+                    telemetry=telemetry_from_mapping(m.simulation.telemetry, horizon_s),
                     pace=network.model != "ideal" if m.planner.pace is None else m.planner.pace)
 
 
 def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:
-    """The raw mapping of an embedded scenario name (``default``) or a YAML file."""
+    """The raw mapping of an embedded scenario name (``default``) or a YAML file; in a file's, a
+    relative ``workload.jobs[].chakra`` directory that exists beside the file is made absolute
+    (so that the run, a sweep's workers and the stored scenario find it from anywhere)."""
     if str(name_or_path) in EMBEDDED:
         ref = importlib.resources.files("flowherd.data") / "scenarios" / f"{name_or_path}.yaml"
         return loading.load_yaml(ref.read_text(), source=repr(str(name_or_path)), what="scenario")
@@ -419,7 +454,21 @@ def read_scenario_mapping(name_or_path: str | Path) -> dict[str, Any]:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ConfigError(f"no scenario file {loading.clip(str(name_or_path))}{hint} (expected a YAML file "
                           f"or one of the embedded scenarios: {', '.join(EMBEDDED)})")
-    return loading.read_yaml_file(path, what="scenario")
+    return _chakra_beside(loading.read_yaml_file(path, what="scenario"), path.resolve().parent)
+
+
+def _chakra_beside(data: Any, base: Path) -> Any:
+    workload = data.get("workload") if isinstance(data, dict) else None
+    if not isinstance(workload, dict):
+        return data
+    arrivals = workload.get("arrivals") or []
+    lists = [workload.get("jobs")] + [a.get("mix") for a in arrivals if isinstance(a, dict)]
+    for jobs in lists:
+        for job in jobs if isinstance(jobs, list) else []:
+            d = job.get("chakra") if isinstance(job, dict) else None
+            if isinstance(d, str) and not Path(d).exists() and (base / d).exists():
+                job["chakra"] = str(base / d)  # an absolute d exists or is reported as missing
+    return data
 
 
 def load_scenario(name_or_path: str | Path, *, seed: int | None = None) -> Scenario:
@@ -427,4 +476,5 @@ def load_scenario(name_or_path: str | Path, *, seed: int | None = None) -> Scena
     data = read_scenario_mapping(name_or_path)
     if seed is not None:
         data = {**data, "seed": seed}
-    return scenario_from_mapping(data)
+    base = None if str(name_or_path) in EMBEDDED else Path(name_or_path).resolve().parent
+    return scenario_from_mapping(data, base=base)

@@ -68,6 +68,7 @@ from flowherd.collectives.ops import Op, busbw_factor
 from flowherd.errors import ConfigError
 from flowherd.planning.collective_probe import collective_timer, schedule_cut
 from flowherd.planning.view import FabricView, fabric_view
+from flowherd.workload.chakra_job import ChakraJob
 from flowherd.workload.inference import InferenceJob
 from flowherd.workload.opgraph import Task
 from flowherd.workload.training import Granularity, TrainingJob, rank_to_gpu
@@ -188,8 +189,9 @@ def profile_job(job: TrainingJob | InferenceJob, view: FabricView, background: A
                           submit_s=float(job.submit_s), iterations=1, compute_only_s=0.0,
                           single_server_s=dur if n <= gps else None, base_s=dur, network_s=0.0,
                           leaf_uplink_bytes=0.0, fixed_duration_s=dur, job=job)
-    if not isinstance(job, TrainingJob):
-        raise ConfigError(f"a job must be a TrainingJob or InferenceJob, got {type(job).__name__} (jobs)")
+    if not isinstance(job, TrainingJob | ChakraJob):  # a ChakraJob: the same iteration interface
+        raise ConfigError(f"a job must be a TrainingJob, InferenceJob or ChakraJob, got {type(job).__name__} "
+                          "(jobs)")
     neutral = dataclasses.replace(job, name="p", tenant="p", submit_s=0.0, iterations=1)
     hit = _per_view(_PROFILES, repr(neutral), view, lambda: _profile_training(
         neutral, gps, view.nvlink_bytes_per_s, view.nic_bytes_per_s, view))

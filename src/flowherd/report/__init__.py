@@ -59,6 +59,10 @@ def write_report(results: str | Path, out_dir: str | Path | None = None, *,
     data = load_report_data(results, run_id=run_id, sweeps=sweeps)
     out = Path(out_dir) if out_dir is not None else default_out_dir(results)
     figures = write_figures(data, out)
+    from flowherd.report.telemetry_fig import write_telemetry_figures
+
+    ok = [r for r in data.runs if r["status"] == "ok"]  # runs that kept telemetry (docs/telemetry.md)
+    figures = [*figures, *write_telemetry_figures(data.source, out, {r["run_id"]: r["method"] for r in ok})]
     page = write_html(data, out)
     return ReportFiles(out_dir=out, html=page, figures=tuple(figures), runs=len(data.runs),
                        failed=len(data.failed))

@@ -11,6 +11,7 @@ from flowherd.workload.arrivals import (
     poisson_times,
 )
 from flowherd.workload.background import FLOW_SIZE_CDFS, BackgroundFlows, BackgroundTraffic, FlowSizeCDF
+from flowherd.workload.chakra_job import ChakraJob
 from flowherd.workload.gpus import GPUS, GpuSpec, get_gpu
 from flowherd.workload.inference import InferenceJob
 from flowherd.workload.models import MODELS, ModelShape, get_model
@@ -18,7 +19,7 @@ from flowherd.workload.opgraph import GROUPS, OpGraph, Task, TaskKind
 from flowherd.workload.traces import TRACES, TraceJob, TraceMapping, load_trace, map_trace_jobs, replay_trace
 from flowherd.workload.training import Granularity, TrainingJob, rank_to_gpu, training_job_from_mapping
 
-JobSpec = TrainingJob | InferenceJob
+JobSpec = TrainingJob | InferenceJob | ChakraJob
 """Any job spec the simulator runs."""
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "TRACES",
     "BackgroundFlows",
     "BackgroundTraffic",
+    "ChakraJob",
     "FlowSizeCDF",
     "GpuSpec",
     "Granularity",
