@@ -58,7 +58,7 @@ import time
 import numpy as np
 
 from control import ci95
-from flowherd.planning.instances import large_instance, small_instance
+from flowherd.planning.instances import large_instance, small_instance, small_llm_instance
 from flowherd.planning.milp import lp_bound
 from flowherd.planning.plan import make_plan
 from flowherd.planning.predict import fabric_view, profile_job
@@ -74,7 +74,7 @@ def _routed(plan) -> tuple[float, float]:
     return float((over * np.diff(ll.edges_s)[None, :]).sum()), float(ll.load.max(initial=0.0))
 
 
-def run_small(instances: int, time_limit_s: float) -> dict[str, np.ndarray]:
+def run_small(instances: int, time_limit_s: float, llm: bool = False) -> dict[str, np.ndarray]:
     """MILP vs heuristic with the routing in the objective: both plans are routed by the windowed
     congestion-free LP (`flowherd.planning.congestion`); the MILP places, then routes (its
     optimum is over the placement model, whose leaf-uplink loads are the LP's optimum on a
@@ -85,7 +85,10 @@ def run_small(instances: int, time_limit_s: float) -> dict[str, np.ndarray]:
     cpu_m, cpu_h = [], []
     ex_h, ex_m = [], []
     for seed in range(instances):
-        fabric, jobs = small_instance(seed, servers=16, leaves=8, max_jobs=8)
+        if llm:  # LLM-era shapes (NeMo recipes) on 16 servers of 8 H100 under 4 leaves at 4:1
+            fabric, jobs = small_llm_instance(seed)
+        else:
+            fabric, jobs = small_instance(seed, servers=16, leaves=8, max_jobs=8)
         c0 = time.process_time()
         exact = make_plan(fabric, jobs, method="milp", time_limit_s=time_limit_s, routes=True)
         c1 = time.process_time()
@@ -158,6 +161,28 @@ def run_large(seed: int = 0) -> dict[str, float]:
           f"{'within' if cpu <= LARGE_BUDGET_S else 'over'}), mean JCT {plan.objective:.4f} s; LP bound "
           f"{bound:.4f} s ({lp_s:.1f} s); gap {100 * gap:.2f}%")
     return {"wall_s": wall, "cpu_s": cpu, "gap": gap}
+
+
+def run_large_llm(seed: int = 0, method: str = "bilevel") -> dict[str, float]:
+    """The plan's upper level and schedule at 16,384 GPUs (2,048 servers of 8 H100, 128 leaves
+    of 128 GPUs at 4:1) and 500 jobs of the Kalos figures (`flowherd.workload.llm_cluster`, every
+    size, offered load 1): planning CPU seconds against `LARGE_BUDGET_S` (placement and EASY
+    schedule; the windowed routing LP is left out at this size)."""
+    from flowherd.fabric.generators import leaf_spine
+    from flowherd.workload.llm_cluster import llm_cluster
+
+    fabric = leaf_spine(servers=2048, gpus_per_server=8, leaves=128, spines=32, oversubscription=4)
+    jobs = llm_cluster(500, fabric.num_gpus, seed=seed, profile="kalos", duration_scale=0.05,
+                       max_iterations=60)
+    t0, c0 = time.perf_counter(), time.process_time()
+    plan = make_plan(fabric, jobs, method=method, seed=seed)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    asked = sum(j.world_size for j in jobs)
+    print(f"\nlarge LLM: {fabric.num_gpus} GPUs, {len(jobs)} jobs ({asked} GPUs asked, "
+          f"largest {max(j.world_size for j in jobs)}): {method} {wall:.1f} s wall, {cpu:.1f} CPU-s (budget "
+          f"{LARGE_BUDGET_S:.0f} s: {'within' if cpu <= LARGE_BUDGET_S else 'over'}), predicted mean JCT "
+          f"{plan.predicted_mean_jct_s:.2f} s", flush=True)
+    return {"wall_s": wall, "cpu_s": cpu}
 
 
 TRACE_SCENARIO = {
@@ -534,6 +559,10 @@ def main() -> None:
     ap.add_argument("--instances", type=int, default=20)
     ap.add_argument("--time-limit", type=float, default=120.0, help="MILP time limit, seconds")
     ap.add_argument("--skip-large", action="store_true")
+    ap.add_argument("--large-llm", action="store_true", help="only the LLM-era large instance: the plan's "
+                    "planning time at 16,384 GPUs and 500 jobs of the Kalos figures against the 60-s budget")
+    ap.add_argument("--llm", action="store_true", help="small instances of LLM-era shapes "
+                    "(`flowherd.planning.instances.small_llm_instance`) instead of 4-12-GPU ones")
     ap.add_argument("--large", action="store_true", help="only the large instance: the heuristic's planning "
                     "time at 4,096 GPUs and 200 jobs against its 60-s budget")
     ap.add_argument("--simulate", action="store_true", help="only the simulated comparison")
@@ -542,24 +571,43 @@ def main() -> None:
                     help="disjoint slices of the Philly trace, each --seeds windows of TRACE_JOBS jobs")
     ap.add_argument("--first-slice", type=int, default=0, help="first trace slice of the run")
     ap.add_argument("--network", default="roce", help="network model of the simulations (roce, tcp, ideal)")
-    ap.add_argument("--scenarios", default="default,trace", help="default, trace or both")
+    ap.add_argument("--scenarios", default="default,trace", help="default, trace, or LLM-era families "
+                    "(benchmarks/scenarios/llm_*.yaml: llm_oversub4, llm_nonblocking, llm_rail, "
+                    "llm_inference; "
+                    "benchmarks/planner_llm.py)")
     ap.add_argument("--variants", default=None, help="comma-separated labels (default: all)")
     ap.add_argument("--cache", default=None, help="JSON-lines file of finished simulations (resume, report); "
                     "comma-separated: all are read, new rows go to the first")
     ap.add_argument("--report", action="store_true", help="only report what the cache holds")
     ap.add_argument("--as-run", default="", help="comma-separated labels: also predict each plan as it runs, "
                     "the background terms probed on its jobs' own runs under the network model")
+    ap.add_argument("--record", default=None, help="LLM-era families: save the tables with "
+                    "benchmarks/record.py "
+                    "under this name")
     ap.add_argument("--recheck", type=int, default=0, help="simulate this many cached cells per scenario "
                     "kind again and compare (the cache keys on the plan, not on the simulator)")
     args = ap.parse_args()
+    llm = tuple(x for x in args.scenarios.split(",") if x.startswith("llm_"))
+    if args.simulate and llm:
+        import planner_llm
+
+        table = planner_llm.simulate(llm, seeds=args.seeds, network=args.network,
+                                     labels=tuple(args.variants.split(",")) if args.variants else None,
+                                     cache=args.cache, report_only=args.report)
+        if args.record:
+            planner_llm.record_tables(table, args.record)
+        return
     if args.simulate:
         run_simulated(tuple(args.scenarios.split(",")), seeds=args.seeds, trace_slices=args.trace_slices,
                       network=args.network, labels=tuple(args.variants.split(",")) if args.variants else None,
                       cache=args.cache, report_only=args.report, first_slice=args.first_slice,
                       as_run=tuple(x for x in args.as_run.split(",") if x), recheck=args.recheck)
         return
-    if not args.large:
-        run_small(args.instances, args.time_limit)
+    if not args.large and not args.large_llm:
+        run_small(args.instances, args.time_limit, llm=args.llm)
+    if args.large_llm:
+        run_large_llm()
+        return
     if args.large or not args.skip_large:
         run_large()
 

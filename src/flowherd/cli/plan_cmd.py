@@ -16,7 +16,7 @@ from flowherd.errors import ConfigError
 def plan(
     scenario: str = typer.Argument(..., help="a scenario YAML file or an embedded scenario name (default)"),
     method: str = typer.Option("heuristic", "--method",
-                               help="random, packed, topology, hetero, milp or heuristic"),
+                               help="random, packed, topology, hetero, milp, heuristic, arnold or bilevel"),
     time_limit: float = typer.Option(None, "--time-limit", help="solver time limit, seconds"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     out: Path = typer.Option(None, "--out", help="write the plan to this JSON file"),
@@ -24,7 +24,7 @@ def plan(
     routes: bool = typer.Option(False, "--routes", help="also route the traffic (multi-commodity-flow LP)"),
     schedule: str = typer.Option(None, "--schedule",
                                  help="fifo or backfill (EASY); default: the method's own (backfill for "
-                                      "heuristic, fifo for the others)"),
+                                      "heuristic and bilevel, fifo for the others)"),
     export: str = typer.Option(None, "--export",
                                help="also write files a cluster applies: slurm (sbatch lines, hostfile in "
                                     "rank order), k8s (pod spec fragments with node affinity) or nccl "

@@ -5,7 +5,9 @@ Lower level: concurrent-traffic estimation (`traffic`), the multi-commodity-flow
 FLASH-style Birkhoff-von Neumann AllToAll (`bvn`, the ``bvn`` algorithm; both join
 `flowherd.collectives.algorithms.ALGORITHMS` via `register_collective_algorithms`). Upper level:
 placers, MILP, heuristic and plans (their own modules); the plan's pacing lever, per-pair rate
-caps at the rate the plan assumed (`pacing`).
+caps at the rate the plan assumed (`pacing`). On LLM clusters: a job's communication groups and the
+placements that keep them inside one leaf (`groups`, Arnold's MIP among them) and the plan's upper
+level that scores those placements with the routing LP (`bilevel`).
 """
 
 from flowherd.planning.bvn import BvnDecomposition, birkhoff_von_neumann, bvn

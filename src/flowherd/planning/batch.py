@@ -25,11 +25,14 @@ class BatchResult:
         placements: One entry per job of the batch.
         lower_bound: Lower bound on the batch's summed predicted JCT, seconds (None: none).
         status: "optimal", "time_limit", "heuristic" or "baseline".
+        notes: What the method reports of its choices (`flowherd.planning.bilevel`: the
+            placements the routing LP changed).
     """
 
     placements: tuple[np.ndarray | None, ...]
     lower_bound: float | None = None
     status: str = "baseline"
+    notes: tuple[str, ...] = ()
 
 
 def running_leaf_load(view: FabricView, running: Sequence[tuple[JobProfile, np.ndarray]]) -> np.ndarray:

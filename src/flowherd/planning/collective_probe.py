@@ -69,10 +69,15 @@ def schedule_cut(view: FabricView, n_servers: int, per: int) -> Any:
     vserver[canon] = np.arange(canon.size) // per
     half = max(1, n_servers // 2)
     memo: dict[tuple[Any, ...], float] = {}  # cut wire bytes per payload byte of one schedule
+    seen: dict[tuple[Any, ...], float] = {}  # per call: the same collective, the same cut (NCCL's
+    # algorithm choice is the costly part, and an iteration repeats its collectives many times)
 
     def cut(c: Collective) -> float:
         if c.n < 2 or c.size_bytes <= 0:
             return 0.0
+        whole = (c.op, c.gpus, c.root, float(c.size_bytes), c.matrix_bytes is None)
+        if c.matrix_bytes is None and whole in seen:
+            return seen[whole]
         gpus = tuple(canon[np.asarray(c.gpus, dtype=np.int64)].tolist())
         one = Collective(op=c.op, gpus=gpus, size_bytes=c.size_bytes, root=c.root,
                          matrix_bytes=c.matrix_bytes)
@@ -87,6 +92,9 @@ def schedule_cut(view: FabricView, n_servers: int, per: int) -> Any:
             a, b = vserver[src] < half, vserver[dst] < half
             wire = size / sched.wire_fraction
             memo[key] = float(max(wire[a & ~b].sum(), wire[~a & b].sum())) / float(c.size_bytes)
-        return memo[key] * float(c.size_bytes)
+        out = memo[key] * float(c.size_bytes)
+        if c.matrix_bytes is None:
+            seen[whole] = out
+        return out
 
     return cut

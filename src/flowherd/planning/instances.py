@@ -50,3 +50,28 @@ def large_instance(seed: int, num_jobs: int = 200) -> tuple[Fabric, list[Trainin
         total += n
         jobs.append(_job(rng, len(jobs), n, [1, 2, 4, 8], (5, 50)))
     return fabric, jobs
+
+
+def small_llm_instance(seed: int, *, servers: int = 16, leaves: int = 4,
+                       max_jobs: int = 6) -> tuple[Fabric, list[TrainingJob]]:
+    """A small LLM-era instance: servers of 8 H100 under ``leaves`` leaves at 4:1, up to
+    ``max_jobs`` jobs of 16-64 GPUs with the published shapes of `flowherd.workload.llm_cluster`
+    (NeMo recipes: Llama 3 8B TP 1 CP 2, Llama 3 70B TP 4 PP 4 CP 2, Mixtral 8x7B PP 4 EP 8,
+    GPT-3 175B TP 4 PP 8), 2-6 iterations, that fit together (several must span leaves)."""
+    from flowherd.workload.llm_cluster import recipe_shape
+
+    rng = np.random.default_rng(seed)
+    fabric = leaf_spine(servers=servers, gpus_per_server=8, leaves=leaves, spines=2, oversubscription=4)
+    jobs: list[TrainingJob] = []
+    total = 0
+    while len(jobs) < max_jobs:
+        n = int(rng.choice([16, 32, 32, 64]))
+        if total + n > fabric.num_gpus:
+            break
+        models = [m for m in ("llama3-8b", "llama3-70b", "mixtral-8x7b", "gpt3-175b") if recipe_shape(m, n)]
+        model = models[int(rng.integers(len(models)))]
+        shape = recipe_shape(model, n)
+        total += n
+        jobs.append(TrainingJob(model=model, gpus=n, name=f"j{len(jobs)}", global_batch=max(8, shape["pp"])
+                                * shape["dp"], iterations=int(rng.integers(2, 7)), **shape))
+    return fabric, jobs

@@ -188,3 +188,50 @@ PLANNERS: Registry[type[Planner]] = Registry("planner", {
     "random": RandomPlanner, "packed": PackedFirstFit, "topology": TopologyPlanner,
     "hetero": HeteroPlanner, "milp": MilpPlanner, "heuristic": HeuristicPlanner,
 })
+
+
+class ArnoldPlanner(Planner):
+    """Arnold (He et al., NeurIPS'25): whole servers, the job's DP groups (pipeline stages) and
+    pipelines spread over as few leaves as its MIP's trade-off allows (`flowherd.planning.groups.
+    arnold_counts`, weight 0.5 each); a job smaller than a server: best fit in one server, as
+    ``topology``. Routes by the scenario's routing (ECMP), as the cluster does."""
+
+    name = "arnold"
+    typed = True
+
+    def place_one(self, view, p, free, rng):
+        from flowherd.planning.groups import (
+            arnold_counts,
+            counts_to_gpus,
+            free_whole_servers,
+            job_groups,
+            leaf_room,
+        )
+
+        g = job_groups(p, view.gpus_per_server)
+        mask = free & type_mask(view, p.gpu_type)
+        if g.servers == 0:
+            return _packed_place(view, p.world_size, mask)
+        whole = free_whole_servers(view, free, p.gpu_type)
+        counts = arnold_counts(leaf_room(view, whole), g.servers, g.stage_servers)
+        if counts is None:
+            return _packed_place(view, p.world_size, mask)
+        return counts_to_gpus(view, whole, counts)
+
+
+class BilevelPlanner(Planner):
+    """The plan's upper level (`flowherd.planning.bilevel`): communication groups kept in the
+    smallest fabric unit, candidates scored by the lower level's routing LP."""
+
+    name = "bilevel"
+    typed = True
+
+    def place_batch(self, view, batch, free, running, *, rng, time_limit_s=None, server_slack=None,
+                    background_bytes=None, shuffle=False, congestion=None):
+        from flowherd.planning.bilevel import place_groups
+
+        return place_groups(view, batch, free.copy(), running, congestion=congestion)
+
+
+PLANNERS.add("arnold", ArnoldPlanner)
+PLANNERS.add("bilevel", BilevelPlanner)

@@ -132,8 +132,11 @@ from flowherd.planning.sim_check import SimCheck, check_in_simulator, known_back
 from flowherd.planning.timeline import ORDERS, Congestion, run_timeline
 from flowherd.workload.training import rank_to_gpu
 
-__all__ = ["JobPlan", "Plan", "SimCheck", "capacity_bound", "make_plan", "plan_routes", "routes_to_splits",
-           "simulated_mean_jct_s"]
+# methods whose placement takes the routing LP's score (the joint upper level)
+JOINT_METHODS = ("heuristic", "bilevel")
+
+__all__ = ["JOINT_METHODS", "JobPlan", "Plan", "SimCheck", "capacity_bound", "make_plan", "plan_routes",
+           "routes_to_splits", "simulated_mean_jct_s"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -381,9 +384,10 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
 
     planner = PLANNERS[method]()
     target = check_max_utilization(max_utilization)
-    joint = (routes and method == "heuristic") if joint is None else bool(joint)
-    if joint and method != "heuristic":
-        raise ConfigError(f"joint placement and routing is the heuristic's, got method {method!r} (joint)")
+    joint = (routes and method in JOINT_METHODS) if joint is None else bool(joint)
+    if joint and method not in JOINT_METHODS:
+        raise ConfigError(f"joint placement and routing is the methods' {', '.join(JOINT_METHODS)}, got "
+                          f"method {method!r} (joint)")
     if time_limit_s is not None and not (isinstance(time_limit_s, int | float) and time_limit_s > 0):
         raise ConfigError(f"time limit must be a positive number of seconds, got {time_limit_s!r} "
                           "(--time-limit)")
@@ -401,7 +405,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     deadline = None if time_limit_s is None else wall0 + float(time_limit_s)
     slack_aware = method == "heuristic"
     bg = known_background(fabric, check) if check is not None and slack_aware else None
-    backfill = method == "heuristic" if backfill is None else bool(backfill)
+    backfill = method in JOINT_METHODS if backfill is None else bool(backfill)
     order = ("work" if backfill else "fifo") if order is None else order
     if order not in ORDERS:
         raise ConfigError(f"queue order must be one of {', '.join(ORDERS)}, got {order!r} (order)")
@@ -446,7 +450,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     elif "time_limit" in statuses:
         status = "time_limit"
     else:
-        status = "heuristic" if method in ("heuristic", "milp") else "baseline"
+        status = "heuristic" if method in ("heuristic", "milp", "bilevel") else "baseline"
     jp = tuple(JobPlan(name=p.name, gpus=tuple(int(x) for x in g),
                        rank_to_gpu=tuple(int(x) for x in rank_to_gpu(j, g, view.gpus_per_server,
                                                                      gpu_server=fabric.gpu_server)),
@@ -471,6 +475,8 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
         caps = pacing_caps(fabric, _planned_jobs(jobs, tl, view, profiles), router=rtr,
                            max_utilization=target, background=background)
         info["pacing"] = {f"{a},{b}": float(r) for (a, b), r in sorted(caps.items())}
+    if tl.notes:
+        info["placement_notes"] = list(tl.notes)
     info["overrun_risk"] = float(tl.risk)
     info["starts_held"] = int(tl.held)
     plan = Plan(method=method, jobs=jp, routes=route_map, objective=objective, lower_bound=lower, gap=gap,

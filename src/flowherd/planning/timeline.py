@@ -42,6 +42,7 @@ class Timeline:
     statuses: list[str]
     risk: float  # jobs placed on GPUs at risk of an overrun (`heuristic.OVERRUN_SLACK`)
     held: int = 0  # starts the congestion guard shifted (a job held back while a leaf was full)
+    notes: tuple[str, ...] = ()  # the method's notes on the placements it committed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -101,6 +102,7 @@ class _Planning:
         self.bounds: list[float] = []
         self.statuses: list[str] = []
         self.risk = 0.0
+        self.notes: dict[str, str] = {}  # job name -> the method's note on its last placement
 
     def reorder(self) -> None:
         """Queue order now (``order``): "fifo" keeps submission order; "work" puts the jobs
@@ -146,6 +148,8 @@ class _Planning:
         if res.lower_bound is not None and len(batch) == self.nj:
             self.bounds.append(res.lower_bound)
         self.statuses.append(res.status)
+        for note in res.notes:
+            self.notes[note.split(":", 1)[0]] = note
         out: list[np.ndarray | None] = []
         for i, g in zip(batch, res.placements, strict=False):
             if g is None:
@@ -350,8 +354,10 @@ def run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPro
         if backfill and run.backfill_now():
             continue
         run.t = run.next_time(backfill)
+    started = {profiles[i].name for i in range(len(profiles)) if run.gpus[i] is not None}
+    notes = tuple(v for k, v in run.notes.items() if k in started)
     return Timeline(gpus=run.gpus, start=run.start, end=run.end, bounds=run.bounds,
-                    statuses=run.statuses, risk=run.risk, held=run.held)
+                    statuses=run.statuses, risk=run.risk, held=run.held, notes=notes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

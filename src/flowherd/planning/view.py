@@ -75,13 +75,28 @@ def fabric_view(fabric: Fabric) -> FabricView:
     src, dst = fabric.link_src, fabric.link_dst
     up = np.zeros(len(nodes))
     tier = fabric.node_tier
+    # a leaf's uplinks: those of every switch its servers' NICs attach to (one leaf on a
+    # leaf-spine; the SU's rail leaves on a rail-optimized fabric, where server_leaf names the
+    # rail-0 leaf and each rail's traffic leaves the SU through its own rail leaf)
+    attached: list[set[int]] = [set() for _ in nodes]
+    nic_link = np.flatnonzero((kind == LinkKind.NETWORK) & (tier[src] == 1))
+    nic_srv = np.full(fabric.num_nodes, -1, np.int64)
+    pcie = np.flatnonzero((kind == LinkKind.PCIE) & (src < fabric.num_gpus))  # GPU -> its NIC
+    nic_srv[dst[pcie]] = server[src[pcie]]
+    for lk in nic_link.tolist():
+        sv = int(nic_srv[int(src[lk])])
+        if sv >= 0 and leaf_idx[sv] >= 0 and nodes[leaf_idx[sv]] >= 0:
+            attached[int(leaf_idx[sv])].add(int(dst[lk]))
     for i, n in enumerate(nodes.tolist()):
         if n < 0:
             up[i] = math.inf
             continue
-        out = fabric.out_links(n)
-        out = out[(kind[out] == LinkKind.NETWORK) & (tier[dst[out]] > tier[n])]
-        up[i] = float(fabric.link_capacity_bytes_per_s[out].sum()) if out.size else math.inf
+        total = 0.0
+        for sw in sorted(attached[i] | {n}):
+            out = fabric.out_links(sw)
+            out = out[(kind[out] == LinkKind.NETWORK) & (tier[dst[out]] > tier[sw])]
+            total += float(fabric.link_capacity_bytes_per_s[out].sum())
+        up[i] = total if total > 0 else math.inf
     if len(nodes) == 1:
         up[:] = math.inf
     nv = fabric.link_capacity_bytes_per_s[kind == LinkKind.NVLINK]

@@ -1,0 +1,268 @@
+"""The planner on the LLM-era families (`benchmarks/scenarios/llm_*.yaml`), run by
+``benchmarks/planner.py --simulate --scenarios llm_oversub4,llm_nonblocking,llm_rail,llm_inference``.
+
+Each family is a YAML scenario whose jobs come from `flowherd.workload.llm_cluster` (the Acme
+clusters' figures); seed s is another window of the generator (another draw of jobs, background
+flows and hashes). Every variant plans the same jobs and runs under the same scheduler (EASY
+backfilling in least-work order, `flowherd.planning.timeline`), except ``topology`` (FIFO), the
+first step of the split:
+
+* baselines: ``first-fit+backfill`` (lowest free GPU ids), ``topology+backfill`` (fewest servers,
+  then fewest leaves), ``arnold+backfill`` (Arnold's MIP over DP-group and pipeline spread,
+  `flowherd.planning.groups.arnold_counts`), ``monkeytree+backfill`` (topology placement, then
+  MonkeyTree's migration ILP at every start, `flowherd.planning.migration`), all routed by the
+  scenario's routing (ECMP);
+* the plan: ``bilevel`` (group-aligned candidates scored by the routing LP,
+  `flowherd.planning.bilevel`) routed by ECMP (``bilevel+ecmp``), by the windowed MCF
+  (``bilevel``), paced (``bilevel+pacing``: what a scenario's plan is under roce), and with
+  migration (``bilevel+migration``).
+
+The gain split over ``topology`` (FIFO): backfilling (-> topology+backfill), placement
+(-> bilevel+ecmp), routing (-> bilevel), pacing (-> bilevel+pacing), migration
+(-> bilevel+migration); each step's paired mean difference with its 95% CI (Student t over the
+seeds). "Isolated": each job's run time alone on the idle fabric by the planner's model (no
+queue, no other job, no background), the floor a plan can approach; the gap of a variant is its
+mean JCT over that. Cells are cached (JSON lines, keyed by family, seed, label and the plan's
+signature) so a run can be resumed and reported.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+FAMILIES = ("llm_oversub4", "llm_nonblocking", "llm_rail", "llm_inference")
+SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+MIGRATION_COST_S = 9.02  # MonkeyTree (arXiv 2602.08296): end-to-end overhead per migrated worker
+LLM_VARIANTS = [
+    ("topology", "topology", {}),
+    ("topology+backfill", "topology", {"backfill": True}),
+    ("first-fit+backfill", "packed", {"backfill": True}),
+    ("arnold+backfill", "arnold", {"backfill": True}),
+    ("bilevel+ecmp", "bilevel", {}),
+    ("bilevel", "bilevel", {"routes": True, "pace": False}),
+    ("bilevel+pacing", "bilevel", {"routes": True, "pace": True}),
+]
+PRIORITY = ("topology+backfill", "bilevel+pacing", "arnold+backfill", "bilevel+ecmp", "bilevel", "topology",
+            "monkeytree+backfill", "bilevel+migration", "first-fit+backfill")
+CHAIN = (("topology", "topology+backfill", "backfilling"), ("topology+backfill", "bilevel+ecmp", "placement"),
+         ("bilevel+ecmp", "bilevel", "routing"), ("bilevel", "bilevel+pacing", "pacing"),
+         ("bilevel+pacing", "bilevel+migration", "migration"))
+
+
+def _read(cache: str | None) -> dict:
+    """Rows of the cache files (comma-separated: all are read; new rows go to the first)."""
+    out = {}
+    for one in (cache or "").split(","):
+        if one and Path(one).exists():
+            for line in Path(one).read_text().splitlines():
+                if line.strip():
+                    r = json.loads(line)
+                    out[(r["family"], r["seed"], r["label"])] = r
+    return out
+
+
+def _isolated_mean_s(sc) -> float:
+    """Mean over the jobs of their run time alone on the idle fabric by the planner's model."""
+    from flowherd.planning.predict import fabric_view, profile_job
+
+    view = fabric_view(sc.fabric)
+    out = []
+    for j in sc.jobs:
+        p = profile_job(j, view)
+        if p.fixed_duration_s is not None:
+            out.append(p.fixed_duration_s)
+        else:
+            one = p.single_server_s if p.single_server_s is not None else math.inf
+            out.append(p.iterations * min(one, p.base_s + p.network_s))
+    return float(np.mean(out)) if out else 0.0
+
+
+def _signature(plan) -> str:
+    import hashlib
+
+    routes = sorted((k, [[list(p), round(w, 9)] for p, w in v]) for k, v in (plan.routes or {}).items())
+    pace = sorted((plan.info or {}).get("pacing", {}).items())
+    mig = (plan.info or {}).get("migrations", [])
+    key = json.dumps([[j.name, list(j.gpus), round(j.start_s, 9)] for j in plan.jobs] + [routes]
+                     + ([[[k, round(v, 3)] for k, v in pace]] if pace else []) + ([mig] if mig else []))
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def simulate(families: tuple[str, ...] = FAMILIES, seeds: int = 10, network: str = "roce",
+             labels: tuple[str, ...] | None = None, cache: str | None = None,
+             report_only: bool = False) -> dict:
+    """Plan and simulate every variant on every family and seed (module docstring); print the
+    tables; return them (per family: label -> {seed: row})."""
+    from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
+    from flowherd.planning.estimate import simulate_plan
+    from flowherd.planning.plan import SimCheck, make_plan
+
+    done = _read(cache)
+    by_sig = {(r["family"], r["seed"], r["signature"]): r for r in done.values()}
+    variants = {label: (method, opts) for label, method, opts in LLM_VARIANTS}
+    order = [x for x in PRIORITY if x in variants and (not labels or x in labels)]
+    if not report_only:
+        bases = {fam: read_scenario_mapping(SCENARIOS / f"{fam}.yaml") for fam in families}
+        for seed in range(seeds):  # seed by seed: a run cut short still holds paired comparisons
+            for fam in families:
+                sc = scenario_from_mapping({**bases[fam], "seed": seed, "network": network})
+                iso = None
+                for label in order:
+                    if (fam, seed, label) in done:
+                        continue
+                    method, opts = variants[label]
+                    opts = dict(opts)
+                    c0 = time.process_time()
+                    plan = make_plan(sc.fabric, sc.jobs, method=method, seed=seed, background=sc.background,
+                                     window_s=sc.horizon_s / 100, routing=sc.routing, **opts)
+                    plan_cpu = time.process_time() - c0
+                    sig = _signature(plan)
+                    hit = by_sig.get((fam, seed, sig))
+                    if hit is None:
+                        check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
+                                         fidelity=sc.fidelity, seed=seed, network=sc.network)
+                        c1 = time.process_time()
+                        mean_s = simulate_plan(sc.fabric, sc.jobs, plan, check).mean_jct_s
+                        sim_cpu = time.process_time() - c1
+                    else:
+                        mean_s, sim_cpu = hit["simulated_mean_jct_s"], 0.0
+                    if iso is None:
+                        iso = _isolated_mean_s(sc)
+                    pred = float(plan.predicted_mean_jct_s)
+                    row = {"family": fam, "seed": seed, "label": label, "signature": sig,
+                           "simulated_mean_jct_s": mean_s, "predicted_mean_jct_s": pred,
+                           "jct_error": pred / mean_s - 1.0 if mean_s > 0 else math.nan,
+                           "isolated_mean_s": iso, "plan_cpu_s": plan_cpu, "sim_cpu_s": sim_cpu,
+                           "jobs": len(sc.jobs), "network": sc.network.model,
+                           "migrations": len(plan.info.get("migrations", [])),
+                           "placement_notes": plan.info.get("placement_notes", [])}
+                    done[(fam, seed, label)] = by_sig[(fam, seed, sig)] = row
+                    if cache:
+                        with open(cache.split(",")[0], "a") as fh:
+                            fh.write(json.dumps(row) + "\n")
+                    print(f"  {fam} seed {seed} {label:20s}: simulated {mean_s:9.3f} s, predicted "
+                          f"{pred:9.3f} s ({100 * row['jct_error']:+.1f}%), isolated {iso:.3f} s; planned "
+                          f"{plan_cpu:.1f} CPU-s, "
+                          f"simulated {sim_cpu:.1f} CPU-s" + (f"; LP changed {len(row['placement_notes'])} "
+                                                             "placements" if row["placement_notes"] else ""),
+                          flush=True)
+    table: dict = {}
+    for (fam, seed, label), r in done.items():
+        if fam in families and seed < seeds:
+            table.setdefault(fam, {}).setdefault(label, {})[seed] = r
+    for fam in families:
+        if fam in table:
+            report(fam, table[fam])
+    return table
+
+
+def _ci(x: np.ndarray) -> tuple[float, float]:
+    from scipy import stats
+
+    if x.size < 2:
+        return float(x.mean()) if x.size else math.nan, math.nan
+    return float(x.mean()), float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+
+
+def paired(rows: dict, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    """Simulated mean JCTs of ``a`` and ``b`` on the seeds both have."""
+    common = sorted(set(rows.get(a, {})) & set(rows.get(b, {})))
+    return (np.array([rows[a][s]["simulated_mean_jct_s"] for s in common]),
+            np.array([rows[b][s]["simulated_mean_jct_s"] for s in common]))
+
+
+def verdict(d: np.ndarray) -> str:
+    """"better", "worse" or "tie" from paired differences (a - b): the 95% CI excludes zero or not."""
+    m, h = _ci(d)
+    if not math.isfinite(h):
+        return "n/a"
+    return "tie" if abs(m) <= h else ("better" if m < 0 else "worse")
+
+
+def report(fam: str, rows: dict) -> list[list]:
+    """Print a family's table: per variant mean JCT, the difference to topology+backfill (95% CI,
+    better/tie/worse), predicted vs simulated, the gap to the isolated times; then the split."""
+    print(f"\n== {fam}: seeds per variant " + ", ".join(f"{k} {len(v)}" for k, v in rows.items()))
+    out = []
+    ref = "topology+backfill"
+    for label, _, _ in LLM_VARIANTS:
+        per = rows.get(label)
+        if not per:
+            continue
+        x = np.array([r["simulated_mean_jct_s"] for r in per.values()])
+        err = np.array([r["jct_error"] for r in per.values()])
+        iso = np.array([r["isolated_mean_s"] for r in per.values()])
+        line = (f"  {label:20s}: mean JCT {x.mean():9.3f} s (isolated {iso.mean():.3f}, gap "
+                f"{100 * np.mean(x / iso - 1):+.1f}%); predicted vs simulated {100 * err.mean():+.2f}% "
+                f"(max |.| "
+                f"{100 * np.abs(err).max():.2f}%)")
+        if label != ref and ref in rows:
+            xa, xb = paired(rows, label, ref)
+            m, h = _ci(xa - xb)
+            rel = 100 * np.mean(xa / xb - 1) if xa.size else math.nan
+            common = sorted(set(rows[label]) & set(rows[ref]))
+            iso_c = np.array([rows[ref][s]["isolated_mean_s"] for s in common])
+            gap_a, gap_b = xa - iso_c, xb - iso_c
+            closed = 100 * (1 - gap_a.sum() / gap_b.sum()) if gap_b.sum() > 0 else math.nan
+            line += (f"; vs {ref} {m:+.3f} +- {h:.3f} s ({rel:+.2f}%, {verdict(xa - xb)}, better on "
+                     f"{int((xa < xb).sum())}/{xa.size}; closes {closed:.1f}% of its gap to isolated)")
+        print(line)
+        out.append([label, float(x.mean()), float(100 * err.mean())])
+    parts = []
+    for a, b, what in CHAIN:
+        if a in rows and b in rows:
+            xa, xb = paired(rows, a, b)
+            m, h = _ci(xa - xb)
+            parts.append(f"{what} {m:+.3f} +- {h:.3f} s ({100 * np.mean((xa - xb) / xa):.2f}%, "
+                         f"{verdict(xb - xa)})")
+    if parts:
+        print("  gain split over topology (FIFO), positive = faster: " + "; ".join(parts))
+    for other in ("arnold+backfill", "monkeytree+backfill"):
+        for mine in ("bilevel+pacing", "bilevel+migration"):
+            if mine in rows and other in rows:
+                xa, xb = paired(rows, mine, other)
+                m, h = _ci(xa - xb)
+                print(f"  {mine} - {other}: {m:+.3f} +- {h:.3f} s ({100 * np.mean(xa / xb - 1):+.2f}%, "
+                      f"{verdict(xa - xb)})")
+    notes = [n for r in rows.get("bilevel+pacing", {}).values() for n in r.get("placement_notes", [])]
+    if notes:
+        print(f"  where the routing LP changed a placement ({len(notes)}): " + " | ".join(notes[:4]))
+    return out
+
+
+def record_tables(table: dict, name: str) -> None:
+    """Save the families' headline figures and tables (`benchmarks/record.py`)."""
+    import record
+
+    figures, tables = {}, []
+    for fam, rows in table.items():
+        ref = "topology+backfill"
+        lines = []
+        for label, _, _ in LLM_VARIANTS:
+            if label not in rows:
+                continue
+            x = np.array([r["simulated_mean_jct_s"] for r in rows[label].values()])
+            err = np.array([r["jct_error"] for r in rows[label].values()])
+            m = h = math.nan
+            v = ""
+            if label != ref and ref in rows:
+                xa, xb = paired(rows, label, ref)
+                m, h = _ci(xa - xb)
+                v = verdict(xa - xb)
+            lines.append([label, len(x), round(float(x.mean()), 3), round(m, 3), round(h, 3), v,
+                          round(float(100 * err.mean()), 2), round(float(100 * np.abs(err).max()), 2)])
+        tables.append(record.table(f"{fam} (seeds 0-{max(len(v) for v in rows.values()) - 1}, "
+                                   f"network {next(iter(next(iter(rows.values())).values()))['network']})",
+                                   ["variant", "seeds", "mean JCT (s)", "minus topology+backfill (s)",
+                                    "95% CI (s)", "verdict", "predicted vs simulated (%)", "max |error| (%)"],
+                                   lines))
+        if "bilevel+pacing" in rows and ref in rows:
+            xa, xb = paired(rows, "bilevel+pacing", ref)
+            m, h = _ci(xa - xb)
+            figures[f"{fam}: plan - topology+backfill"] = record.figure(round(m, 3), "s", ci95=round(h, 3))
+    record.save(name, figures, tables=tables)

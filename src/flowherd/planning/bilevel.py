@@ -1,0 +1,124 @@
+"""The plan's upper level on LLM clusters: communication groups placed by the lower level's cost.
+
+For each job of a batch (in the timeline's order: the queue's prefix that fits, then EASY
+backfilling, `flowherd.planning.timeline`), the candidates are placements in whole servers
+that keep its groups together (`flowherd.planning.groups`):
+
+* Arnold's MIP (the DP groups' and the pipelines' spread over leaves, `arnold_counts`);
+* every stage in one leaf, fewest leaves, the leaves ordered by the uplink load the running jobs
+  put on them (least loaded first: the concurrent-traffic estimate at leaf level,
+  `flowherd.planning.batch.running_leaf_load`) and by id (`aligned_counts`);
+* when no aligned placement exists (not enough whole free servers in the right leaves), the
+  topology placer's (fewest servers, then fewest leaves).
+
+The lower level scores each distinct candidate: the windowed congestion-free routing LP
+(`flowherd.planning.congestion.route_windows`, one window with the running jobs and the batch
+placed so far at their uncontended rates, the expected background; its objective: 100 x the
+summed excess over `planner.max_utilization` plus the largest link load,
+`flowherd.planning.timeline.Congestion.for_batch`). The candidate of least score wins; ties go
+to fewer leaves, then the order above. That is the coupling of the two levels: a placement the
+upper level's rule prefers (Arnold's, fewest leaves) loses to one whose traffic the LP can route
+under the target when the first cannot. Each such change is noted (``BatchResult.notes``,
+``Plan.info["placement_notes"]``: job, the rule's choice and the LP's, their scores).
+
+A job smaller than a server goes where the topology placer puts it (best fit in one server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from flowherd.planning.batch import BatchResult, running_leaf_load
+from flowherd.planning.groups import (
+    aligned_counts,
+    arnold_counts,
+    counts_to_gpus,
+    free_whole_servers,
+    job_groups,
+    leaf_room,
+)
+from flowherd.planning.predict import FabricView, JobProfile, _layout
+
+__all__ = ["place_groups"]
+
+
+def _candidates(view: FabricView, p: JobProfile, free: np.ndarray, load: np.ndarray) -> list[tuple[str, Any]]:
+    """(rule, GPU ids) of the distinct candidate placements of ``p`` (module docstring)."""
+    from flowherd.planning.placers import _packed_place, type_mask
+
+    g = job_groups(p, view.gpus_per_server)
+    mask = free & type_mask(view, p.gpu_type)
+    out: list[tuple[str, Any]] = []
+    if g.servers:
+        whole = free_whole_servers(view, free, p.gpu_type)
+        room = leaf_room(view, whole)
+        cap = np.where(np.isfinite(view.leaf_uplink_bytes_per_s), view.leaf_uplink_bytes_per_s, 1.0)
+        rho = load / cap
+        for rule, counts in (("arnold", arnold_counts(room, g.servers, g.stage_servers)),
+                             ("aligned-least-loaded", aligned_counts(room, g.servers, g.stage_servers,
+                                                                     np.lexsort((np.arange(rho.size), rho)))),
+                             ("aligned", aligned_counts(room, g.servers, g.stage_servers,
+                                                        np.arange(view.num_leaves)))):
+            if counts is not None and int(counts.sum()) == g.servers:
+                out.append((rule, counts_to_gpus(view, whole, counts)))
+    if not out:
+        gp = _packed_place(view, p.world_size, mask)
+        if gp is not None:
+            out.append(("topology", gp))
+    seen: set[bytes] = set()
+    uniq = []
+    for rule, gp in out:
+        key = np.asarray(gp, dtype=np.int64).tobytes()
+        if key not in seen:
+            seen.add(key)
+            uniq.append((rule, np.asarray(gp, dtype=np.int64)))
+    return uniq
+
+
+def place_groups(view: FabricView, batch: Sequence[JobProfile], free: np.ndarray,
+                 running: Sequence[tuple[JobProfile, np.ndarray]], *, congestion: Any = None) -> BatchResult:
+    """Place ``batch`` into the ``free`` GPUs, job after job (module docstring).
+
+    Args:
+        view: The fabric view.
+        batch: The jobs, in the timeline's order (the first that does not fit ends the batch).
+        free: ``bool[G]`` free GPUs (changed in place).
+        running: Jobs running, with their GPUs.
+        congestion: The timeline's `flowherd.planning.batch.LeafCongestion` with its
+            ``route_score`` (the routing LP); None: the rule's first candidate.
+
+    Returns:
+        Placements (None from the first job that does not fit) and the notes of the placements
+        the LP changed.
+    """
+    out: list[np.ndarray | None] = []
+    notes: list[str] = []
+    score = getattr(congestion, "route_score", None)
+    placed: list[tuple[JobProfile, np.ndarray]] = []
+    for p in batch:
+        load = running_leaf_load(view, [*running, *placed])
+        cands = _candidates(view, p, free, load)
+        if not cands:
+            out.append(None)
+            break
+        best = 0
+        if score is not None and len(cands) > 1:
+            scored = []
+            for k, (_, gp) in enumerate(cands):
+                s = float(score([*(g for _, g in placed), gp]))
+                leaves = _layout(view, gp)[1].size
+                scored.append((round(s, 9), leaves, k))
+            best = min(scored)[2]
+            if best != 0:
+                notes.append(f"{p.name}: {cands[0][0]} ({_layout(view, cands[0][1])[1].size} leaves, LP "
+                             f"score {scored[0][0]:.3f}) -> {cands[best][0]} "
+                             f"({_layout(view, cands[best][1])[1].size} leaves, LP score "
+                             f"{scored[best][0]:.3f})")
+        gp = cands[best][1]
+        free[gp] = False
+        placed.append((p, gp))
+        out.append(gp)
+    return BatchResult(placements=tuple(out), status="heuristic", notes=tuple(notes))
