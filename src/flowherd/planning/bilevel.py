@@ -39,6 +39,8 @@ from flowherd.planning.groups import (
     free_whole_servers,
     job_groups,
     leaf_room,
+    packed_place,
+    type_mask,
 )
 from flowherd.planning.predict import FabricView, JobProfile, _layout
 
@@ -47,8 +49,6 @@ __all__ = ["place_groups"]
 
 def _candidates(view: FabricView, p: JobProfile, free: np.ndarray, load: np.ndarray) -> list[tuple[str, Any]]:
     """(rule, GPU ids) of the distinct candidate placements of ``p`` (module docstring)."""
-    from flowherd.planning.placers import _packed_place, type_mask
-
     g = job_groups(p, view.gpus_per_server)
     mask = free & type_mask(view, p.gpu_type)
     out: list[tuple[str, Any]] = []
@@ -65,7 +65,7 @@ def _candidates(view: FabricView, p: JobProfile, free: np.ndarray, load: np.ndar
             if counts is not None and int(counts.sum()) == g.servers:
                 out.append((rule, counts_to_gpus(view, whole, counts)))
     if not out:
-        gp = _packed_place(view, p.world_size, mask)
+        gp = packed_place(view, p.world_size, mask)
         if gp is not None:
             out.append(("topology", gp))
     seen: set[bytes] = set()

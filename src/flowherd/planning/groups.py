@@ -33,8 +33,16 @@ import numpy as np
 
 from flowherd.planning.predict import FabricView, JobProfile, _server_of
 
-__all__ = ["JobGroups", "aligned_counts", "arnold_counts", "counts_to_gpus", "free_whole_servers",
-           "job_groups"]
+__all__ = [
+    "JobGroups",
+    "aligned_counts",
+    "arnold_counts",
+    "counts_to_gpus",
+    "free_whole_servers",
+    "job_groups",
+    "packed_place",
+    "type_mask",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,3 +201,41 @@ def fragments(view: FabricView, placements: list[Any]) -> np.ndarray:
         if leaves.size > 1:
             out[leaves] += 1
     return out
+
+def type_mask(view: FabricView, gpu_type: str) -> np.ndarray:
+    """``bool[G]``: GPUs of servers of type ``gpu_type``."""
+    ok = np.array([t == gpu_type for t in view.server_type])
+    return ok[_server_of(view)]
+
+
+def packed_place(view: FabricView, n: int, free: np.ndarray) -> np.ndarray | None:
+    """Fewest servers then fewest leaves (the rule of `flowherd.cluster.placement.PackedPlacer`)."""
+    server = _server_of(view)
+    if int(free.sum()) < n:
+        return None
+    free_per = np.bincount(server[free], minlength=view.num_servers)
+    fits = np.flatnonzero(free_per >= n)
+    if fits.size:
+        s = int(fits[np.argmin(free_per[fits])])
+        return np.flatnonzero(free & (server == s))[:n]
+    leaf = view.server_leaf
+    free_leaf = np.bincount(leaf, weights=free_per, minlength=view.num_leaves)
+    chosen: list[int] = []
+    need = n
+    for li in np.lexsort((np.arange(view.num_leaves), -free_leaf)).tolist():
+        if need <= 0:
+            break
+        srv = np.flatnonzero((leaf == li) & (free_per > 0))
+        srv = srv[np.lexsort((srv, -free_per[srv]))]
+        if free_leaf[li] >= need:
+            while need > 0:
+                done = srv[free_per[srv] >= need]
+                s = int(done[np.argmin(free_per[done])]) if done.size else int(srv[0])
+                chosen.append(s)
+                need -= int(free_per[s])
+                srv = srv[srv != s]
+        else:
+            chosen.extend(srv.tolist())
+            need -= int(free_leaf[li])
+    g = np.concatenate([np.flatnonzero(free & (server == s)) for s in chosen])[:n]
+    return np.sort(g)

@@ -25,17 +25,14 @@ import numpy as np
 
 from flowherd.errors import InfeasibleError, SolverError
 from flowherd.planning.batch import BatchResult
+from flowherd.planning.groups import packed_place, type_mask
 from flowherd.planning.heuristic import heuristic_batch
-from flowherd.planning.predict import FabricView, JobProfile, _server_of
+from flowherd.planning.predict import FabricView, JobProfile
 from flowherd.registry import Registry
 
 __all__ = ["PLANNERS", "BatchResult", "Planner", "type_mask"]
 
 
-def type_mask(view: FabricView, gpu_type: str) -> np.ndarray:
-    """``bool[G]``: GPUs of servers of type ``gpu_type``."""
-    ok = np.array([t == gpu_type for t in view.server_type])
-    return ok[_server_of(view)]
 
 
 class Planner:
@@ -107,7 +104,7 @@ class TopologyPlanner(Planner):
     name = "topology"
 
     def _place(self, view, p, free):
-        return _packed_place(view, p.world_size, free)
+        return packed_place(view, p.world_size, free)
 
     def place_one(self, view, p, free, rng):
         return self._place(view, p, free)
@@ -121,37 +118,6 @@ class HeteroPlanner(TopologyPlanner):
         return self._place(view, p, free & type_mask(view, p.gpu_type))
 
 
-def _packed_place(view: FabricView, n: int, free: np.ndarray) -> np.ndarray | None:
-    """Fewest servers then fewest leaves (the rule of `flowherd.cluster.placement.PackedPlacer`)."""
-    server = _server_of(view)
-    if int(free.sum()) < n:
-        return None
-    free_per = np.bincount(server[free], minlength=view.num_servers)
-    fits = np.flatnonzero(free_per >= n)
-    if fits.size:
-        s = int(fits[np.argmin(free_per[fits])])
-        return np.flatnonzero(free & (server == s))[:n]
-    leaf = view.server_leaf
-    free_leaf = np.bincount(leaf, weights=free_per, minlength=view.num_leaves)
-    chosen: list[int] = []
-    need = n
-    for li in np.lexsort((np.arange(view.num_leaves), -free_leaf)).tolist():
-        if need <= 0:
-            break
-        srv = np.flatnonzero((leaf == li) & (free_per > 0))
-        srv = srv[np.lexsort((srv, -free_per[srv]))]
-        if free_leaf[li] >= need:
-            while need > 0:
-                done = srv[free_per[srv] >= need]
-                s = int(done[np.argmin(free_per[done])]) if done.size else int(srv[0])
-                chosen.append(s)
-                need -= int(free_per[s])
-                srv = srv[srv != s]
-        else:
-            chosen.extend(srv.tolist())
-            need -= int(free_leaf[li])
-    g = np.concatenate([np.flatnonzero(free & (server == s)) for s in chosen])[:n]
-    return np.sort(g)
 
 
 class MilpPlanner(Planner):
@@ -211,11 +177,11 @@ class ArnoldPlanner(Planner):
         g = job_groups(p, view.gpus_per_server)
         mask = free & type_mask(view, p.gpu_type)
         if g.servers == 0:
-            return _packed_place(view, p.world_size, mask)
+            return packed_place(view, p.world_size, mask)
         whole = free_whole_servers(view, free, p.gpu_type)
         counts = arnold_counts(leaf_room(view, whole), g.servers, g.stage_servers)
         if counts is None:
-            return _packed_place(view, p.world_size, mask)
+            return packed_place(view, p.world_size, mask)
         return counts_to_gpus(view, whole, counts)
 
 
