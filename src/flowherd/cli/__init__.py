@@ -1,7 +1,8 @@
 """The `flowherd` command: thin wrappers over the packages.
 
-Every `FlowherdError` reaches the user as one line on stderr (exit code 2), never a traceback; so
-does a missing optional dependency, with the extra that installs it. Commands are registered
+Every `FlowherdError` reaches the user as one line on stderr (exit code 2; 1 for an output that
+could not be written, 128 + the signal for an interrupted command), never a traceback; so does a
+missing optional dependency, with the extra that installs it, and a Ctrl-C. Commands are registered
 lazily (`flowherd.cli.commands.COMMANDS`): `flowherd --help` and `flowherd --version` import no
 command module, and `flowherd COMMAND` imports only COMMAND's.
 """
@@ -18,7 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from flowherd.cli.commands import COMMANDS, missing_extra_hint
 from flowherd.cli.params import light_on_parse, use_light_params
-from flowherd.errors import FlowherdError
+from flowherd.errors import FlowherdError, Interrupted, WriteError
 
 
 def load_command(name: str) -> None:
@@ -141,7 +142,12 @@ def _main(argv: list[str] | None) -> int:
         from flowherd.cli.checks import error_line  # on error only: --help stays light
 
         print(error_line(err), file=sys.stderr)
-        return 2
+        if isinstance(err, Interrupted):
+            return err.exit_code
+        return 1 if isinstance(err, WriteError) else 2
+    except KeyboardInterrupt:  # Ctrl-C where no command said more: one line, the shell's code
+        print("flowherd: interrupted", file=sys.stderr)
+        return 130
     except ModuleNotFoundError as err:
         hint = missing_extra_hint(err.name or "", command)
         if hint is None:

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from flowherd.cli import app
 from flowherd.cli.simulate_cmd import _console, _fmt, run_and_report
+from flowherd.sanitize import shown
 
 DEMO_PLACEMENTS = ("packed", "heuristic")
 #: Every literature controller (`flowherd.control.LITERATURE_BASELINES`); ``--full`` tries them all.
@@ -177,7 +179,8 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
              for m in DEMO_PLACEMENTS for s in seed_list}
     first = scenario_from_mapping(plain[planner, seed_list[0]])
     per_seed = len(DEMO_PLACEMENTS) + len(baselines) + len(available)
-    con.print(f"[bold]demo[/]: scenario {first.name!r}, {len(first.jobs)} jobs on {first.fabric.num_gpus} "
+    con.print(f"[bold]demo[/]: scenario {escape(shown(repr(first.name)))}, {len(first.jobs)} jobs on "
+              f"{first.fabric.num_gpus} "
               f"GPUs, {first.horizon_s / 60:g} min horizon, {len(seed_list)} seeds "
               f"({', '.join(map(str, seed_list))}); {per_seed * len(seed_list)} simulations: per seed "
               f"{len(DEMO_PLACEMENTS)} placements without control, then on the {planner} plan "
@@ -196,7 +199,8 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
                              routing=sc.routing, pace=sc.pace)  # what `flowherd plan` gives it
         plans[s].to_json(out / f"plan-{planner}-seed{s}.json")
     con.print(f"[bold]demo[/]: planned the jobs of {len(seed_list)} seeds with the {planner} placer in "
-              f"{time.perf_counter() - t0:.1f} s -> {out / f'plan-{planner}-seed*.json'}", highlight=False)
+              f"{time.perf_counter() - t0:.1f} s -> {escape(shown(out / f'plan-{planner}-seed*.json'))}",
+              highlight=False)
 
     # (label, scenario source, plan or None, group, controller, seed): no control per placement,
     # then the controllers on the heuristic's plan
@@ -278,11 +282,9 @@ def _run_all(todo: list[_Todo], store: Path, con: Any, beat: Any, workers: int,
             if beat is not None:
                 beat.last_s = beat.clock()  # this line is the news; the next heartbeat a minute on
             if isinstance(run, BaseException):
-                from rich.markup import escape
-
                 # the error's text is data: escaped, never read as markup
-                con.print(f"  \\[{done}/{total}] {escape(label):<44} [red]failed[/]: "
-                          f"{escape(f'{type(run).__name__}: {run}')}", highlight=False)
+                con.print(f"  \\[{done}/{total}] {escape(shown(label)):<44} [red]failed[/]: "
+                          f"{escape(shown(f'{type(run).__name__}: {run}'))}", highlight=False)
                 return
             s = run.summary
             con.print(f"  [{done}/{total}] {label:<44} mean JCT {_fmt(s['mean_jct_s']):>8}, "
@@ -445,7 +447,8 @@ def _conclude(out: Path, store: Path, con: Any, todo: list[_Todo], runs: dict[st
         con.print(f"  {what}: {p.phrase()}", highlight=False)
     _print_cost(con, {roles[g]: candidates[b] for g, b in best.items() if b}, uncontrolled[planner])
     wall_s = time.perf_counter() - wall0
-    con.print(f"[bold]demo[/] done in {wall_s / 60:.1f} min; results in {store}; report: {files.html}",
+    con.print(f"[bold]demo[/] done in {wall_s / 60:.1f} min; results in {escape(shown(store))}; report: "
+              f"{escape(shown(files.html))}",
               highlight=False)
     return DemoOutcome(store_path=store, report_html=files.html, best_baseline=best["baseline"],
                        best_policy=best["policy"], ties=ties, candidates=candidates, methods=methods,

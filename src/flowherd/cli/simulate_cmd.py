@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from flowherd.cli import app
-from flowherd.errors import ConfigError
+from flowherd.errors import ConfigError, WriteError
 
 
 def _clean(value: Any) -> Any:
@@ -25,15 +25,17 @@ def _clean(value: Any) -> Any:
 
 
 def _write_out(out_dir: Path, result: dict[str, Any], source: dict[str, Any]) -> list[Path]:
-    """Write result.json, jobs.csv and the scenario; each file atomically (tmp + rename)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write result.json, jobs.csv and the scenario; each file atomically (`flowherd.atomic`).
+
+    Raises:
+        WriteError: Naming the file and the cause (a full disk).
+    """
+    from flowherd import atomic
+
     written = []
 
     def put(name: str, text: str) -> None:
-        tmp = out_dir / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(out_dir / name)
-        written.append(out_dir / name)
+        written.append(atomic.write_text(out_dir / name, text, field="--out"))
 
     import yaml  # here: `simulate --help` and a run without --out need none
 
@@ -49,6 +51,35 @@ def _write_out(out_dir: Path, result: dict[str, Any], source: dict[str, Any]) ->
         w.writerows(jobs)
         put("jobs.csv", buf.getvalue())
     return written
+
+
+def _save(out: Path, result: dict[str, Any], source: dict[str, Any], run: Any) -> list[Path]:
+    """The files of `_write_out` and the run in ``OUT/results.duckdb`` (for `flowherd report OUT`),
+    each written to a temporary name and renamed.
+
+    Raises:
+        WriteError: Naming the file and the cause.
+    """
+    from flowherd.experiments.sweep import store_run_result
+
+    paths = _write_out(out, result, source)
+    store_run_result(out, source, run, whole_file=True)
+    return [*paths, out / "results.duckdb"]
+
+
+def _save_elsewhere(result: dict[str, Any], source: dict[str, Any], run: Any) -> str:
+    """Save the run in a fresh temporary directory; the clause that says where (or why not)."""
+    import tempfile
+
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix="flowherd-result-"))
+    except OSError as err:
+        return f" (and could not be saved elsewhere: {err.strerror or err})"
+    try:
+        _save(tmp, result, source, run)
+    except WriteError as err:
+        return f" (and could not be saved in {tmp} either: {err})"
+    return f" and saved in {tmp}"
 
 
 def _fmt(x: float | None, unit: str = "s") -> str:
@@ -77,11 +108,12 @@ def _simulate(scenario: Any, plan: Any = None) -> Any:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from flowherd.experiments.runner import run_scenario
+    from flowherd.sanitize import shown
     from flowherd.units import format_time
 
     err = Console(stderr=True)
     horizon_s = scenario.horizon_s
-    label = f"{scenario.name} ({scenario.placement})"
+    label = shown(f"{scenario.name} ({scenario.placement})")
     t0 = time.perf_counter()
     next_line = [t0 + PROGRESS_FIRST_S]
     with Progress(TextColumn("simulating {task.description}", markup=False), BarColumn(),
@@ -194,20 +226,23 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
         check_out_dir(out, "--out")
     run = _simulate(scenario, planned)
     result = _clean(run.to_dict())
+    failed: WriteError | None = None
     if out is not None:
-        from flowherd.experiments.sweep import store_run_result
-
-        paths = _write_out(out, result, source)
-        # the same run in a result store, so that `flowherd report OUT` draws it
-        store_run_result(out, source, run)
-        paths.append(out / "results.duckdb")
+        try:
+            paths = _save(out, result, source, run)
+        except WriteError as err:  # the result is printed all the same, and kept elsewhere
+            failed = err
     if as_json:
         typer.echo(json.dumps(result))
-        return
-    _print_run(run)
-    if out is not None:
-        _console().print(f"results written to {out} ({', '.join(p.name for p in paths)})", markup=False,
-                         highlight=False)
+    else:
+        _print_run(run)
+    if failed is not None:
+        raise WriteError(f"{failed}; the result is printed above{_save_elsewhere(result, source, run)}")
+    if out is not None and not as_json:
+        from flowherd.sanitize import shown
+
+        _console().print(f"results written to {shown(out)} ({', '.join(shown(p.name) for p in paths)})",
+                         markup=False, highlight=False)
 
 
 @app.command("simulate")

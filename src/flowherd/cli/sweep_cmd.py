@@ -33,6 +33,7 @@ def sweep(
 
     from flowherd.cli.checks import check_out_dir
     from flowherd.experiments.sweep import load_sweep, run_sweep
+    from flowherd.sanitize import shown
 
     spec = load_sweep(sweep_file)
     # the name is checked to be one path component (load_sweep); runs/<name> stays under runs/
@@ -40,7 +41,7 @@ def sweep(
     check_out_dir(out_dir, "--out")
     err = Console(stderr=True)
     err.print(f"sweep {spec.name!r}: {len(spec.points)} points x {len(spec.seeds)} seeds = "
-              f"{len(spec.runs)} runs -> {out_dir}", markup=False, highlight=False, soft_wrap=True)
+              f"{len(spec.runs)} runs -> {shown(out_dir)}", markup=False, highlight=False, soft_wrap=True)
     t0 = time.perf_counter()
     with Progress(TextColumn("[bold]sweep[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("[red]{task.fields[failed]} failed[/]"), TimeRemainingColumn(),
@@ -62,10 +63,11 @@ def sweep(
                             retry_failed=retry_failed, batch=batch, backend="inline" if inline else "ray",
                             progress=tick)
     typer.echo(f"{outcome.ok} ok, {outcome.failed} failed, {outcome.skipped} already stored, of "
-               f"{outcome.total} runs in {time.perf_counter() - t0:.1f} s; results in {outcome.store_path}")
+               f"{outcome.total} runs in {time.perf_counter() - t0:.1f} s; results in "
+               f"{shown(outcome.store_path)}")
     if outcome.any_failed:
         err.print(f"sweep {spec.name!r}: {outcome.failed + outcome.skipped_failed} of {outcome.total} runs "
-                  f"failed; their errors are in the runs table of {outcome.store_path} (--resume "
+                  f"failed; their errors are in the runs table of {shown(outcome.store_path)} (--resume "
                   "--retry-failed runs them again)",
                   markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)

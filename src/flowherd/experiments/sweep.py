@@ -405,7 +405,8 @@ def run_record(run: Any, *, wall_s: float | None = None) -> dict[str, Any]:
 
 
 def store_run_result(store_path: str | Path, scenario: Mapping[str, Any], run: Any, *,
-                     sweep: str = "simulate", params: Mapping[str, Any] | None = None) -> str:
+                     sweep: str = "simulate", params: Mapping[str, Any] | None = None,
+                     whole_file: bool = False) -> str:
     """Store one in-process run (e.g. of `flowherd simulate --out DIR`) so that it can be reported.
 
     Args:
@@ -415,17 +416,41 @@ def store_run_result(store_path: str | Path, scenario: Mapping[str, Any], run: A
         sweep: The name the run is stored under.
         params: Stored as the run's parameters (e.g. ``{"role": "best baseline"}``, which the
             report shows in the method's name); they do not change the run id.
+        whole_file: Write the store to a temporary copy and rename it over the file
+            (`flowherd.atomic`), so that a full disk leaves the store as it was; without it, the
+            run is one transaction of the store (the demo adds runs one by one).
 
     Returns:
         The run id.
+
+    Raises:
+        WriteError: The store cannot be written (naming it and the cause).
     """
-    from flowherd.experiments.store import ResultStore
+    from flowherd.experiments.store import ResultStore, resolve_store_path
 
     body = dict(scenario)
     r = Run(point=Point(params=dict(params or {}), scenario=body, hash=canonical_hash(body)),
             seed=int(run.scenario.seed))
-    with ResultStore(store_path) as store:
-        store.write_run(sweep=sweep, run=r, record=run_record(run))
+    record = run_record(run)
+    if not whole_file:
+        with ResultStore(store_path) as store:
+            store.write_run(sweep=sweep, run=r, record=record)
+        return r.run_id
+    import shutil
+
+    from flowherd import atomic
+    from flowherd.errors import WriteError
+
+    path = resolve_store_path(store_path)
+    with atomic.replacing(path, field="--out") as tmp:
+        if path.is_file():
+            ResultStore(path, read_only=True).close()  # not a store: said before the copy
+            shutil.copyfile(path, tmp)
+        try:
+            with ResultStore(tmp) as store:
+                store.write_run(sweep=sweep, run=r, record=record)
+        except WriteError as err:  # name the store, not its temporary copy
+            raise WriteError(str(err).replace(str(tmp), str(path))) from None
     return r.run_id
 
 
