@@ -88,6 +88,19 @@ class WriteError(FlowherdError):
     the input was fine."""
 
 
+def caused_by_interrupt(err: BaseException) -> bool:
+    """Whether `err` is, or was raised because of, a ``KeyboardInterrupt`` (a Ctrl-C or SIGTERM
+    that arrived in a callback of compiled code comes out as a ``SystemError`` caused by it)."""
+    seen: set[int] = set()
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 class Interrupted(FlowherdError):
     """SIGINT or SIGTERM stopped a long command; the message says what was kept and where.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -102,6 +103,8 @@ def _command_of(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+_LIMIT_ENV = ("FLOWHERD_MAX_MEMORY", "FLOWHERD_MAX_EVENTS")  # flowherd.experiments.budget's, unimported
+
 #: The cyclic collector's first threshold while a command runs (CPython's default is 700). A
 #: command's start-up makes long-lived objects only (modules, classes, functions): at 700 the
 #: collector ran 44 times over them in a 64-GPU `collective` (0.03 of its 0.7 CPU-s, issue 16),
@@ -119,10 +122,18 @@ def main(argv: list[str] | None = None) -> int:
     """
     old = gc.get_threshold()
     gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
+    # --max-memory / --max-events reach a command's worker processes through the environment
+    # (`flowherd.experiments.budget`): restored after it, for a caller that runs several commands
+    env = {k: os.environ.get(k) for k in _LIMIT_ENV}
     try:
         code = _main(argv)
     finally:
         gc.set_threshold(*old)
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     if argv is None:
         entry = COMMANDS.get(_command_of(sys.argv[1:]) or "")
         if entry is not None and entry.writes_nothing:
@@ -136,18 +147,24 @@ def _main(argv: list[str] | None) -> int:
     try:
         if command is not None:
             load_command(command)
+        from flowherd.cli.interrupt import handle_signals
+
         # not standalone: usage errors come here as exceptions and are printed as one line
-        rv = app(args=args, standalone_mode=False, prog_name="flowherd")
+        with handle_signals():  # SIGTERM as SIGINT: a KeyboardInterrupt, caught below
+            rv = app(args=args, standalone_mode=False, prog_name="flowherd")
     except FlowherdError as err:
         from flowherd.cli.checks import error_line  # on error only: --help stays light
 
-        print(error_line(err), file=sys.stderr)
-        if isinstance(err, Interrupted):
+        if isinstance(err, Interrupted):  # not an error: what was kept, and where
+            print(error_line(err).removeprefix("error: "), file=sys.stderr)
             return err.exit_code
+        print(error_line(err), file=sys.stderr)
         return 1 if isinstance(err, WriteError) else 2
-    except KeyboardInterrupt:  # Ctrl-C where no command said more: one line, the shell's code
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM where no command said more: one line
+        from flowherd.cli.interrupt import last_signal
+
         print("flowherd: interrupted", file=sys.stderr)
-        return 130
+        return 128 + last_signal()
     except ModuleNotFoundError as err:
         hint = missing_extra_hint(err.name or "", command)
         if hint is None:
@@ -155,6 +172,13 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {hint}", file=sys.stderr)
         return 2
     except Exception as err:  # click's usage errors (a bad flag value, a missing argument)
+        from flowherd.errors import caused_by_interrupt
+
+        if caused_by_interrupt(err):  # click's Abort, or compiled code's SystemError, for a Ctrl-C
+            from flowherd.cli.interrupt import last_signal
+
+            print("flowherd: interrupted", file=sys.stderr)
+            return 128 + last_signal()
         from flowherd.cli.checks import usage_error_line
 
         line = usage_error_line(err, args)

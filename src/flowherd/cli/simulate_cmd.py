@@ -96,7 +96,11 @@ def _fmt(x: float | None, unit: str = "s") -> str:
 # off a terminal (logs, CI) a long simulation prints a line this often, wall seconds, instead of
 # staying silent; the first after PROGRESS_FIRST_S
 PROGRESS_EVERY_S = 60.0
-PROGRESS_FIRST_S = 10.0
+PROGRESS_FIRST_S = 4.0
+#: A run estimated to take more CPU seconds than this says so before it starts
+#: (`flowherd.experiments.cost`): the first line within seconds, whatever comes before the first
+#: progress tick.
+ANNOUNCE_CPU_S = 5.0
 
 
 def _simulate(scenario: Any, plan: Any = None) -> Any:
@@ -107,6 +111,7 @@ def _simulate(scenario: Any, plan: Any = None) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from flowherd.experiments import cost
     from flowherd.experiments.runner import run_scenario
     from flowherd.sanitize import shown
     from flowherd.units import format_time
@@ -114,6 +119,11 @@ def _simulate(scenario: Any, plan: Any = None) -> Any:
     err = Console(stderr=True)
     horizon_s = scenario.horizon_s
     label = shown(f"{scenario.name} ({scenario.placement})")
+    estimate = cost.run_cost(scenario)
+    cost.check(estimate, f"scenario {scenario.name!r}")
+    if estimate.cpu_s >= ANNOUNCE_CPU_S:
+        err.print(f"simulating {label}: estimated {estimate.describe()}", markup=False, highlight=False,
+                  soft_wrap=True)
     t0 = time.perf_counter()
     next_line = [t0 + PROGRESS_FIRST_S]
     with Progress(TextColumn("simulating {task.description}", markup=False), BarColumn(),
@@ -261,7 +271,15 @@ def simulate(
     network: str = typer.Option(None, "--network", help="the network model: ideal, roce, tcp, a switch "
                                 "preset (tomahawk2, spectrum2, spectrum3, jericho3, shallow, deep) or a "
                                 "YAML file of a network: section; overrides the scenario's"),
+    max_memory: str = typer.Option(None, "--max-memory", help="memory the run may use, e.g. 8GiB "
+                                   "(default: what this machine, its cgroup and ulimit -v leave); an "
+                                   "estimate over it is refused before the run"),
+    max_events: int = typer.Option(None, "--max-events", help="simulator events the run may be "
+                                   "estimated to take (default: 10^10)"),
 ) -> None:
     """Simulate a scenario: jobs arrive, get placed, run on the shared fabric; print per-job metrics."""
+    from flowherd.experiments.budget import set_limits
+
+    set_limits(max_memory, max_events)
     run_and_report(scenario, as_json=as_json, out=out, seed=seed, plan=plan, controller=controller,
                    network=network)

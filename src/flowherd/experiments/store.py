@@ -344,6 +344,25 @@ class ResultStore:
                 con.execute("ROLLBACK")
             raise
 
+    def relabel_run(self, run_id: str, *, sweep: str, params: Mapping[str, Any]) -> None:
+        """Move a stored run to `sweep` with `params` (its rows stay; the run id does not depend
+        on either).
+
+        Raises:
+            WriteError: The store cannot be written.
+        """
+        try:
+            text = json.dumps(_jsonable(dict(params)), sort_keys=True, default=str)
+            self._con.execute("UPDATE runs SET sweep = ?, params = ? WHERE run_id = ?", [sweep, text, run_id])
+        except self._duckdb_error as err:
+            raise WriteError(f"cannot store run {run_id} in {_q(self.path)}: {_first_line(err)}") from None
+
+    def stored_summaries(self) -> dict[str, dict[str, Any]]:
+        """The summary (`flowherd.experiments.runner.RunResult.to_dict` without jobs and tenants) of
+        every run stored as ok, by run id."""
+        rows = self.query("SELECT run_id, summary FROM runs WHERE status = 'ok' AND summary IS NOT NULL")
+        return {r["run_id"]: json.loads(r["summary"]) for r in rows}
+
     # ---- reading --------------------------------------------------------------------------------
     def run_status(self) -> dict[str, str]:
         """Status ("ok" / "failed") of every stored run, by run id."""
