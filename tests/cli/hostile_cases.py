@@ -129,9 +129,15 @@ class Result:
 
 
 # ---- files the cases need ------------------------------------------------------------------------
+def _env() -> dict[str, str]:
+    """This environment with PYTHONPATH made absolute: the cases run in their own directories."""
+    paths = [str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "COLUMNS": "200"}
+
+
 def _flowherd(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", "import sys; from flowherd.cli import main; sys.exit(main())",
-                           *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+                           *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env())
 
 
 def _store(d: Path) -> Path:
@@ -158,7 +164,7 @@ def _model_zip(d: Path) -> Path:
                 "    def reset(self, *, seed=None, options=None): return np.zeros(18, np.float32), {}\n"
                 "    def step(self, a): return np.zeros(18, np.float32), 0.0, True, False, {}\n"
                 f"PPO('MlpPolicy', E(), n_steps=64, batch_size=64, device='cpu').save({str(cache)!r})\n")
-        subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
+        subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300, env=_env())
     return cache
 
 
@@ -215,7 +221,7 @@ def _truncated(frac: float) -> Callable[[Path], None]:
 def _other_schema(d: Path) -> None:
     code = ("import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
             "c.execute('CREATE TABLE runs (run_id VARCHAR, status INTEGER)'); c.close()")
-    subprocess.run([sys.executable, "-c", code, str(d / "results.duckdb")], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", code, str(d / "results.duckdb")], check=True, timeout=120, env=_env())
 
 
 def _copy_store(d: Path) -> None:
@@ -313,9 +319,10 @@ CASES: list[Case] = [
     Case("sweep-ray-under-6gib", ["sweep", "w.yaml", "--out", "o"], ("ulimit", "--inline"),
          files={"w.yaml": SMALL_SWEEP, "s.yaml": TINY}, limit_as_bytes=6 * GiB, slow=True),
     # ---- signals ----------------------------------------------------------------------------------------------
+    # SIGINT once a simulation has finished ("[1/10] ..."; about 30 s in on a quiet machine)
     Case("sigint-demo", ["demo", "--out", "demo", "--seeds", "2"], ("interrupted", "demo/results.duckdb"),
-         outcome="stop", send=(signal.SIGINT, r"\[\d+/\d+\]", 30.0), check=_runs_stored("demo/results.duckdb"),
-         slow=True, deadline_s=600),
+         outcome="stop", send=(signal.SIGINT, r"\[\d+/\d+\]", 400.0), check=_runs_stored("demo/results.duckdb"),
+         slow=True, deadline_s=900),
     Case("sigterm-sweep-inline", ["sweep", "w.yaml", "--inline", "--out", "o"], ("interrupted", "o/results.duckdb"),
          outcome="stop", files={"w.yaml": SLOW_SWEEP, "s.yaml": TINY}, send=(signal.SIGTERM, r"\[2/40\]", 60.0),
          check=_runs_stored("o/results.duckdb"), slow=True),
@@ -403,7 +410,7 @@ def run_case(case: Case, d: Path) -> Result:
 
             resource.setrlimit(resource.RLIMIT_AS, (case.limit_as_bytes, case.limit_as_bytes))
 
-    env = {**os.environ, "COLUMNS": "200"}
+    env = _env()
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             preexec_fn=limits, start_new_session=True)

@@ -22,6 +22,7 @@ import typer
 from rich.markup import escape
 
 from flowherd.cli import app
+from flowherd.cli.checks import plain
 from flowherd.cli.simulate_cmd import _console, _fmt, run_and_report
 from flowherd.sanitize import shown
 
@@ -186,9 +187,9 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     con = _console()
     beat = None if is_terminal(con) else Heartbeat("demo")
     planner = DEMO_PLACEMENTS[-1]
-    plain = {(m, s): {**base, "seed": s, "placement": {"method": m}}
+    base_of = {(m, s): {**base, "seed": s, "placement": {"method": m}}
              for m in DEMO_PLACEMENTS for s in seed_list}
-    first = scenario_from_mapping(plain[planner, seed_list[0]])
+    first = scenario_from_mapping(base_of[planner, seed_list[0]])
     per_seed = len(DEMO_PLACEMENTS) + len(baselines) + len(available)
     con.print(f"[bold]demo[/]: scenario {escape(shown(repr(first.name)))}, {len(first.jobs)} jobs on "
               f"{first.fabric.num_gpus} "
@@ -204,7 +205,7 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     out.mkdir(parents=True, exist_ok=True)
     plans: dict[int, Any] = {}
     for s in seed_list:
-        sc = first if s == seed_list[0] else scenario_from_mapping(plain[planner, s])
+        sc = first if s == seed_list[0] else scenario_from_mapping(base_of[planner, s])
         plans[s] = make_plan(sc.fabric, sc.jobs, method=planner, seed=sc.seed,
                              max_utilization=sc.max_utilization, background=sc.background,
                              routing=sc.routing, pace=sc.pace)  # what `flowherd plan` gives it
@@ -217,10 +218,10 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     # then the controllers on the heuristic's plan
     todo: list[_Todo] = []
     for s in seed_list:
-        todo += [_Todo(_seed_label(f"{m} + no control", s), plain[m, s], plans[s] if m == planner else None,
+        todo += [_Todo(_seed_label(f"{m} + no control", s), base_of[m, s], plans[s] if m == planner else None,
                        "none", m, s) for m in DEMO_PLACEMENTS]
         todo += [_Todo(_seed_label(f"{planner} + {name}", s),
-                       {**plain[planner, s], "controller": _controller(name)}, plans[s], group, name, s)
+                       {**base_of[planner, s], "controller": _controller(name)}, plans[s], group, name, s)
                  for group, name in [("baseline", c) for c in baselines] + [("policy", c) for c in available]]
     stored = _resumed(todo, store) if resume else {}
     if stored:
@@ -594,11 +595,11 @@ def _print_candidates(con: Any, candidates: dict[str, dict[int, dict[str, Any]] 
             kind = "literature" if group == "baseline" else "flowherd"
             mark = f"tied best {kind}" if tied else (f"best {kind}" if chosen[group] == name else "")
             if per_seed is None:
-                table.add_row(name, kind, "failed", "-", "-", "-", "")
+                table.add_row(plain(name), kind, "failed", "-", "-", "-", "")
                 continue
             rs = list(per_seed.values())
             jobs = f"{sum(r['jobs_finished'] for r in rs)}/{sum(r['jobs_total'] for r in rs)}"
-            table.add_row(name, kind, jobs,
+            table.add_row(plain(name), kind, jobs,
                           _fmt(mean(rs, "mean_jct_s")), _fmt(mean(rs, "p99_jct_s")),
                           _fmt(mean(rs, "mean_slowdown"), "x"), mark)
     con.print(table)
@@ -612,7 +613,7 @@ def _print_methods(con: Any, data: Any) -> None:
         table.add_column(col, justify="left" if col == "method" else "right")
     for m in data.methods:
         for r in (r for r in data.runs if r["method"] == m and r["status"] == "ok"):
-            table.add_row(m, f"{r['jobs_finished']}/{r['jobs_total']}", _fmt(r["mean_jct_s"]),
+            table.add_row(plain(m), f"{r['jobs_finished']}/{r['jobs_total']}", _fmt(r["mean_jct_s"]),
                           _fmt(r["p99_jct_s"]), _fmt(r["mean_slowdown"], "x"), _fmt(r["makespan_s"]))
     con.print(table)
 
