@@ -17,13 +17,10 @@ sys.modules[_spec.name] = hostile  # its dataclasses look their module up
 _spec.loader.exec_module(hostile)
 
 
-def _params():
-    for case in hostile.CASES:
-        marks = [pytest.mark.slow] if case.slow else []
-        yield pytest.param(case, id=case.id, marks=marks)
+PARAMS = [pytest.param(c, id=c.id, marks=[pytest.mark.slow] if c.slow else []) for c in hostile.CASES]
 
 
-@pytest.mark.parametrize("case", _params())
+@pytest.mark.parametrize("case", PARAMS)
 def test_hostile_input_gets_a_clear_answer(case, tmp_path):
     d = tmp_path / case.id
     res = hostile.run_case(case, d)

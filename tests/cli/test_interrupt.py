@@ -106,3 +106,22 @@ def test_sigint_into_the_demo_stops_within_5_s_and_keeps_the_finished_runs(tmp_p
     assert workers
     time.sleep(1)
     assert not [p for p in workers if Path(f"/proc/{p}").exists()], workers
+
+
+@pytest.mark.slow
+def test_ray_workers_hold_their_runs_to_max_memory(tmp_path):
+    """--max-memory reaches the Ray workers: a limit the points fit in but no run does makes every
+    run fail in its worker with the figure, the limit and the field."""
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(TINY))
+    sweep = {"name": "m", "base": "s.yaml", "seeds": 1, "axes": {"workload.jobs[0].iterations": [1, 2]}}
+    (tmp_path / "w.yaml").write_text(yaml.safe_dump(sweep))
+    res = subprocess.run([*CMD, "sweep", "w.yaml", "--out", "o", "--max-memory", "100KiB"], cwd=tmp_path,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                         timeout=600)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr[-1500:]
+    con = duckdb.connect(str(tmp_path / "o" / "results.duckdb"), read_only=True)
+    errors = [r[0] for r in con.execute("SELECT error FROM runs").fetchall()]
+    con.close()
+    assert len(errors) == 2, errors
+    # refused in the worker (the fabric alone is 260 KiB), naming the limit it was given
+    assert all(e.startswith("ConfigError") and "--max-memory is 100 KiB" in e for e in errors), errors

@@ -145,3 +145,16 @@ def test_a_new_store_keeps_schema_and_runs(store, tmp_path):
     with ResultStore(copy_path) as st:
         assert st.run_status() == {runs[0]["run_id"]: "ok"}
     assert copy.deepcopy(runs)  # plain values
+
+
+def test_a_stored_run_can_be_relabelled_and_its_summary_read_back(store, tmp_path):
+    """What `flowherd demo --resume` uses: the summaries of stored runs, and a move to another sweep."""
+    path = tmp_path / "results.duckdb"
+    path.write_bytes(store.read_bytes())
+    with ResultStore(path) as st:
+        (run_id, summary), = st.stored_summaries().items()
+        assert summary["jobs_total"] == 3 and summary["mean_jct_s"] > 0 and "jobs" not in summary
+        st.relabel_run(run_id, sweep="demo", params={"role": "flowherd"})
+    with ResultStore(path, read_only=True) as st:
+        (row,) = st.runs()
+    assert row["sweep"] == "demo" and row["params"] == {"role": "flowherd"} and row["run_id"] == run_id
