@@ -147,11 +147,14 @@ def _main(argv: list[str] | None) -> int:
     try:
         if command is not None:
             load_command(command)
-        from flowherd.cli.interrupt import handle_signals
-
         # not standalone: usage errors come here as exceptions and are printed as one line
-        with handle_signals():  # SIGTERM as SIGINT: a KeyboardInterrupt, caught below
+        if command is None:  # --help, --version: nothing to interrupt, nothing more to import
             rv = app(args=args, standalone_mode=False, prog_name="flowherd")
+        else:
+            from flowherd.cli.interrupt import handle_signals
+
+            with handle_signals():  # SIGTERM as SIGINT: a KeyboardInterrupt, caught below
+                rv = app(args=args, standalone_mode=False, prog_name="flowherd")
     except FlowherdError as err:
         from flowherd.cli.checks import error_line  # on error only: --help stays light
 
