@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 LAYERS = {
-    "units": 0, "errors": 0, "registry": 0,
+    "units": 0, "errors": 0, "registry": 0, "sanitize": 0, "atomic": 0,
     "fabric": 1,
     "collectives": 2,
     "workload": 3, "routing": 3,

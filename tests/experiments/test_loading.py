@@ -76,6 +76,18 @@ def test_an_error_echoes_a_clipped_value():
     assert len(str(info.value)) < 200 and "..." in str(info.value) and "(name)" in str(info.value)
 
 
+def test_switch_counts_that_drive_the_estimate_are_named(monkeypatch):
+    monkeypatch.setattr(loading, "available_memory_bytes", lambda: 16 * GiB)
+    fab = {"kind": "leaf-spine", "servers": 4, "gpus_per_server": 8, "leaves": 2, "spines": 2}
+    for key in ("leaves", "spines"):
+        with pytest.raises(ConfigError) as info:
+            loading.check_fabric_size({**fab, key: 10**9})
+        msg = str(info.value)
+        # 2e9 leaf-spine links x 1 KiB = 1.86 TiB: the switches drive it, not the 32 GPUs
+        assert "2,000,000,000 leaf-spine links" in msg and "1.86 TiB" in msg, msg
+        assert msg.endswith(f"(fabric.{key})") and "fabric.servers" not in msg, msg
+
+
 def test_fabric_size_estimate_gives_the_figure_and_the_limit(monkeypatch):
     monkeypatch.setattr(loading, "available_memory_bytes", lambda: 16 * GiB)
     fab = {"kind": "leaf-spine", "servers": 10**9, "gpus_per_server": 8, "leaves": 2, "spines": 2}
@@ -83,7 +95,8 @@ def test_fabric_size_estimate_gives_the_figure_and_the_limit(monkeypatch):
         loading.check_fabric_size(fab)
     msg = str(info.value)
     # 8e9 GPUs x 8 KiB (+ 4 leaf-spine links x 1 KiB) = 6.1e13 bytes = 59.6 TiB
-    assert "8,000,000,000 GPUs needs about 59.6 TiB" in msg and "has 16 GiB available (fabric.servers)" in msg
+    assert "8,000,000,000 GPUs needs about 59.6 TiB" in msg
+    assert "16 GiB available (--max-memory overrides) (fabric.servers)" in msg
     got = loading.fabric_gpu_count({"kind": "fat-tree", "k": 8, "gpus_per_server": 2})
     assert got == (256, "k=8 (k^3/4 servers) x 2 GPUs")
     # what fits is built: 2 GiB (+ the 4 links' 4 KiB) allows 2 GiB / 8 KiB = 262,144 GPUs
@@ -99,7 +112,7 @@ def test_arrivals_of_more_jobs_than_memory_holds_are_refused_before_generation(m
     flood = {**TINY, "workload": {"arrivals": [{"rate": "1e9/h", "until": "2h", "mix": [job]}]}}
     t0 = time.perf_counter()
     with pytest.raises(ConfigError, match=r"brings about 2,000,000,000 jobs .* 1\.86 PiB .* 16 GiB available "
-                                          r"\(workload\.arrivals\[0\]\.rate\)"):
+                                          r"\(--max-memory overrides\) \(workload\.arrivals\[0\]\.rate\)"):
         scenario_from_mapping(flood)
     assert time.perf_counter() - t0 < 5
     # 10,000 expected jobs (5,000/h for 2 h) at 1 MiB each are about 9.8 GiB: accepted by the check

@@ -9,7 +9,6 @@ import yaml
 
 from flowherd.errors import ConfigError
 from flowherd.experiments.sweep import (
-    _batch_size,
     canonical_hash,
     execute_run,
     load_sweep,
@@ -17,6 +16,7 @@ from flowherd.experiments.sweep import (
     set_field,
     sweep_from_mapping,
 )
+from flowherd.experiments.sweep_ray import _batch_size
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 TINY = yaml.safe_load((SCENARIOS / "tiny.yaml").read_text())

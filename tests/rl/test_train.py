@@ -89,6 +89,23 @@ def test_numpy_actor_gives_the_policy_logits(tiny):
     assert (got.argmax(axis=1) == want.numpy().argmax(axis=1)).all()
 
 
+def _same_actions_as_stable_baselines3(path):
+    """flowherd's loader (nothing unpickled) gives the logits of stable-baselines3's own."""
+    import torch
+    from stable_baselines3 import PPO
+
+    from flowherd.control.herd import NUM_FEATURES, OBS_BOUND
+    from flowherd.control.model import load_policy
+
+    ours, theirs = load_policy(path), PPO.load(path, device="cpu").policy
+    obs = torch.as_tensor(np.random.default_rng(1).uniform(-OBS_BOUND, OBS_BOUND, (200, NUM_FEATURES)),
+                          dtype=torch.float32)
+    with torch.no_grad():
+        a = ours.get_distribution(obs).distribution.logits.numpy()
+        b = theirs.get_distribution(obs).distribution.logits.numpy()
+    np.testing.assert_array_equal(a, b)
+
+
 def test_tiny_training_writes_a_model_that_simulate_runs(tiny, tiny_yaml, tmp_path, capsys):
     out = tmp_path / "m.zip"
     rc = main(["train", str(tiny_yaml), "--steps", "128", "--out", str(out), "--train-seeds", "2",
@@ -97,6 +114,7 @@ def test_tiny_training_writes_a_model_that_simulate_runs(tiny, tiny_yaml, tmp_pa
     res = json.loads(capsys.readouterr().out)
     assert out.is_file() and zipfile.is_zipfile(out) and (tmp_path / "m_last.zip").is_file()
     assert res["bc_accuracy"] > 0.9 and res["steps"] >= 128
+    _same_actions_as_stable_baselines3(out)
     with open(tmp_path / "m_curve.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["steps"]) for r in rows] == [p["steps"] for p in res["curve"]] == [0, 64, 128]

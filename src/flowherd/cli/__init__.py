@@ -1,7 +1,8 @@
 """The `flowherd` command: thin wrappers over the packages.
 
-Every `FlowherdError` reaches the user as one line on stderr (exit code 2), never a traceback; so
-does a missing optional dependency, with the extra that installs it. Commands are registered
+Every `FlowherdError` reaches the user as one line on stderr (exit code 2; 1 for an output that
+could not be written, 128 + the signal for an interrupted command), never a traceback; so does a
+missing optional dependency, with the extra that installs it, and a Ctrl-C. Commands are registered
 lazily (`flowherd.cli.commands.COMMANDS`): `flowherd --help` and `flowherd --version` import no
 command module, and `flowherd COMMAND` imports only COMMAND's.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -18,7 +20,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from flowherd.cli.commands import COMMANDS, missing_extra_hint
 from flowherd.cli.params import light_on_parse, use_light_params
-from flowherd.errors import FlowherdError
+from flowherd.errors import FlowherdError, Interrupted, WriteError
 
 
 def load_command(name: str) -> None:
@@ -101,6 +103,8 @@ def _command_of(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+_LIMIT_ENV = ("FLOWHERD_MAX_MEMORY", "FLOWHERD_MAX_EVENTS")  # flowherd.experiments.budget's, unimported
+
 #: The cyclic collector's first threshold while a command runs (CPython's default is 700). A
 #: command's start-up makes long-lived objects only (modules, classes, functions): at 700 the
 #: collector ran 44 times over them in a 64-GPU `collective` (0.03 of its 0.7 CPU-s, issue 16),
@@ -118,10 +122,18 @@ def main(argv: list[str] | None = None) -> int:
     """
     old = gc.get_threshold()
     gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
+    # --max-memory / --max-events reach a command's worker processes through the environment
+    # (`flowherd.experiments.budget`): restored after it, for a caller that runs several commands
+    env = {k: os.environ.get(k) for k in _LIMIT_ENV}
     try:
         code = _main(argv)
     finally:
         gc.set_threshold(*old)
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     if argv is None:
         entry = COMMANDS.get(_command_of(sys.argv[1:]) or "")
         if entry is not None and entry.writes_nothing:
@@ -136,12 +148,26 @@ def _main(argv: list[str] | None) -> int:
         if command is not None:
             load_command(command)
         # not standalone: usage errors come here as exceptions and are printed as one line
-        rv = app(args=args, standalone_mode=False, prog_name="flowherd")
+        if command is None:  # --help, --version: nothing to interrupt, nothing more to import
+            rv = app(args=args, standalone_mode=False, prog_name="flowherd")
+        else:
+            from flowherd.cli.interrupt import handle_signals
+
+            with handle_signals():  # SIGTERM as SIGINT: a KeyboardInterrupt, caught below
+                rv = app(args=args, standalone_mode=False, prog_name="flowherd")
     except FlowherdError as err:
         from flowherd.cli.checks import error_line  # on error only: --help stays light
 
+        if isinstance(err, Interrupted):  # not an error: what was kept, and where
+            print(error_line(err).removeprefix("error: "), file=sys.stderr)
+            return err.exit_code
         print(error_line(err), file=sys.stderr)
-        return 2
+        return 1 if isinstance(err, WriteError) else 2
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM where no command said more: one line
+        from flowherd.cli.interrupt import last_signal
+
+        print("flowherd: interrupted", file=sys.stderr)
+        return 128 + last_signal()
     except ModuleNotFoundError as err:
         hint = missing_extra_hint(err.name or "", command)
         if hint is None:
@@ -149,6 +175,13 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {hint}", file=sys.stderr)
         return 2
     except Exception as err:  # click's usage errors (a bad flag value, a missing argument)
+        from flowherd.errors import caused_by_interrupt
+
+        if caused_by_interrupt(err):  # click's Abort, or compiled code's SystemError, for a Ctrl-C
+            from flowherd.cli.interrupt import last_signal
+
+            print("flowherd: interrupted", file=sys.stderr)
+            return 128 + last_signal()
         from flowherd.cli.checks import usage_error_line
 
         line = usage_error_line(err, args)

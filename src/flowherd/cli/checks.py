@@ -43,8 +43,11 @@ def short_unknown(err: UnknownNameError, field: str, listing: str) -> ConfigErro
 
 
 def error_line(err: BaseException | str) -> str:
-    """``error: <message>`` on one line, at most about `MAX_MESSAGE_CHARS` characters."""
-    text = " ".join(str(err).split())
+    """``error: <message>`` on one line, at most about `MAX_MESSAGE_CHARS` characters, every
+    control and bidi character shown escaped (`flowherd.sanitize.shown`)."""
+    from flowherd.sanitize import shown
+
+    text = shown(" ".join(str(err).split()))
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[:MAX_MESSAGE_CHARS] + f"... ({len(text) - MAX_MESSAGE_CHARS:,} more characters)"
     return f"error: {text}"
@@ -95,10 +98,14 @@ def usage_error_line(err: BaseException, args: list[str]) -> str | None:
 
 
 def plain(value: object) -> Any:
-    """`value` as a rich ``Text``: printed as it is (``[/bold]`` in a job name stays ``[/bold]``)."""
+    """`value` as a rich ``Text``: printed as it is (``[/bold]`` in a job name stays ``[/bold]``),
+    control and bidi characters shown escaped (`flowherd.sanitize.shown`: an ANSI or OSC
+    sequence in a job name is shown, not run by the terminal)."""
     from rich.text import Text
 
-    return Text(str(value))
+    from flowherd.sanitize import shown
+
+    return Text(shown(value))
 
 
 def _writable_dir(d: Path, flag: str, what: str) -> None:

@@ -43,6 +43,29 @@ def place(fabric: Fabric, num_gpus: int, placement: str = "packed") -> tuple[int
     return tuple(int(g) for g in rr[:num_gpus])
 
 
+#: NCCL's MAXCHANNELS (src/include/device.h), `flowherd.collectives.topology.MAXCHANNELS`.
+MAX_CHANNELS = 64
+#: Above this many ranks a collective is estimated before it is built (`flowherd.experiments.cost`).
+PROBE_RANKS = (128, 256)
+
+
+def _estimate(fab: Fabric, op: Op, ranks: tuple[int, ...], size_bytes: float, algo: str,
+              protocol: str | None, channels: int | None, fidelity: str) -> None:
+    """Refuse a collective whose estimated memory or events exceed the limits; otherwise say what
+    it will cost on stderr, so that a long one is not silent."""
+    import sys
+
+    from flowherd.experiments import cost
+    from flowherd.sanitize import shown
+
+    est = cost.collective_cost(fab, op, ranks, size_bytes, algorithm=algo, protocol=protocol,
+                               channels=channels, fidelity=fidelity)
+    if est is None:
+        return
+    cost.check(est, f"collective on fabric {shown(repr(fab.name))}")
+    print(f"collective: {est.parts[0].what}; estimated {est.describe()}", file=sys.stderr, flush=True)
+
+
 @app.command("collective")
 def collective(
     op: str = typer.Option(..., "--op", help="allreduce, reducescatter, allgather, alltoall, "
@@ -64,6 +87,11 @@ def collective(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     network: str = typer.Option("ideal", "--network", help="the network model: ideal, roce, tcp, a "
                                 "switch preset or a YAML file of a network: section"),
+    max_memory: str = typer.Option(None, "--max-memory", help="memory the collective may use, e.g. "
+                                   "8GiB (default: what this machine leaves); above 256 GPUs an estimate "
+                                   "over it is refused before the schedule is built"),
+    max_events: int = typer.Option(None, "--max-events", help="simulator events it may be estimated "
+                                   "to take (default: 10^10)"),
 ) -> None:
     """Simulate one collective on an idle fabric; print time, algbw and busbw (nccl-tests)."""
     from flowherd.cli.checks import check_seed, load_fabric_arg
@@ -84,11 +112,18 @@ def collective(
     FIDELITIES[fidelity]
     check_seed(seed, "--seed")
     LATENCY_MODELS[latency_model]
-    if channels is not None and channels < 1:
-        raise ConfigError(f"--channels must be a positive integer, got {channels} (--channels)")
+    if max_memory is not None or max_events is not None:
+        from flowherd.experiments.budget import set_limits
+
+        set_limits(max_memory, max_events)
+    if channels is not None and not 1 <= channels <= MAX_CHANNELS:
+        raise ConfigError(f"--channels must be in 1..{MAX_CHANNELS} (NCCL's MAXCHANNELS), got {channels:,} "
+                          "(--channels)")
     net = load_network(network)
     fab = load_fabric_arg(fabric, "--fabric")
     ranks = place(fab, gpus, placement)
+    if gpus > PROBE_RANKS[-1]:  # before the schedule (and the selector) grow with the ranks
+        _estimate(fab, the_op, ranks, size_bytes, algo, protocol, channels, fidelity)
     matrix = None
     if the_op == Op.ALLTOALLV:  # no matrix on the command line: the uniform one
         matrix = np.full((gpus, gpus), size_bytes / gpus)

@@ -19,9 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from flowherd.cli import app
+from flowherd.cli.checks import plain
 from flowherd.cli.simulate_cmd import _console, _fmt, run_and_report
+from flowherd.sanitize import shown
 
 DEMO_PLACEMENTS = ("packed", "heuristic")
 #: Every literature controller (`flowherd.control.LITERATURE_BASELINES`); ``--full`` tries them all.
@@ -108,6 +111,14 @@ def _demo_run(source: dict[str, Any], plan: Any, progress: Any = None) -> tuple[
     return run, time.process_time() - cpu0
 
 
+def _ignore_sigint() -> None:
+    """In a worker of the demo's pool: a terminal's Ctrl-C goes to the whole process group; the
+    driver alone decides (it stops the workers)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _seed_label(label: str, seed: int) -> str:
     return f"{label} (seed {seed})"
 
@@ -115,7 +126,7 @@ def _seed_label(label: str, seed: int) -> str:
 def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
              baselines: tuple[str, ...] = DEMO_BASELINES,
              policies: tuple[str, ...] = QUICK_POLICIES, seeds: int | tuple[int, ...] = DEMO_SEEDS,
-             workers: int | None = None) -> DemoOutcome:
+             workers: int | None = None, resume: bool = False) -> DemoOutcome:
     """The pipeline on one scenario over several seeds: plan, simulate without and with control,
     store, report, and the paired differences with their confidence intervals.
 
@@ -145,6 +156,8 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
         seeds: How many seeds (from the scenario's own), or the seeds themselves.
         workers: Simulations run at once, each in its own process (the runs are independent and
             seeded, so the results do not depend on it); None: one per CPU, at most 4.
+        resume: Keep the runs an interrupted demo stored in `out` and simulate only the others
+            (the same scenario, seeds and methods give the same run ids).
 
     Raises:
         ConfigError: A bad scenario, seeds or workers, or `out` holding results of something else
@@ -154,6 +167,7 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     from flowherd.control import CONTROLLERS
     from flowherd.errors import ConfigError
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
+    from flowherd.experiments.store import resolve_store_path
     from flowherd.planning.plan import make_plan
 
     wall0 = time.perf_counter()
@@ -169,15 +183,16 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
                           f"{', '.join(CONTROLLERS)} (baselines)")
     available = tuple(c for c in policies if c in CONTROLLERS)
     skipped = [c for c in policies if c not in CONTROLLERS]
-    store = _fresh_demo_store(out)
+    store = resolve_store_path(out) if resume else _fresh_demo_store(out)
     con = _console()
     beat = None if is_terminal(con) else Heartbeat("demo")
     planner = DEMO_PLACEMENTS[-1]
-    plain = {(m, s): {**base, "seed": s, "placement": {"method": m}}
+    base_of = {(m, s): {**base, "seed": s, "placement": {"method": m}}
              for m in DEMO_PLACEMENTS for s in seed_list}
-    first = scenario_from_mapping(plain[planner, seed_list[0]])
+    first = scenario_from_mapping(base_of[planner, seed_list[0]])
     per_seed = len(DEMO_PLACEMENTS) + len(baselines) + len(available)
-    con.print(f"[bold]demo[/]: scenario {first.name!r}, {len(first.jobs)} jobs on {first.fabric.num_gpus} "
+    con.print(f"[bold]demo[/]: scenario {escape(shown(repr(first.name)))}, {len(first.jobs)} jobs on "
+              f"{first.fabric.num_gpus} "
               f"GPUs, {first.horizon_s / 60:g} min horizon, {len(seed_list)} seeds "
               f"({', '.join(map(str, seed_list))}); {per_seed * len(seed_list)} simulations: per seed "
               f"{len(DEMO_PLACEMENTS)} placements without control, then on the {planner} plan "
@@ -190,25 +205,86 @@ def run_demo(out: Path, *, scenario: str | dict[str, Any] = "default",
     out.mkdir(parents=True, exist_ok=True)
     plans: dict[int, Any] = {}
     for s in seed_list:
-        sc = first if s == seed_list[0] else scenario_from_mapping(plain[planner, s])
+        sc = first if s == seed_list[0] else scenario_from_mapping(base_of[planner, s])
         plans[s] = make_plan(sc.fabric, sc.jobs, method=planner, seed=sc.seed,
                              max_utilization=sc.max_utilization, background=sc.background,
                              routing=sc.routing, pace=sc.pace)  # what `flowherd plan` gives it
         plans[s].to_json(out / f"plan-{planner}-seed{s}.json")
     con.print(f"[bold]demo[/]: planned the jobs of {len(seed_list)} seeds with the {planner} placer in "
-              f"{time.perf_counter() - t0:.1f} s -> {out / f'plan-{planner}-seed*.json'}", highlight=False)
+              f"{time.perf_counter() - t0:.1f} s -> {escape(shown(out / f'plan-{planner}-seed*.json'))}",
+              highlight=False)
 
     # (label, scenario source, plan or None, group, controller, seed): no control per placement,
     # then the controllers on the heuristic's plan
     todo: list[_Todo] = []
     for s in seed_list:
-        todo += [_Todo(_seed_label(f"{m} + no control", s), plain[m, s], plans[s] if m == planner else None,
+        todo += [_Todo(_seed_label(f"{m} + no control", s), base_of[m, s], plans[s] if m == planner else None,
                        "none", m, s) for m in DEMO_PLACEMENTS]
         todo += [_Todo(_seed_label(f"{planner} + {name}", s),
-                       {**plain[planner, s], "controller": _controller(name)}, plans[s], group, name, s)
+                       {**base_of[planner, s], "controller": _controller(name)}, plans[s], group, name, s)
                  for group, name in [("baseline", c) for c in baselines] + [("policy", c) for c in available]]
-    runs = _run_all(todo, store, con, beat, workers, first.horizon_s)
+    stored = _resumed(todo, store) if resume else {}
+    if stored:
+        con.print(f"[bold]demo[/]: {len(stored)} of {len(todo)} simulations are stored already (--resume)",
+                  highlight=False)
+    try:
+        runs = {**stored, **_run_all([t for t in todo if t.label not in stored], store, con, beat, workers,
+                                     first.horizon_s)}
+    except BaseException as err:
+        from flowherd.errors import Interrupted, caused_by_interrupt
+
+        if not caused_by_interrupt(err):
+            raise
+        from flowherd.cli.interrupt import last_signal
+
+        kept = _stored_runs(store)
+        raise Interrupted(f"demo interrupted: {kept} of {len(todo)} simulations finished and are stored in "
+                          f"{shown(store)} (flowherd report {shown(store)} draws them; flowherd demo --out "
+                          f"{shown(out)} --resume runs the rest)", signum=last_signal()) from None
     return _conclude(out, store, con, todo, runs, planner, baselines, available, seed_list, wall0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """A run an earlier, interrupted demo stored: its summary, as a finished run has one."""
+
+    run_id: str
+    summary: dict[str, Any]
+    wall_s: float = 0.0
+
+
+def _run_id(source: dict[str, Any]) -> str:
+    """The id `store_run_result` stores a run of scenario `source` under."""
+    from flowherd.experiments.runs import Point, Run, canonical_hash
+
+    return Run(point=Point(params={}, scenario=source, hash=canonical_hash(source)),
+               seed=int(source.get("seed", 0))).run_id
+
+
+def _resumed(todo: list[_Todo], store: Path) -> dict[str, Any]:
+    """Label -> `_Stored` for the items of `todo` that `store` holds as ok."""
+    from flowherd.experiments.store import ResultStore
+
+    if not store.is_file():
+        return {}
+    with ResultStore(store, read_only=True) as st:
+        done = st.stored_summaries()
+    ids = {t.label: _run_id(t.source) for t in todo}
+    return {label: _Stored(run_id=rid, summary=done[rid]) for label, rid in ids.items() if rid in done}
+
+
+def _stored_runs(store: Path) -> int:
+    """Runs in the demo's store (0 if it cannot be read)."""
+    from flowherd.errors import FlowherdError
+    from flowherd.experiments.store import ResultStore
+
+    if not store.is_file():
+        return 0
+    try:
+        with ResultStore(store, read_only=True) as st:
+            return len(st.run_status())
+    except FlowherdError:
+        return 0
 
 
 def _seeds(seeds: int | tuple[int, ...], base: dict[str, Any]) -> tuple[int, ...]:
@@ -278,11 +354,9 @@ def _run_all(todo: list[_Todo], store: Path, con: Any, beat: Any, workers: int,
             if beat is not None:
                 beat.last_s = beat.clock()  # this line is the news; the next heartbeat a minute on
             if isinstance(run, BaseException):
-                from rich.markup import escape
-
                 # the error's text is data: escaped, never read as markup
-                con.print(f"  \\[{done}/{total}] {escape(label):<44} [red]failed[/]: "
-                          f"{escape(f'{type(run).__name__}: {run}')}", highlight=False)
+                con.print(f"  \\[{done}/{total}] {escape(shown(label)):<44} [red]failed[/]: "
+                          f"{escape(shown(f'{type(run).__name__}: {run}'))}", highlight=False)
                 return
             s = run.summary
             con.print(f"  [{done}/{total}] {label:<44} mean JCT {_fmt(s['mean_jct_s']):>8}, "
@@ -304,7 +378,10 @@ def _run_all(todo: list[_Todo], store: Path, con: Any, beat: Any, workers: int,
                 try:
                     runs[item.label], cpu[item.label] = _demo_run(item.source, item.plan, tick)
                 except Exception as err:
-                    if item.group == "none":  # no control must run; a failing controller must not end it
+                    from flowherd.errors import caused_by_interrupt
+
+                    # no control must run; a failing controller must not end it; a Ctrl-C ends all
+                    if item.group == "none" or caused_by_interrupt(err):
                         raise
                     runs[item.label] = err
                 finished(item.label, runs[item.label])
@@ -312,9 +389,12 @@ def _run_all(todo: list[_Todo], store: Path, con: Any, beat: Any, workers: int,
             import multiprocessing
             from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+            from flowherd.cli.interrupt import stop_pool
+
             # spawn: no fork of a process that holds the progress bar's thread
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_ignore_sigint)
+            try:
                 futures = {pool.submit(_demo_run, item.source, item.plan): item.label for item in todo}
                 pending = set(futures)
                 while pending:
@@ -332,6 +412,10 @@ def _run_all(todo: list[_Todo], store: Path, con: Any, beat: Any, workers: int,
                         finished(label, runs[label])
                     if beat is not None and pending:
                         beat.tick(f"{done}/{total} simulations done, {min(workers, len(pending))} running")
+            except BaseException:
+                stop_pool(pool)  # a Ctrl-C: the finished runs are stored; the running ones are lost
+                raise
+            pool.shutdown(wait=True)
         bar.update(current, visible=False)
     con.print(f"[bold]demo[/]: {len(cpu)} simulations took {sum(cpu.values()) / 60:.1f} CPU-minutes",
               highlight=False)
@@ -413,7 +497,13 @@ def _conclude(out: Path, store: Path, con: Any, todo: list[_Todo], runs: dict[st
         if ties[group]:
             params[TIED_PARAM] = list(ties[group])
         for item, run in per[chosen].values():
-            store_run_result(store, item.source, run, sweep=DEMO_SWEEP, params=params)
+            if isinstance(run, _Stored):  # stored by an interrupted demo: moved, not written again
+                from flowherd.experiments.store import ResultStore
+
+                with ResultStore(store) as st:
+                    st.relabel_run(run.run_id, sweep=DEMO_SWEEP, params=params)
+            else:
+                store_run_result(store, item.source, run, sweep=DEMO_SWEEP, params=params)
     _print_candidates(con, candidates, baselines, policies, best, ties)
 
     con.print("[bold]demo[/]: writing the report ...")
@@ -445,7 +535,8 @@ def _conclude(out: Path, store: Path, con: Any, todo: list[_Todo], runs: dict[st
         con.print(f"  {what}: {p.phrase()}", highlight=False)
     _print_cost(con, {roles[g]: candidates[b] for g, b in best.items() if b}, uncontrolled[planner])
     wall_s = time.perf_counter() - wall0
-    con.print(f"[bold]demo[/] done in {wall_s / 60:.1f} min; results in {store}; report: {files.html}",
+    con.print(f"[bold]demo[/] done in {wall_s / 60:.1f} min; results in {escape(shown(store))}; report: "
+              f"{escape(shown(files.html))}",
               highlight=False)
     return DemoOutcome(store_path=store, report_html=files.html, best_baseline=best["baseline"],
                        best_policy=best["policy"], ties=ties, candidates=candidates, methods=methods,
@@ -504,11 +595,11 @@ def _print_candidates(con: Any, candidates: dict[str, dict[int, dict[str, Any]] 
             kind = "literature" if group == "baseline" else "flowherd"
             mark = f"tied best {kind}" if tied else (f"best {kind}" if chosen[group] == name else "")
             if per_seed is None:
-                table.add_row(name, kind, "failed", "-", "-", "-", "")
+                table.add_row(plain(name), kind, "failed", "-", "-", "-", "")
                 continue
             rs = list(per_seed.values())
             jobs = f"{sum(r['jobs_finished'] for r in rs)}/{sum(r['jobs_total'] for r in rs)}"
-            table.add_row(name, kind, jobs,
+            table.add_row(plain(name), kind, jobs,
                           _fmt(mean(rs, "mean_jct_s")), _fmt(mean(rs, "p99_jct_s")),
                           _fmt(mean(rs, "mean_slowdown"), "x"), mark)
     con.print(table)
@@ -522,7 +613,7 @@ def _print_methods(con: Any, data: Any) -> None:
         table.add_column(col, justify="left" if col == "method" else "right")
     for m in data.methods:
         for r in (r for r in data.runs if r["method"] == m and r["status"] == "ok"):
-            table.add_row(m, f"{r['jobs_finished']}/{r['jobs_total']}", _fmt(r["mean_jct_s"]),
+            table.add_row(plain(m), f"{r['jobs_finished']}/{r['jobs_total']}", _fmt(r["mean_jct_s"]),
                           _fmt(r["p99_jct_s"]), _fmt(r["mean_slowdown"], "x"), _fmt(r["makespan_s"]))
     con.print(table)
 
@@ -537,6 +628,10 @@ def demo(
                                 "(default: one per CPU, at most 4)"),
     seeds: int = typer.Option(DEMO_SEEDS, "--seeds", help="seeds every method runs on (the scenario's "
                               "own and the next ones)"),
+    max_memory: str = typer.Option(None, "--max-memory", help="memory each simulation may use, e.g. "
+                                   "8GiB (default: what this machine leaves)"),
+    resume: bool = typer.Option(False, "--resume", help="keep the runs an interrupted demo stored in "
+                                "--out and simulate only the others"),
 ) -> None:
     """The whole pipeline on the embedded default: plan, simulate without and with control, store, report.
 
@@ -546,10 +641,14 @@ def demo(
     baseline and the best flowherd policy, and prints where the report is (--json: one run without
     control, as simulate --json).
     """
+    from flowherd.experiments.budget import set_limits
+
+    set_limits(max_memory, None)
     if as_json:
         run_and_report("default", as_json=True, out=None, seed=None)
         return
     if full:
-        run_demo(out, baselines=FULL_BASELINES, policies=FULL_POLICIES, seeds=seeds, workers=workers)
+        run_demo(out, baselines=FULL_BASELINES, policies=FULL_POLICIES, seeds=seeds, workers=workers,
+                 resume=resume)
     else:
-        run_demo(out, seeds=seeds, workers=workers)
+        run_demo(out, seeds=seeds, workers=workers, resume=resume)

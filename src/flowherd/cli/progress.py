@@ -53,8 +53,10 @@ class Heartbeat:
         """Print one line now."""
         self.last_s = self.clock()
         out = self.stream if self.stream is not None else sys.stderr
-        print(f"{self.label}: {what} ({format_elapsed(self.last_s - self.start_s)} elapsed)", file=out,
-              flush=True)
+        from flowherd.sanitize import shown  # what may hold names from data
+
+        print(shown(f"{self.label}: {what} ({format_elapsed(self.last_s - self.start_s)} elapsed)"),
+              file=out, flush=True)
 
     def tick(self, what: str) -> bool:
         """Print `what` if `every_s` passed since the last line; True if it printed."""

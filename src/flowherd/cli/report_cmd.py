@@ -18,10 +18,17 @@ def report(
                             help="run id to draw in the per-run figures (default: one per method)"),
 ) -> None:
     """Draw a result store: JCT CDF, slowdown against load, fairness, utilization, Gantt, fabric."""
-    from flowherd.report import write_report
+    from flowherd.cli.checks import check_out_dir
+    from flowherd.experiments.store import resolve_store_path
+    from flowherd.report import default_out_dir, write_report
+    from flowherd.sanitize import shown
 
+    # before the store is read: the figures must have a place to go (not an existing file, not
+    # on a read-only file system); a missing store is said first
+    if resolve_store_path(results).is_file():
+        check_out_dir(out if out is not None else default_out_dir(results), "--out")
     files = write_report(results, out, run_id=run)
-    typer.echo(f"{len(files.figures)} figures and {files.html} from {files.runs} runs "
+    typer.echo(f"{len(files.figures)} figures and {shown(files.html)} from {files.runs} runs "
                f"({files.failed} failed)")
     for path in files.figures:
-        typer.echo(f"  {path}")
+        typer.echo(f"  {shown(path)}")

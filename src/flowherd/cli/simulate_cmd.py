@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from flowherd.cli import app
-from flowherd.errors import ConfigError
+from flowherd.errors import ConfigError, WriteError
 
 
 def _clean(value: Any) -> Any:
@@ -25,15 +25,17 @@ def _clean(value: Any) -> Any:
 
 
 def _write_out(out_dir: Path, result: dict[str, Any], source: dict[str, Any]) -> list[Path]:
-    """Write result.json, jobs.csv and the scenario; each file atomically (tmp + rename)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write result.json, jobs.csv and the scenario; each file atomically (`flowherd.atomic`).
+
+    Raises:
+        WriteError: Naming the file and the cause (a full disk).
+    """
+    from flowherd import atomic
+
     written = []
 
     def put(name: str, text: str) -> None:
-        tmp = out_dir / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(out_dir / name)
-        written.append(out_dir / name)
+        written.append(atomic.write_text(out_dir / name, text, field="--out"))
 
     import yaml  # here: `simulate --help` and a run without --out need none
 
@@ -51,6 +53,45 @@ def _write_out(out_dir: Path, result: dict[str, Any], source: dict[str, Any]) ->
     return written
 
 
+def _save(out: Path, result: dict[str, Any], source: dict[str, Any], run: Any) -> list[Path]:
+    """The files of `_write_out` and the run in ``OUT/results.duckdb`` (for `flowherd report OUT`),
+    each written to a temporary name and renamed.
+
+    Raises:
+        WriteError: Naming the file and the cause.
+    """
+    from flowherd.experiments.sweep import store_run_result
+
+    paths = _write_out(out, result, source)
+    run_id = store_run_result(out, source, run, whole_file=True)
+    paths.append(out / "results.duckdb")
+    if run.scenario.telemetry is not None:  # beside the store (docs/telemetry.md)
+        from flowherd.atomic import write_error
+        from flowherd.experiments.telemetry import write_telemetry
+
+        where = out / "telemetry" / run_id
+        try:
+            paths += write_telemetry(run, where).values()
+        except OSError as err:
+            raise write_error(where, err) from None
+    return paths
+
+
+def _save_elsewhere(result: dict[str, Any], source: dict[str, Any], run: Any) -> str:
+    """Save the run in a fresh temporary directory; the clause that says where (or why not)."""
+    import tempfile
+
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix="flowherd-result-"))
+    except OSError as err:
+        return f" (and could not be saved elsewhere: {err.strerror or err})"
+    try:
+        _save(tmp, result, source, run)
+    except WriteError as err:
+        return f" (and could not be saved in {tmp} either: {err})"
+    return f" and saved in {tmp}"
+
+
 def _fmt(x: float | None, unit: str = "s") -> str:
     if x is None:
         return "-"
@@ -65,7 +106,11 @@ def _fmt(x: float | None, unit: str = "s") -> str:
 # off a terminal (logs, CI) a long simulation prints a line this often, wall seconds, instead of
 # staying silent; the first after PROGRESS_FIRST_S
 PROGRESS_EVERY_S = 60.0
-PROGRESS_FIRST_S = 10.0
+PROGRESS_FIRST_S = 4.0
+#: A run estimated to take more CPU seconds than this says so before it starts
+#: (`flowherd.experiments.cost`): the first line within seconds, whatever comes before the first
+#: progress tick.
+ANNOUNCE_CPU_S = 5.0
 
 
 def _simulate(scenario: Any, plan: Any = None) -> Any:
@@ -76,12 +121,19 @@ def _simulate(scenario: Any, plan: Any = None) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from flowherd.experiments import cost
     from flowherd.experiments.runner import run_scenario
+    from flowherd.sanitize import shown
     from flowherd.units import format_time
 
     err = Console(stderr=True)
     horizon_s = scenario.horizon_s
-    label = f"{scenario.name} ({scenario.placement})"
+    label = shown(f"{scenario.name} ({scenario.placement})")
+    estimate = cost.run_cost(scenario)
+    cost.check(estimate, f"scenario {scenario.name!r}")
+    if estimate.cpu_s >= ANNOUNCE_CPU_S:
+        err.print(f"simulating {label}: estimated {estimate.describe()}", markup=False, highlight=False,
+                  soft_wrap=True)
     t0 = time.perf_counter()
     next_line = [t0 + PROGRESS_FIRST_S]
     with Progress(TextColumn("simulating {task.description}", markup=False), BarColumn(),
@@ -194,24 +246,23 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
         check_out_dir(out, "--out")
     run = _simulate(scenario, planned)
     result = _clean(run.to_dict())
+    failed: WriteError | None = None
     if out is not None:
-        from flowherd.experiments.sweep import store_run_result
-
-        paths = _write_out(out, result, source)
-        # the same run in a result store, so that `flowherd report OUT` draws it
-        run_id = store_run_result(out, source, run)
-        paths.append(out / "results.duckdb")
-        if scenario.telemetry is not None:  # beside the store (docs/telemetry.md)
-            from flowherd.experiments.telemetry import write_telemetry
-
-            paths += write_telemetry(run, out / "telemetry" / run_id).values()
+        try:
+            paths = _save(out, result, source, run)
+        except WriteError as err:  # the result is printed all the same, and kept elsewhere
+            failed = err
     if as_json:
         typer.echo(json.dumps(result))
-        return
-    _print_run(run)
-    if out is not None:
-        _console().print(f"results written to {out} ({', '.join(p.name for p in paths)})", markup=False,
-                         highlight=False)
+    else:
+        _print_run(run)
+    if failed is not None:
+        raise WriteError(f"{failed}; the result is printed above{_save_elsewhere(result, source, run)}")
+    if out is not None and not as_json:
+        from flowherd.sanitize import shown
+
+        _console().print(f"results written to {shown(out)} ({', '.join(shown(p.name) for p in paths)})",
+                         markup=False, highlight=False)
 
 
 @app.command("simulate")
@@ -230,7 +281,15 @@ def simulate(
     network: str = typer.Option(None, "--network", help="the network model: ideal, roce, tcp, a switch "
                                 "preset (tomahawk2, spectrum2, spectrum3, jericho3, shallow, deep) or a "
                                 "YAML file of a network: section; overrides the scenario's"),
+    max_memory: str = typer.Option(None, "--max-memory", help="memory the run may use, e.g. 8GiB "
+                                   "(default: what this machine, its cgroup and ulimit -v leave); an "
+                                   "estimate over it is refused before the run"),
+    max_events: int = typer.Option(None, "--max-events", help="simulator events the run may be "
+                                   "estimated to take (default: 10^10)"),
 ) -> None:
     """Simulate a scenario: jobs arrive, get placed, run on the shared fabric; print per-job metrics."""
+    from flowherd.experiments.budget import set_limits
+
+    set_limits(max_memory, max_events)
     run_and_report(scenario, as_json=as_json, out=out, seed=seed, plan=plan, controller=controller,
                    network=network)

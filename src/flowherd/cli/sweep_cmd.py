@@ -23,6 +23,11 @@ def sweep(
     batch: int = typer.Option(None, "--batch", min=1,
                               help="runs per Ray task (default: chosen from the size)"),
     inline: bool = typer.Option(False, "--inline", help="run in this process, without Ray (debugging)"),
+    max_memory: str = typer.Option(None, "--max-memory", help="memory the sweep and each run may use, "
+                                   "e.g. 8GiB (default: what this machine, its cgroup and ulimit -v leave); "
+                                   "the Ray workers hold their runs to it"),
+    max_events: int = typer.Option(None, "--max-events", help="simulator events the sweep may be "
+                                   "estimated to take (default: 10^10)"),
 ) -> None:
     """Run a sweep: every point x seed on a local Ray instance (or --address), stored run by run.
 
@@ -32,15 +37,23 @@ def sweep(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from flowherd.cli.checks import check_out_dir
+    from flowherd.experiments.budget import set_limits
     from flowherd.experiments.sweep import load_sweep, run_sweep
+    from flowherd.sanitize import file_component, shown
 
-    spec = load_sweep(sweep_file)
-    # the name is checked to be one path component (load_sweep); runs/<name> stays under runs/
-    out_dir = out if out is not None else Path("runs") / spec.name
-    check_out_dir(out_dir, "--out")
+    set_limits(max_memory, max_events)
     err = Console(stderr=True)
+
+    def making(done: int, total: int) -> None:  # a million points take minutes to make
+        err.print(f"sweep {shown(sweep_file)}: made {done:,} of {total:,} points", markup=False,
+                  highlight=False, soft_wrap=True)
+
+    spec = load_sweep(sweep_file, progress=making)
+    # the name is checked to be one path component (load_sweep); runs/<name> stays under runs/
+    out_dir = out if out is not None else Path("runs") / file_component(spec.name)
+    check_out_dir(out_dir, "--out")
     err.print(f"sweep {spec.name!r}: {len(spec.points)} points x {len(spec.seeds)} seeds = "
-              f"{len(spec.runs)} runs -> {out_dir}", markup=False, highlight=False, soft_wrap=True)
+              f"{len(spec.runs)} runs -> {shown(out_dir)}", markup=False, highlight=False, soft_wrap=True)
     t0 = time.perf_counter()
     with Progress(TextColumn("[bold]sweep[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("[red]{task.fields[failed]} failed[/]"), TimeRemainingColumn(),
@@ -58,14 +71,34 @@ def sweep(
                 # one line per stored run where no bar is drawn (logs, CI, the resume test)
                 err.print(f"[{state['done']}/{state['total']}] {last}", highlight=False, markup=False)
 
-        outcome = run_sweep(spec, out_dir, address=address, num_cpus=num_cpus, resume=resume,
-                            retry_failed=retry_failed, batch=batch, backend="inline" if inline else "ray",
-                            progress=tick)
+        stored = {"done": 0, "total": len(spec.runs)}
+
+        def counting(state: dict) -> None:
+            stored.update(done=state["done"], total=state["total"])
+            tick(state)
+
+        try:
+            outcome = run_sweep(spec, out_dir, address=address, num_cpus=num_cpus, resume=resume,
+                                retry_failed=retry_failed, batch=batch, backend="inline" if inline else "ray",
+                                progress=counting)
+        except BaseException as exc:
+            from flowherd.errors import Interrupted, caused_by_interrupt
+
+            if not caused_by_interrupt(exc):
+                raise
+            from flowherd.cli.interrupt import last_signal
+            from flowherd.experiments.store import resolve_store_path
+
+            raise Interrupted(f"sweep {spec.name!r} interrupted: {stored['done']} of {stored['total']} runs "
+                              f"are stored in {shown(resolve_store_path(out_dir))}; flowherd sweep "
+                              f"{shown(sweep_file)} --out {shown(out_dir)} --resume runs the rest",
+                              signum=last_signal()) from None
     typer.echo(f"{outcome.ok} ok, {outcome.failed} failed, {outcome.skipped} already stored, of "
-               f"{outcome.total} runs in {time.perf_counter() - t0:.1f} s; results in {outcome.store_path}")
+               f"{outcome.total} runs in {time.perf_counter() - t0:.1f} s; results in "
+               f"{shown(outcome.store_path)}")
     if outcome.any_failed:
         err.print(f"sweep {spec.name!r}: {outcome.failed + outcome.skipped_failed} of {outcome.total} runs "
-                  f"failed; their errors are in the runs table of {outcome.store_path} (--resume "
+                  f"failed; their errors are in the runs table of {shown(outcome.store_path)} (--resume "
                   "--retry-failed runs them again)",
                   markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)

@@ -63,7 +63,9 @@ def train(
     if out.suffix != ".zip":  # as train() says it, before the first line
         raise ConfigError(f"the model file must end in .zip, got {str(out)!r} (--out)")
     # the first line before torch and stable-baselines3 load (seconds on a busy machine)
-    print(f"train: {algo} on {scenario}, {steps} steps"
+    from flowherd.sanitize import shown
+
+    print(f"train: {algo} on {shown(scenario)}, {steps} steps"
           + ("" if limit_s is None else f", time limit {time_limit}") + "; loading torch ...",
           file=sys.stderr, flush=True)
     from rich.console import Console
@@ -83,7 +85,7 @@ def train(
                   TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err,
                   disable=not err.is_terminal) as bar:
         # the description is read as markup by the column: the scenario's name is escaped
-        task = bar.add_task(escape(f"{algo} on {source.get('name', scenario)}"), total=steps,
+        task = bar.add_task(escape(shown(f"{algo} on {source.get('name', scenario)}")), total=steps,
                             last="cloning ...")
 
         def tick(done: int, total: int, point) -> None:
@@ -101,7 +103,7 @@ def train(
             if beat is not None:
                 beat.line(line)
             else:
-                bar.console.print(f"[bold]train[/] {line}", highlight=False)
+                bar.console.print(f"[bold]train[/] {escape(shown(line))}", highlight=False)
 
         res = run_training(source, out=out, algo=algo, steps=steps, seed=seed, eval_every=eval_every,
                            train_seeds=[base + i for i in range(train_seeds)],
@@ -132,5 +134,6 @@ def train(
     con.print(f"behaviour cloning copies the structured policy on {100 * res.bc_accuracy:.1f}% of "
               f"{res.bc_samples} samples; structured policy {res.structured_mean_jct_s:.4g} s, no control "
               f"{res.none_mean_jct_s:.4g} s")
-    con.print(f"model (best on validation, at {res.best_steps} steps) written to {res.model_path}; last "
-              f"model {res.last_model_path}; curve {res.curve_path}; {res.wall_s:.1f} s")
+    con.print(f"model (best on validation, at {res.best_steps} steps) written to {shown(res.model_path)}; "
+              f"last model {shown(res.last_model_path)}; curve {shown(res.curve_path)}; {res.wall_s:.1f} s",
+              markup=False, highlight=False)

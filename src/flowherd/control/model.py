@@ -128,34 +128,45 @@ def load_policy(path: str | Path) -> Any:
     action space, `flowherd.control.agent.ACTION_SPACES`, told by its number of actions:
     ``policy.flowherd_actions``).
 
+    Nothing in the file is run: it is checked first (`flowherd.control.model_file`: no pickle is
+    loaded, the policy class, spaces and keyword arguments are read as declared), the policy is
+    built from flowherd's own spaces, and the weights are read by torch's restricted unpickler.
+
     Raises:
-        ConfigError: no such file, not a .zip, not a stable-baselines3 actor-critic model, or
-            one made for other observations / actions than `flowherd.control.herd`'s.
+        ConfigError: no such file, not a .zip, not a stable-baselines3 actor-critic model, one
+            holding pickled code, or one made for other observations / actions than
+            `flowherd.control.herd`'s.
     """
+    from flowherd.control.model_file import load_weights, read_model_file
+
     p = Path(path)
     if p.suffix != ".zip" or not p.is_file():
         raise ConfigError(f"no trained model file {str(path)!r} (controller.name); expected an existing .zip "
                           "written by flowherd train")
-    from stable_baselines3.common.save_util import load_from_zip_file
+    schema = read_model_file(p)  # before anything is loaded
+    sizes = {action_space_size(a): a for a in ACTION_SPACES}
+    if schema.num_features != NUM_FEATURES or schema.num_actions not in sizes:
+        raise ConfigError(f"model {str(path)!r} takes observations ({schema.num_features},) and "
+                          f"{schema.num_actions} actions; this flowherd has ({NUM_FEATURES},) and "
+                          f"{' or '.join(map(str, sizes))} (retrain it with flowherd train) "
+                          "(controller.name)")
+    state = load_weights(schema, p)
+    from gymnasium import spaces
+    from stable_baselines3.common.policies import ActorCriticPolicy
 
     try:
-        data, params, _ = load_from_zip_file(p, device="cpu", print_system_info=False)
-        policy = data["policy_class"](observation_space=data["observation_space"],
-                                      action_space=data["action_space"], lr_schedule=lambda _: 0.0,
-                                      **data.get("policy_kwargs", {}))
-        policy.load_state_dict(params["policy"])
-    except Exception as err:  # a zip that is not an SB3 actor-critic model: many ways to fail
-        raise ConfigError(f"{str(path)!r} is not a stable-baselines3 actor-critic model "
-                          f"({type(err).__name__}: {err}) (controller.name)") from None
-    obs_shape = getattr(data["observation_space"], "shape", None)
-    n = getattr(data["action_space"], "n", None)
-    sizes = {action_space_size(a): a for a in ACTION_SPACES}
-    if obs_shape != (NUM_FEATURES,) or n not in sizes:
-        raise ConfigError(f"model {str(path)!r} takes observations {obs_shape} and {n} actions; this "
-                          f"flowherd has ({NUM_FEATURES},) and {' or '.join(map(str, sizes))} (retrain it "
-                          "with flowherd train) (controller.name)")
+        policy = ActorCriticPolicy(
+            observation_space=spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(NUM_FEATURES,), dtype=np.float32),
+            action_space=spaces.Discrete(schema.num_actions), lr_schedule=lambda _: 0.0,
+            **schema.policy_kwargs)
+        policy.load_state_dict(state)
+    except Exception as err:  # declared layers that the weights do not fit: many ways to fail
+        first = " ".join(str(err).split())[:200]
+        raise ConfigError(f"{str(path)!r} is not a stable-baselines3 actor-critic model written by "
+                          "flowherd train: its weights do not fit its declared policy "
+                          f"({type(err).__name__}: {first}) (controller.name)") from None
     policy.set_training_mode(False)
-    policy.flowherd_actions = sizes[n]
+    policy.flowherd_actions = sizes[schema.num_actions]
     return policy
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 import reprlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,7 +27,8 @@ from typing import Any
 import yaml
 
 from flowherd.errors import ConfigError, UnknownNameError
-from flowherd.units import GiB, KiB, MiB, format_size
+from flowherd.experiments import budget
+from flowherd.units import KiB, MiB, format_size
 
 __all__ = [
     "BYTES_PER_GPU",
@@ -213,18 +213,9 @@ def short_unknown(err: UnknownNameError, field: str, listing: str) -> ConfigErro
 
 # ---- sizes -------------------------------------------------------------------------------------------
 def available_memory_bytes() -> int:
-    """Memory this machine can still give a run, bytes (``MemAvailable``; physical memory if unknown)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * KiB
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 16 * GiB
+    """Memory a run may still use, bytes (`flowherd.experiments.budget.memory_limit`: the least of
+    ``MemAvailable``, the cgroup's room and the address-space limit's, or ``--max-memory``)."""
+    return budget.memory_limit().limit_bytes
 
 
 def _int(mapping: Mapping[str, Any], key: str, default: int | None = None) -> int | None:
@@ -265,8 +256,10 @@ def fabric_gpu_count(fabric: Any) -> tuple[int, str] | None:
 def _refuse(what: str, need_bytes: float, field: str) -> None:
     have = available_memory_bytes()
     if need_bytes > have:
-        raise ConfigError(f"{what} needs about {format_size(need_bytes)} of memory; this machine has "
-                          f"{format_size(have)} available ({field})")
+        limit = budget.memory_limit()
+        source = limit.source if limit.limit_bytes == have else f"{format_size(have)} available"
+        raise ConfigError(f"{what} needs about {format_size(need_bytes)} of memory; {source} "
+                          f"(--max-memory overrides) ({field})")
 
 
 def check_fabric_size(fabric: Any, *, field: str = "fabric") -> None:
@@ -279,12 +272,18 @@ def check_fabric_size(fabric: Any, *, field: str = "fabric") -> None:
     if got is None:
         return
     gpus, how = got
-    links = 0
+    gpu_bytes = gpus * BYTES_PER_GPU
+    leaves = spines = 0
     if isinstance(fabric, Mapping) and fabric.get("kind", "leaf-spine") == "leaf-spine":
         leaves, spines = _int(fabric, "leaves") or 0, _int(fabric, "spines") or 0
-        links = leaves * spines
+    link_bytes = leaves * spines * KiB
+    if link_bytes > gpu_bytes:  # the switches drive it: name the field that does
+        key = "leaves" if leaves >= spines else "spines"
+        _refuse(f"a fabric of {leaves:,} leaves x {spines:,} spines ({leaves * spines:,} leaf-spine links)",
+                gpu_bytes + link_bytes, f"{field}.{key}")
+        return
     key = "k" if isinstance(fabric, Mapping) and fabric.get("kind") == "fat-tree" else "servers"
-    _refuse(f"a fabric of {how} = {gpus:,} GPUs", gpus * BYTES_PER_GPU + links * KiB, f"{field}.{key}")
+    _refuse(f"a fabric of {how} = {gpus:,} GPUs", gpu_bytes + link_bytes, f"{field}.{key}")
 
 
 def check_workload_size(workload: Any, fabric_gpus: int, *, field: str = "workload") -> None:

@@ -13,7 +13,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["start_local_ray"]
+from flowherd.errors import ConfigError
+
+__all__ = ["RAY_MIN_ADDRESS_SPACE_BYTES", "check_address_space", "limits_env", "start_local_ray"]
 
 # Ray reads this when `ray._private.ray_constants` is imported: with it off, a node started for
 # 127.0.0.1 keeps 127.0.0.1 (on Linux Ray otherwise replaces a loopback node IP with the address
@@ -24,6 +26,26 @@ __all__ = ["start_local_ray"]
 # address).
 _RAY_LOCAL_ONLY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 _RAY_TMP_PREFIX = "flowherd-ray-"
+#: Address space a local Ray instance needs per process (its raylet and workers reserve it up
+#: front): Ray 2.60 with 2 CPUs starts under ``ulimit -v`` of 10 GiB and not of 8 GiB, where it
+#: fails after 35 s with "The current node timed out during startup" (measured).
+RAY_MIN_ADDRESS_SPACE_BYTES = 10 * 2**30
+
+
+def check_address_space() -> None:
+    """Refuse to start a local Ray instance under an address-space limit it cannot start in.
+
+    Raises:
+        ConfigError: Naming the limit and what to do instead.
+    """
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY and soft < RAY_MIN_ADDRESS_SPACE_BYTES:
+        raise ConfigError(f"a local Ray instance needs an address space of about "
+                          f"{RAY_MIN_ADDRESS_SPACE_BYTES // 2**30} GiB per process, and this one is limited "
+                          f"to {soft / 2**30:.1f} GiB (ulimit -v); raise the limit, or run the sweep in this "
+                          "process with --inline")
 
 
 def _remove_stale_ray_dirs(root: Path) -> None:
@@ -42,18 +64,32 @@ def _remove_stale_ray_dirs(root: Path) -> None:
             continue
 
 
+def limits_env() -> dict[str, str]:
+    """``--max-memory`` and ``--max-events`` as the environment of every Ray worker."""
+    from flowherd.experiments.budget import MAX_EVENTS_ENV, MAX_MEMORY_ENV
+
+    return {k: os.environ[k] for k in (MAX_MEMORY_ENV, MAX_EVENTS_ENV) if os.environ.get(k)}
+
+
 @contextlib.contextmanager
-def start_local_ray(num_cpus: int | None = None) -> Iterator[Path]:
+def start_local_ray(num_cpus: int | None = None, memory_bytes: int | None = None) -> Iterator[Path]:
     """A fresh local Ray instance bound to 127.0.0.1, removed with its temporary directory on exit.
 
     Every Ray process of the instance (GCS, raylet, workers, dashboard and runtime-env agents)
     listens on loopback only, the dashboard is off, and the session directory lives in a fresh
     ``flowherd-ray-<pid>-*`` directory of the system temp dir (short: Ray's Unix socket paths must
-    stay under 108 bytes), deleted after `ray.shutdown`.
+    stay under 108 bytes), deleted after `ray.shutdown`. Its workers inherit ``--max-memory`` and
+    ``--max-events`` (`flowherd.experiments.budget`), and `memory_bytes` is the memory Ray
+    schedules tasks into (each task asks for its runs' estimate).
+
+    Raises:
+        ConfigError: An address-space limit Ray cannot start in (`check_address_space`), or any
+            failure of Ray's start-up, in one line.
 
     Yields:
         The temporary directory.
     """
+    check_address_space()
     root = Path(tempfile.gettempdir())
     _remove_stale_ray_dirs(root)
     saved = {k: os.environ.get(k) for k in _RAY_LOCAL_ONLY_ENV}
@@ -66,9 +102,16 @@ def start_local_ray(num_cpus: int | None = None) -> Iterator[Path]:
     ray_constants.ENABLE_RAY_CLUSTER = False  # if ray was imported before the variable was set
     try:
         # "local" always starts a fresh instance (never joins one found through RAY_ADDRESS)
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-                 _node_ip_address="127.0.0.1", _temp_dir=str(tmp), log_to_driver=False,
-                 logging_level=logging.WARNING)
+        try:
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                     _node_ip_address="127.0.0.1", _temp_dir=str(tmp), log_to_driver=False,
+                     logging_level=logging.WARNING, _memory=memory_bytes,
+                     runtime_env={"env_vars": limits_env()} if limits_env() else None)
+        except Exception as err:  # Ray's start-up failures are many exception types
+            text = str(err).strip().splitlines()
+            first = " ".join(text[0].split())[:300] if text else type(err).__name__
+            raise ConfigError(f"could not start a local Ray instance: {first}; run the sweep in this "
+                              "process with --inline") from None
         yield tmp
     finally:
         ray.shutdown()

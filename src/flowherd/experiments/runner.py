@@ -107,7 +107,14 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
         compare_none: With a controller, also run the scenario without one (same seed, same
             background flows) and add ``cost_to_others`` to the summary
             (`flowherd.experiments.metrics.cost_to_others`).
+
+    Raises:
+        ConfigError: The run's estimated memory or events exceed the limits
+            (`flowherd.experiments.cost.check`), before anything is built.
     """
+    from flowherd.experiments import cost
+
+    cost.check(cost.run_cost(scenario), f"scenario {scenario.name!r}")
     wall0 = time.perf_counter()
     requests = [JobRequest(name=j.name, tenant=j.tenant, spec=j, submit_s=j.submit_s) for j in scenario.jobs]
     placer, placements = scenario.placement, None

@@ -62,7 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from flowherd.cluster.control_api import GRANTS, Levers, levers_from
 from flowherd.cluster.simulate import BackgroundSpec
 from flowherd.engine.network import NetworkConfig, load_network, network_from_mapping
-from flowherd.errors import ConfigError, FlowherdError, UnknownNameError
+from flowherd.errors import ConfigError, FlowherdError, UnknownNameError, unknown_field
 from flowherd.experiments import loading
 from flowherd.experiments.telemetry import TelemetrySpec, telemetry_from_mapping
 from flowherd.fabric.core import Fabric
@@ -86,8 +86,24 @@ Job = TrainingJob | InferenceJob | ChakraJob
 EMBEDDED = ("default",)
 
 
+#: Longest sequence a job may declare, tokens: 2**24 = 16,777,216, above the longest context of a
+#: released model (Llama 4 Scout, 10M tokens; Meta, April 2025). A larger value is a typo (10**12
+#: was accepted and every job ran on 0 GPUs).
+MAX_SEQ_LEN = 2**24
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _time_value(v: str | float) -> str | float:
+    parse_time(v)  # the message names the field: `_from_validation` adds it
+    return v
+
+
+def _rate_value(v: str | float) -> str | float:
+    parse_rate_per_s(v)
+    return v
 
 
 class Parallelism(_Model):
@@ -116,7 +132,7 @@ class JobModel(_Model):
     gpus: int | None = Field(None, ge=1)
     gpu: str | None = None
     parallelism: Parallelism = Parallelism()
-    seq_len: int = Field(4096, ge=1)
+    seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN)
     micro_batch: int = Field(1, ge=1)
     global_batch: int | None = Field(None, ge=1)
     iterations: int = Field(1, ge=1)
@@ -131,6 +147,8 @@ class JobModel(_Model):
     submit: str | float = 0.0
     serving: dict[str, Any] = Field(default_factory=dict)
 
+    _submit = field_validator("submit")(_time_value)
+
 
 class ArrivalModel(_Model):
     process: Literal["poisson"] = "poisson"
@@ -140,6 +158,11 @@ class ArrivalModel(_Model):
     until: str | float
     start: str | float = 0.0
     prefix: str = "arr"
+
+    # checked here, not after validation: an error is told in the order of the document (a
+    # negative rate before a missing name further down)
+    _rate = field_validator("rate")(_rate_value)
+    _times = field_validator("until", "start")(_time_value)
 
 
 class TraceModel(_Model):
@@ -229,6 +252,8 @@ class SimulationModel(_Model):
     routing: str = "ecmp"
     telemetry: StrictBool | dict[str, Any] = False  # flowherd.experiments.telemetry (docs/telemetry.md)
 
+    _horizon = field_validator("horizon")(_time_value)
+
 
 class ScenarioModel(_Model):
     name: str = "scenario"
@@ -273,21 +298,42 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _from_validation(err: ValidationError) -> ConfigError:
+def _position(data: Any, loc: tuple[Any, ...]) -> tuple[int, ...]:
+    """Where `loc` is in the document `data`: per level, the key's index in its mapping (a missing
+    key after the present ones) or the list index; compared, they give the order of the file."""
+    out: list[int] = []
+    node = data
+    for part in loc:
+        if isinstance(node, Mapping):
+            keys = list(node)
+            out.append(keys.index(part) if part in keys else len(keys))
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            out.append(part)
+            node = node[part]
+        else:  # a union member's tag, or below a value that is not a container
+            break
+    return tuple(out)
+
+
+def _from_validation(err: ValidationError, data: Any = None) -> ConfigError:
+    """One `ConfigError` for a validation failure: the first error in the order of the document
+    `data` (pydantic lists them model field by model field); a misspelled key, also reported as
+    the missing one, comes first (it has the hint)."""
     errors = err.errors()
-    # a misspelled key is also reported as the missing one: name the misspelling, it has the hint
-    e = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
+    if data is not None:
+        errors = sorted(errors, key=lambda x: (_position(data, x["loc"]), x["type"] != "extra_forbidden"))
+    e = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0]) if data is None else errors[0]
     where = _loc(e["loc"])
     if e["type"] == "extra_forbidden":
-        parent = where.rsplit(".", 1)
-        key = parent[-1]
+        key = where.rsplit(".", 1)[-1]
         model = _model_at(e["loc"][:-1])
-        known = list(model.model_fields) if model else []
-        close = difflib.get_close_matches(key, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        return ConfigError(f"unknown field {key!r} ({where}){hint}; expected one of: {', '.join(known)}")
+        return unknown_field(key, where, list(model.model_fields) if model else [])
     if e["type"] == "missing":
         return ConfigError(f"missing required field ({where})")
+    cause = (e.get("ctx") or {}).get("error")
+    if isinstance(cause, ConfigError):  # a value our own parser refused: its message, with the field
+        return ConfigError(f"{cause} ({where})")
     value = loading.clip(e.get("input"))  # an echo of a huge value would drown the message
     return ConfigError(f"invalid value {value} ({where}): {e['msg']}")
 
@@ -387,7 +433,7 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
     try:
         m = ScenarioModel.model_validate(dict(data))
     except ValidationError as err:
-        raise _from_validation(err) from None
+        raise _from_validation(err, data) from None
     loading.check_fabric_size(m.fabric)  # before anything is allocated
     try:
         fabric = fabric_from_mapping(m.fabric, field="fabric")
@@ -464,6 +510,9 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
         if not Path(m.controller.name).is_file():
             raise ConfigError(f"no trained model file {m.controller.name!r} (controller.name); expected a "
                               f"controller name ({', '.join(CONTROLLERS)}) or an existing .zip model file")
+        from flowherd.control.model_file import read_model_file
+
+        read_model_file(m.controller.name)  # checked here, before any run: nothing in it is run
     else:
         try:
             CONTROLLERS[m.controller.name]

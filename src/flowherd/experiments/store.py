@@ -20,14 +20,22 @@ Tables (one row per ...):
   ``ecn_marked_bytes``, ``drop_bytes`` and the series ``series_t_s`` / ``series_queue_bytes``
   and ``pause_t_s`` / ``pause_dur_s`` (DOUBLE[]); none for ``ideal`` runs.
 
-`ResultStore.write_run` writes all rows of one run in one transaction: after a crash a run is
-either wholly present or absent. Only the driver process writes.
+`ResultStore.write_run` writes all rows of one run in one transaction: after a crash, a kill or a
+full disk a run is either wholly present or absent. Only the driver process writes.
+
+Every connection is opened with `DUCKDB_CONFIG`: DuckDB never installs or loads an extension
+(it would download one to open an SQLite file named ``results.duckdb``), reads or writes no file
+but the store, and no SQL can change that. A file that is not a flowherd store (another format,
+a truncated store, a ``runs`` table of other columns) is one `ConfigError` naming the path, what
+was found and what was expected, before any query, and a read that fails later (a store damaged
+past its header) is one too.
 
 DuckDB is imported only here (the ``sweep`` extra).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -37,10 +45,37 @@ from typing import Any
 
 import yaml
 
-from flowherd.errors import ConfigError
+from flowherd.errors import ConfigError, WriteError
 from flowherd.experiments.runs import Run, check_seed
+from flowherd.sanitize import shown
 
-__all__ = ["SCHEMA_VERSION", "ResultStore", "resolve_store_path"]
+__all__ = ["DUCKDB_CONFIG", "SCHEMA_VERSION", "ResultStore", "check_store_file", "resolve_store_path"]
+
+#: Settings of every DuckDB connection flowherd opens (DuckDB's configuration reference,
+#: https://duckdb.org/docs/configuration/overview): no extension is downloaded or loaded, no file
+#: other than the store is read or written (no read_csv, COPY, ATTACH or INSTALL), and the
+#: configuration is locked so that no statement can turn these back on.
+DUCKDB_CONFIG: dict[str, Any] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+    "enable_external_access": False,
+    "lock_configuration": True,
+}
+#: DuckDB's file header: 8 bytes of checksum, then the magic bytes (duckdb/storage/storage_info.hpp,
+#: MainHeader::MAGIC_BYTES); the three header blocks take 12 KiB (4,096 bytes each).
+_DUCKDB_MAGIC = b"DUCK"
+_HEADER_BYTES = 3 * 4096
+_OTHER_FORMATS = {b"SQLite format 3\x00": "an SQLite database", b"PK\x03\x04": "a zip archive",
+                  b"PAR1": "a Parquet file", b"\x89PNG": "a PNG image", b"{": "JSON text"}
+#: Columns of the runs table that reports and resumes read.
+_RUNS_REQUIRED = ("run_id", "sweep", "point_hash", "seed", "params", "status", "error", "scenario_name",
+                  "placement", "routing", "controller", "fidelity", "background_load", "num_gpus",
+                  "horizon_s", "jobs_total", "jobs_finished", "mean_jct_s", "p99_jct_s", "mean_queue_s",
+                  "mean_slowdown", "makespan_s", "summary", "scenario_json")
+_EXPECTED = ("expected a flowherd result store (results.duckdb written by flowherd simulate --out, sweep "
+             "or demo)")
 
 SCHEMA_VERSION = 1
 STORE_FILE = "results.duckdb"
@@ -83,6 +118,38 @@ CREATE TABLE IF NOT EXISTS network_links (
     queue_max_bytes DOUBLE, pause_s DOUBLE, ecn_marked_bytes DOUBLE, drop_bytes DOUBLE,
     series_t_s DOUBLE[], series_queue_bytes DOUBLE[], pause_t_s DOUBLE[], pause_dur_s DOUBLE[]);
 """
+
+
+def _q(path: str | Path) -> str:
+    return shown(repr(str(path)))
+
+
+def check_store_file(path: Path) -> None:
+    """Refuse an existing file that is not a DuckDB database from its first bytes, before DuckDB
+    opens it (DuckDB would try an extension for an SQLite file).
+
+    Raises:
+        ConfigError: Another format, or a file shorter than DuckDB's header (truncated).
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEADER_BYTES)
+    except OSError as err:
+        raise ConfigError(f"cannot read result store {_q(path)}: {err.strerror or err} (results)") from None
+    if head[8:12] == _DUCKDB_MAGIC and len(head) == _HEADER_BYTES:
+        return
+    if head[8:12] == _DUCKDB_MAGIC:
+        raise ConfigError(f"result store {_q(path)} is truncated ({len(head):,} bytes, shorter than "
+                          f"DuckDB's {_HEADER_BYTES:,}-byte header); {_EXPECTED}")
+    what = next((name for magic, name in _OTHER_FORMATS.items() if head.startswith(magic)),
+                "empty" if not head else "not a DuckDB database")
+    raise ConfigError(f"{_q(path)} is {what}, not a DuckDB database (no DUCK magic at byte 8); "
+                      f"{_EXPECTED}")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return " ".join(text[0].split())[:200] if text else type(err).__name__
 
 
 def resolve_store_path(path: str | Path) -> Path:
@@ -136,26 +203,74 @@ class ResultStore:
         import duckdb
 
         self.path = resolve_store_path(path)
+        self._duckdb_error = duckdb.Error
         if read_only and not self.path.is_file():
-            raise ConfigError(f"no result store at {str(path)!r} (expected a results.duckdb file or a sweep "
+            raise ConfigError(f"no result store at {_q(path)} (expected a results.duckdb file or a sweep "
                               "directory holding one)")
-        if not read_only:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        exists = self.path.exists()
+        if exists:
+            if self.path.is_dir():
+                raise ConfigError(f"result store {_q(self.path)} is a directory; {_EXPECTED}")
+            check_store_file(self.path)
+        elif not read_only:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise WriteError(f"cannot create directory {_q(self.path.parent)} for the result store: "
+                                 f"{err.strerror or err}") from None
         try:
-            self._con = duckdb.connect(str(self.path), read_only=read_only)
+            self._con = duckdb.connect(str(self.path), read_only=read_only, config=dict(DUCKDB_CONFIG))
+        except duckdb.IOException as err:
+            if not exists:  # a new store that cannot be created: a full disk, a read-only directory
+                raise WriteError(f"cannot write result store {_q(self.path)}: {_first_line(err)}") from None
+            raise ConfigError(f"cannot open result store {_q(self.path)}: {_first_line(err)}; "
+                              f"{_EXPECTED}") from None
         except duckdb.Error as err:
-            raise ConfigError(f"cannot open result store {str(self.path)!r}: {err} (path)") from None
-        if read_only:
-            tables = {r[0] for r in self._con.execute("SELECT table_name FROM information_schema.tables")
-                      .fetchall()}
-            if "runs" not in tables:
-                self._con.close()
-                raise ConfigError(f"{str(self.path)!r} is a DuckDB file but not a flowherd result store "
-                                  "(no runs table)")
-        else:
-            self._con.execute(_DDL)
-            self._con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                              [str(SCHEMA_VERSION)])
+            raise ConfigError(f"cannot open result store {_q(self.path)}: {_first_line(err)}; "
+                              f"{_EXPECTED}") from None
+        try:
+            if exists:
+                self._check_schema()
+            if not read_only:
+                try:
+                    self._con.execute(_DDL)
+                    self._con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                                      [str(SCHEMA_VERSION)])
+                except duckdb.Error as err:
+                    raise WriteError(f"cannot write result store {_q(self.path)}: {_first_line(err)}") \
+                        from None
+        except BaseException:
+            self._con.close()
+            raise
+
+    def _execute(self, sql: str, params: list[Any] | None = None) -> Any:
+        """``execute`` with a DuckDB failure made one `ConfigError` (a store damaged past its header)."""
+        try:
+            return self._con.execute(sql, params or [])
+        except self._duckdb_error as err:
+            raise ConfigError(f"result store {_q(self.path)} cannot be read: {_first_line(err)}; "
+                              f"{_EXPECTED} (a truncated or damaged file?)") from None
+
+    def _check_schema(self) -> None:
+        tables = {r[0] for r in self._execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "runs" not in tables:
+            raise ConfigError(f"{_q(self.path)} is a DuckDB file but not a flowherd result store (no runs "
+                              f"table); {_EXPECTED}")
+        cols = {r[0] for r in self._execute("SELECT column_name FROM information_schema.columns WHERE "
+                                            "table_name = 'runs'").fetchall()}
+        missing = [c for c in _RUNS_REQUIRED if c not in cols]
+        absent = [t for t in ("jobs", "links", "tenants") if t not in tables]
+        if missing or absent:
+            what = (f"its runs table lacks {len(missing)} of flowherd's columns ({', '.join(missing[:4])}"
+                    f"{', ...' if len(missing) > 4 else ''})" if missing else
+                    f"it has no {' / '.join(absent)} table")
+            raise ConfigError(f"{_q(self.path)} is not a flowherd result store: {what}; {_EXPECTED}")
+        if "meta" in tables:
+            row = self._execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is not None and str(row[0]).isdigit() and int(row[0]) > SCHEMA_VERSION:
+                raise ConfigError(f"result store {_q(self.path)} has schema version {row[0]}, newer than "
+                                  f"this flowherd's {SCHEMA_VERSION}; expected a store of version "
+                                  f"{SCHEMA_VERSION} or older (upgrade flowherd)")
 
     # ---- writing --------------------------------------------------------------------------------
     def write_run(self, *, sweep: str, run: Run, record: Mapping[str, Any]) -> None:
@@ -219,20 +334,50 @@ class ResultStore:
                 if rows:
                     con.executemany("INSERT INTO network_links VALUES (" + ", ".join(["?"] * 13) + ")", rows)
             con.execute("COMMIT")
+        except self._duckdb_error as err:
+            with contextlib.suppress(self._duckdb_error):
+                con.execute("ROLLBACK")
+            raise WriteError(f"cannot store run {run.run_id} in {_q(self.path)}: {_first_line(err)} "
+                             "(the runs stored before are kept)") from None
         except BaseException:
-            con.execute("ROLLBACK")
+            with contextlib.suppress(self._duckdb_error):
+                con.execute("ROLLBACK")
             raise
+
+    def relabel_run(self, run_id: str, *, sweep: str, params: Mapping[str, Any]) -> None:
+        """Move a stored run to `sweep` with `params` (its rows stay; the run id does not depend
+        on either).
+
+        Raises:
+            WriteError: The store cannot be written.
+        """
+        try:
+            text = json.dumps(_jsonable(dict(params)), sort_keys=True, default=str)
+            self._con.execute("UPDATE runs SET sweep = ?, params = ? WHERE run_id = ?", [sweep, text, run_id])
+        except self._duckdb_error as err:
+            raise WriteError(f"cannot store run {run_id} in {_q(self.path)}: {_first_line(err)}") from None
+
+    def stored_summaries(self) -> dict[str, dict[str, Any]]:
+        """The summary (`flowherd.experiments.runner.RunResult.to_dict` without jobs and tenants) of
+        every run stored as ok, by run id."""
+        rows = self.query("SELECT run_id, summary FROM runs WHERE status = 'ok' AND summary IS NOT NULL")
+        return {r["run_id"]: json.loads(r["summary"]) for r in rows}
 
     # ---- reading --------------------------------------------------------------------------------
     def run_status(self) -> dict[str, str]:
         """Status ("ok" / "failed") of every stored run, by run id."""
-        return dict(self._con.execute("SELECT run_id, status FROM runs").fetchall())
+        return dict(self._execute("SELECT run_id, status FROM runs").fetchall())
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         """Rows of a SQL query as dicts (column name -> value)."""
-        cur = self._con.execute(sql, params or [])
+        cur = self._execute(sql, params)
         cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+        try:
+            rows = cur.fetchall()
+        except self._duckdb_error as err:
+            raise ConfigError(f"result store {_q(self.path)} cannot be read: {_first_line(err)}; "
+                              f"{_EXPECTED} (a truncated or damaged file?)") from None
+        return [dict(zip(cols, row, strict=True)) for row in rows]
 
     def runs(self, *, status: str | None = None) -> list[dict[str, Any]]:
         """Stored runs (all columns, ``params`` decoded), ordered by sweep, point and seed."""
@@ -256,8 +401,8 @@ class ResultStore:
 
     def network_links(self, run_id: str) -> list[dict[str, Any]]:
         """Congested-link rows of one run (none for ``ideal`` runs and stores older than the table)."""
-        if not self._con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
-                                 "'network_links'").fetchone()[0]:
+        if not self._execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
+                             "'network_links'").fetchone()[0]:
             return []
         return self.query("SELECT * FROM network_links WHERE run_id = ? ORDER BY link", [run_id])
 
@@ -273,16 +418,23 @@ class ResultStore:
         if table not in ("runs", "jobs", "links", "tenants"):
             raise ConfigError(f"table must be one of runs, jobs, links, tenants, got {table!r} (table)")
         exclude = {"wall_s", "finished_at", "summary"} if table == "runs" else set()
-        cols = [r[0] for r in self._con.execute(
+        cols = [r[0] for r in self._execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
             "ORDER BY ordinal_position",
             [table]).fetchall() if r[0] not in exclude]
-        rows = self._con.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()
+        rows = self._execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()
         return sorted(rows, key=repr)
 
     def close(self) -> None:
-        """Close the file."""
-        self._con.close()
+        """Close the file (a writable store is checkpointed first: its write-ahead log folded in).
+
+        Raises:
+            WriteError: The checkpoint cannot be written (a full disk); the runs are in the log.
+        """
+        try:
+            self._con.close()
+        except self._duckdb_error as err:
+            raise WriteError(f"cannot write result store {_q(self.path)}: {_first_line(err)}") from None
 
     def __enter__(self) -> ResultStore:
         return self

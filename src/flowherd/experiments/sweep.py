@@ -30,7 +30,6 @@ Ray is imported only by `run_sweep` (the ``sweep`` extra).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import difflib
 import itertools
@@ -39,14 +38,14 @@ import math
 import re
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from flowherd.errors import ConfigError
+from flowherd.errors import ConfigError, caused_by_interrupt
 from flowherd.experiments import loading
 from flowherd.experiments.runs import MAX_SEED, Point, Run, canonical_hash
 
@@ -67,7 +66,8 @@ __all__ = [
     "sweep_from_mapping",
 ]
 
-_MAX_BATCH = 8
+#: Seconds between two calls of `sweep_from_mapping`'s progress while it makes the points.
+PROGRESS_EVERY_S = 2.0
 # a sweep's runs are listed up front (and each is a row of the store): a million is far beyond any
 # sweep this tool is for, and still a list of a few hundred MB
 MAX_RUNS = 1_000_000
@@ -248,6 +248,29 @@ def set_field(mapping: Mapping[str, Any], path: str, value: Any, *, field: str =
     return out
 
 
+def _with_value(mapping: dict[str, Any], path: str, value: Any, field: str) -> dict[str, Any]:
+    """`set_field` that copies only the containers on `path` and shares the rest with `mapping`:
+    a million points of a sweep hold one base scenario, not a million copies of it (a point's
+    mapping is never changed in place: `Run.scenario` hands out deep copies)."""
+    parts = _parse_path(path, field)
+    out = dict(mapping)
+    parent: Any = out
+    for i, part in enumerate(parts[:-1]):
+        child = parent[part] if isinstance(part, int) or part in parent else None
+        if child is None or not isinstance(child, dict | list):
+            return set_field(mapping, path, value, field=field)  # the slow path says what is wrong
+        copied = dict(child) if isinstance(child, dict) else list(child)
+        nxt = parts[i + 1]
+        if isinstance(nxt, int) and (not isinstance(copied, list) or nxt >= len(copied)):
+            return set_field(mapping, path, value, field=field)
+        if isinstance(nxt, str) and not isinstance(copied, dict):
+            return set_field(mapping, path, value, field=field)
+        parent[part] = copied
+        parent = copied
+    parent[parts[-1]] = value
+    return out
+
+
 def _base_mapping(base: str | dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
     from flowherd.experiments.scenario import EMBEDDED, read_scenario_mapping
 
@@ -279,16 +302,24 @@ def _from_validation(err: ValidationError) -> ConfigError:
     return ConfigError(f"invalid value {loading.clip(e.get('input'))} ({where}): {e['msg']}")
 
 
-def sweep_from_mapping(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Sweep:
+def sweep_from_mapping(data: Mapping[str, Any], *, base_dir: Path | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> Sweep:
     """Validate a sweep mapping and expand its points (module docstring).
+
+    The points' memory is estimated before they are made (`flowherd.experiments.cost.sweep_cost`)
+    and refused over the limit; a product of axes is validated one axis value at a time (the
+    schema has no rule across fields, so a point is valid when each of its values is), not point
+    by point.
 
     Args:
         data: The sweep mapping.
         base_dir: Directory that a relative ``base`` path is resolved against (the sweep file's).
+        progress: Called as ``progress(points_made, points)`` about every `PROGRESS_EVERY_S`
+            seconds while the points are made (a million take minutes).
 
     Raises:
         ConfigError: A bad field, an axis path that is not a scenario field, an empty axis, both
-            ``axes`` and ``points`` empty, duplicate points.
+            ``axes`` and ``points`` empty, duplicate points, points that would not fit in memory.
     """
     if not isinstance(data, Mapping):
         raise ConfigError(f"a sweep must be a mapping, got {type(data).__name__} (sweep)")
@@ -300,35 +331,50 @@ def sweep_from_mapping(data: Mapping[str, Any], *, base_dir: Path | None = None)
     if m.points is not None:
         if not m.points:
             raise ConfigError("points must list at least one point, got [] (points)")
-        assignments = [dict(p) for p in m.points]
         if m.axes:
             raise ConfigError("give either axes (cross product) or points (explicit list), not both (axes)")
-        where = [f"points[{i}]" for i in range(len(assignments))]
+        n_points = len(m.points)
     else:
         keys = list(m.axes)
         n_points = math.prod(len(m.axes[k]) for k in keys)
         if n_points > MAX_RUNS:
             raise ConfigError(f"the axes make {n_points:,} points; expected at most {MAX_RUNS:,} runs in a "
                               "sweep (axes)")
-        assignments = [dict(zip(keys, combo, strict=True))
-                       for combo in itertools.product(*(m.axes[k] for k in keys))]
-        where = [f"axes.{k}" for k in keys] if keys else ["axes"]
     n_seeds = m.seeds if isinstance(m.seeds, int) else len(m.seeds)
-    if len(assignments) * n_seeds > MAX_RUNS:
-        raise ConfigError(f"{len(assignments):,} points x {n_seeds:,} seeds = {len(assignments) * n_seeds:,} "
+    if n_points * n_seeds > MAX_RUNS:
+        raise ConfigError(f"{n_points:,} points x {n_seeds:,} seeds = {n_points * n_seeds:,} "
                           f"runs; expected at most {MAX_RUNS:,} (seeds)")
-    checked: set[str] = set()
+    from flowherd.experiments import cost
+
+    cost.check(cost.sweep_cost(n_points, n_seeds, base), f"sweep {m.name!r}")  # before the points exist
+    if m.points is not None:
+        assignments: Any = [dict(p) for p in m.points]
+        where = [f"points[{i}]" for i in range(len(assignments))]
+    else:
+        assignments = (dict(zip(keys, combo, strict=True))
+                       for combo in itertools.product(*(m.axes[k] for k in keys)))
+        where = [f"axes.{k}" for k in keys] if keys else ["axes"]
+        for k in keys:  # each value once, alone on the base: the schema has no rule across fields
+            _check_schema(_parse_path(k, f"axes.{k}"), k, f"axes.{k}", base.get("fabric"))
+            for value in m.axes[k]:
+                _check_point(set_field(base, k, value, field=f"axes.{k}"), {k: value}, "axes")
+    checked: set[str] = set(m.axes)
     points: list[Point] = []
     seen: dict[str, int] = {}
+    next_s = time.monotonic() + PROGRESS_EVERY_S
     for i, params in enumerate(assignments):
+        if progress is not None and time.monotonic() >= next_s:
+            progress(i, n_points)
+            next_s = time.monotonic() + PROGRESS_EVERY_S
         scen = base
         for path, value in params.items():
             field = where[i] if m.points is not None else f"axes.{path}"
             if path not in checked:
                 _check_schema(_parse_path(path, field), path, field, base.get("fabric"))
                 checked.add(path)
-            scen = set_field(scen, path, value, field=field)
-        _check_point(scen, params, where[i] if m.points is not None else "axes")
+            scen = _with_value(scen, path, value, field)
+        if m.points is not None:
+            _check_point(scen, params, where[i])
         h = canonical_hash(scen)
         if h in seen:
             raise ConfigError(f"points {seen[h]} and {i} give the same scenario ({params}); remove one "
@@ -351,14 +397,14 @@ def _check_point(scen: Mapping[str, Any], params: Mapping[str, Any], field: str)
         raise ConfigError(f"point {loading.clip(dict(params))}: {scenario_error(err)} ({field})") from None
 
 
-def load_sweep(path: str | Path) -> Sweep:
-    """Read and validate a sweep YAML file."""
+def load_sweep(path: str | Path, *, progress: Callable[[int, int], None] | None = None) -> Sweep:
+    """Read and validate a sweep YAML file (`progress` as `sweep_from_mapping`'s)."""
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"no sweep file {loading.clip(str(path))} (expected a YAML file with base, axes, "
                           "seeds)")
     data = loading.read_yaml_file(p, what="sweep")
-    return sweep_from_mapping(data, base_dir=p.parent)
+    return sweep_from_mapping(data, base_dir=p.parent, progress=progress)
 
 
 # ---- executing runs ---------------------------------------------------------------------------------
@@ -379,6 +425,8 @@ def execute_run(scenario: Mapping[str, Any], *, solo: bool = True) -> dict[str, 
         scen = scenario_from_mapping(scenario)
         run = run_scenario(scen, solo=solo)
     except Exception as err:  # a failing point is recorded and the sweep goes on
+        if caused_by_interrupt(err):  # a Ctrl-C inside compiled code: stop, not a failed run
+            raise
         text = f"{type(err).__name__}: {err}"
         if not isinstance(err, ConfigError):
             text += "\n" + "".join(traceback.format_exception(err)[-6:])
@@ -405,7 +453,8 @@ def run_record(run: Any, *, wall_s: float | None = None) -> dict[str, Any]:
 
 
 def store_run_result(store_path: str | Path, scenario: Mapping[str, Any], run: Any, *,
-                     sweep: str = "simulate", params: Mapping[str, Any] | None = None) -> str:
+                     sweep: str = "simulate", params: Mapping[str, Any] | None = None,
+                     whole_file: bool = False) -> str:
     """Store one in-process run (e.g. of `flowherd simulate --out DIR`) so that it can be reported.
 
     Args:
@@ -415,30 +464,42 @@ def store_run_result(store_path: str | Path, scenario: Mapping[str, Any], run: A
         sweep: The name the run is stored under.
         params: Stored as the run's parameters (e.g. ``{"role": "best baseline"}``, which the
             report shows in the method's name); they do not change the run id.
+        whole_file: Write the store to a temporary copy and rename it over the file
+            (`flowherd.atomic`), so that a full disk leaves the store as it was; without it, the
+            run is one transaction of the store (the demo adds runs one by one).
 
     Returns:
         The run id.
+
+    Raises:
+        WriteError: The store cannot be written (naming it and the cause).
     """
-    from flowherd.experiments.store import ResultStore
+    from flowherd.experiments.store import ResultStore, resolve_store_path
 
     body = dict(scenario)
     r = Run(point=Point(params=dict(params or {}), scenario=body, hash=canonical_hash(body)),
             seed=int(run.scenario.seed))
-    with ResultStore(store_path) as store:
-        store.write_run(sweep=sweep, run=r, record=run_record(run))
+    record = run_record(run)
+    if not whole_file:
+        with ResultStore(store_path) as store:
+            store.write_run(sweep=sweep, run=r, record=record)
+        return r.run_id
+    import shutil
+
+    from flowherd import atomic
+    from flowherd.errors import WriteError
+
+    path = resolve_store_path(store_path)
+    with atomic.replacing(path, field="--out") as tmp:
+        if path.is_file():
+            ResultStore(path, read_only=True).close()  # not a store: said before the copy
+            shutil.copyfile(path, tmp)
+        try:
+            with ResultStore(tmp) as store:
+                store.write_run(sweep=sweep, run=r, record=record)
+        except WriteError as err:  # name the store, not its temporary copy
+            raise WriteError(str(err).replace(str(tmp), str(path))) from None
     return r.run_id
-
-
-def _execute_batch(items: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
-    return [(run_id, execute_run(scen)) for run_id, scen in items]
-
-
-def _batch_size(requested: int, n_runs: int, workers: int) -> int:
-    if requested > 0:
-        return requested
-    # about four tasks per worker keeps both cores busy to the end while the per-task overhead
-    # (a few ms of scheduling and pickling) stays small against runs of a second or more
-    return max(1, min(_MAX_BATCH, n_runs // max(1, 4 * workers)))
 
 
 def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = None,
@@ -505,46 +566,12 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
             for r in todo:
                 record(r.run_id, execute_run(r.scenario()))
         elif todo:
-            _run_on_ray(todo, record, address=address, num_cpus=num_cpus,
-                        batch=batch if batch is not None else sweep.batch)
+            from flowherd.experiments.sweep_ray import run_on_ray
+
+            run_on_ray(todo, record, execute_run, address=address, num_cpus=num_cpus,
+                       batch=batch if batch is not None else sweep.batch)
     finally:
         store.close()
     return SweepOutcome(total=len(runs), skipped=len(runs) - len(todo), ok=counts["ok"],
                         failed=counts["failed"], wall_s=time.perf_counter() - wall0,
                         store_path=path, skipped_failed=skipped_failed)
-
-
-def _run_on_ray(todo: Sequence[Run], record: Callable[[str, dict[str, Any]], None], *,
-                address: str | None, num_cpus: int | None, batch: int) -> None:
-    import ray
-
-    from flowherd.experiments.ray_local import start_local_ray
-
-    with contextlib.ExitStack() as stack:
-        if not ray.is_initialized():
-            if address is None:
-                stack.enter_context(start_local_ray(num_cpus))
-            else:
-                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-                stack.callback(ray.shutdown)
-        workers = max(1, int(ray.available_resources().get("CPU", 1)))
-        size = _batch_size(batch, len(todo), workers)
-        task = ray.remote(num_cpus=1, max_retries=0)(_execute_batch)
-        pending = {}
-        for i in range(0, len(todo), size):
-            chunk = [(r.run_id, r.scenario()) for r in todo[i:i + size]]
-            pending[task.remote(chunk)] = [rid for rid, _ in chunk]
-        log.info("sweep: %d runs in %d Ray tasks on %d CPUs", len(todo), len(pending), workers)
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            ref = done[0]
-            ids = pending.pop(ref)
-            try:
-                results = ray.get(ref)
-            except Exception as err:  # a worker died (killed, out of memory): its runs are failed
-                first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-                results = [(rid, {"status": "failed",
-                                  "error": f"Ray task failed: {type(err).__name__}: {first}"[:4000],
-                                  "wall_s": math.nan}) for rid in ids]
-            for run_id, rec in results:
-                record(run_id, rec)

@@ -180,13 +180,30 @@ def _rate(value: Quantity | None, key: str, field: str) -> float | None:
     return None if value is None else parse_rate(value, field=f"{field}.{key}")
 
 
+#: Largest link latency a fabric may declare, seconds. A datacenter link's propagation latency is
+#: nanoseconds to microseconds (100 m of fibre: 0.5 us; a 100 km metro link: 0.5 ms), and the
+#: simulator relies on it: path latencies are told from hop counts by being far below a second
+#: (`flowherd.cluster.collective.pair_latency_s`), and NCCL's latency model, the default, holds the
+#: paths' latencies in its measured constants, so a value like 1e9 s would change nothing there
+#: (the same JCT as 1 us) while breaking the fabric latency model: refused rather than honoured.
+MAX_LINK_LATENCY_S = 1e-3
+
+
+def _latency(spec: FabricSpec, field: str) -> float:
+    latency_s = parse_time(spec.link_latency, field=f"{field}.link_latency")
+    if latency_s > MAX_LINK_LATENCY_S:
+        raise ConfigError(f"link latency must be at most 1 ms (a datacenter link: ns to us), got "
+                          f"{spec.link_latency!r} ({field}.link_latency)")
+    return latency_s
+
+
 def _build(spec: FabricSpec, kind: str, field: str) -> Fabric:
     common: dict[str, Any] = dict(
         gpus_per_server=spec.gpus_per_server,
         nics_per_server=spec.nics_per_server,
         nic_bandwidth_bytes_per_s=_rate(spec.nic_bandwidth, "nic_bandwidth", field),
         nvlink_bandwidth_bytes_per_s=_rate(spec.nvlink_bandwidth, "nvlink_bandwidth", field),
-        link_latency_s=parse_time(spec.link_latency, field=f"{field}.link_latency"),
+        link_latency_s=_latency(spec, field),
         gpu_type=spec.gpu,
         name=spec.name,
     )

@@ -253,7 +253,9 @@ class Plan:
         """The plan as JSON text; written to ``path`` too when given."""
         text = json.dumps(_finite(self.to_dict()), indent=1)
         if path is not None:
-            Path(path).write_text(text)
+            from flowherd import atomic
+
+            atomic.write_text(path, text, field="--out")  # never half a plan (a full disk, a kill)
         return text
 
     @staticmethod

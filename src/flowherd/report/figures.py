@@ -18,6 +18,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from flowherd import atomic
 from flowherd.report.data import (
     ReportData,
     RunView,
@@ -308,7 +309,10 @@ def write_figures(data: ReportData, out_dir: str | Path) -> list[Path]:
     ``link_utilization.png``, and per representative run ``gantt_<k>.png`` and ``fabric_<k>.png``.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise atomic.write_error(out, err, "--out") from None
     figs: list[tuple[str, Figure]] = [("jct_cdf", fig_jct_cdf(data)),
                                       ("slowdown_vs_load", fig_slowdown_vs_load(data)),
                                       ("tenant_fairness", fig_tenant_fairness(data))]
@@ -318,10 +322,14 @@ def write_figures(data: ReportData, out_dir: str | Path) -> list[Path]:
         figs.append((f"gantt_{k}", fig_gantt(view)))
         figs.append((f"fabric_{k}", fig_fabric(view)))
     paths = []
-    for name, fig in figs:
-        path = out / f"{name}.png"
-        fig.savefig(path, dpi=_DPI)
-        plt.close(fig)
-        paths.append(path)
+    try:
+        for name, fig in figs:
+            path = out / f"{name}.png"
+            with atomic.replacing(path, field="--out") as tmp:  # never half a PNG (a full disk)
+                fig.savefig(tmp, dpi=_DPI, format="png")
+            paths.append(path)
+    finally:
+        for _name, fig in figs:
+            plt.close(fig)
     return paths
 

@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from flowherd import atomic
 from flowherd.report.data import (
     ReportData,
     RunView,
@@ -376,9 +377,4 @@ def render_html(data: ReportData, *, title: str | None = None) -> str:
 def write_html(data: ReportData, out_dir: str | Path, *, name: str = "report.html") -> Path:
     """Write the page into `out_dir` (atomically: a temporary file, then a rename)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / name
-    tmp = out / f".{name}.tmp"
-    tmp.write_text(render_html(data), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic.write_text(out / name, render_html(data), field="--out")

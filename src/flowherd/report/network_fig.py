@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from flowherd import atomic
 from flowherd.engine.network import NetworkStats
 from flowherd.fabric.core import Fabric
 
@@ -74,6 +75,9 @@ def write_network_figure(stats: NetworkStats, fabric: Fabric, path: str | Path) 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig = fig_network(stats, fabric)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic.replacing(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
     return path

@@ -22,6 +22,7 @@ step 0 included); ``<out stem>_last.zip`` is the final one and ``<out stem>_curv
 from __future__ import annotations
 
 import csv
+import io
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from flowherd import atomic
 from flowherd.control.herd import HerdController, HerdParams
 from flowherd.control.model import PolicyController, greedy_action
 from flowherd.errors import ConfigError
@@ -222,6 +224,13 @@ def _companion(out: Path, suffix: str) -> Path:
     return out.with_name(f"{out.stem}{suffix}")
 
 
+def _save(model: Any, path: Path) -> None:
+    """``model.save`` to a temporary file beside `path`, renamed over it (`flowherd.atomic`): a
+    full disk or a kill mid-save leaves the model saved before, never half a zip."""
+    with atomic.replacing(path, field="--out") as tmp:
+        model.save(tmp)
+
+
 def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Path, algo: str = "ppo",
           steps: int = 20_000, seed: int = 0, eval_every: int | None = None,
           train_seeds: Sequence[int] | None = None, val_seeds: Sequence[int] | None = None,
@@ -377,7 +386,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         curve.append(point)
         if jct < best["jct"]:
             best.update(jct=jct, steps=done)
-            model.save(out)
+            _save(model, out)
         if progress is not None:
             progress(done, steps, point)
         return point
@@ -408,16 +417,17 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     done = int(model.num_timesteps)
     if curve[-1].steps != done:
         validate(done)
-    model.save(last_path)
+    _save(model, last_path)
     for e in (env, val_env, rl_env, probe):
         e.close()
 
     curve_path = _companion(out, "_curve.csv")
-    with curve_path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["steps", "wall_s", "mean_jct_s", "cpu_s"])
-        for p in curve:
-            w.writerow([p.steps, f"{p.wall_s:.3f}", f"{p.mean_jct_s:.9g}", f"{p.cpu_s:.3f}"])
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(["steps", "wall_s", "mean_jct_s", "cpu_s"])
+    for p in curve:
+        w.writerow([p.steps, f"{p.wall_s:.3f}", f"{p.mean_jct_s:.9g}", f"{p.cpu_s:.3f}"])
+    atomic.write_text(curve_path, buf.getvalue(), field="--out")
     return TrainResult(model_path=out, last_model_path=last_path, curve_path=curve_path, curve=tuple(curve),
                        best_steps=int(best["steps"]), structured_mean_jct_s=structured,
                        none_mean_jct_s=none, bc_accuracy=float(bc_accuracy), bc_samples=len(data["action"]),

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import math
+import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -33,6 +34,10 @@ from pathlib import Path
 from flowherd.errors import ConfigError
 from flowherd.registry import Registry
 from flowherd.workload.training import TrainingJob
+
+#: Largest trace file read, bytes: the whole Philly trace (about 100,000 jobs) is about a tenth of
+#: it; every row of a file is read into memory before the first is used.
+MAX_TRACE_BYTES = 64 * 2**20
 
 TRACES: Registry[str] = Registry("trace", {
     "philly": "philly_pollux/philly_first3000.csv",
@@ -82,6 +87,19 @@ def load_trace(name_or_path: str | Path, *, max_jobs: int | None = None, skip: i
         raise ConfigError(f"max_jobs must be a non-negative integer, got {max_jobs!r} (traces.max_jobs)")
     if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
         raise ConfigError(f"skip must be a non-negative integer, got {skip!r} (traces.skip)")
+    expected = "expected a trace CSV file (job_id, submit_time_s, duration_s, num_gpus)"
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise ConfigError(f"cannot read trace {str(path)!r}: {e.strerror or e} (traces.path); "
+                          f"{expected}") from None
+    if not stat.S_ISREG(st.st_mode):  # /dev/zero or a FIFO would be read forever
+        raise ConfigError(f"trace {str(path)!r} is not a regular file (a device, a FIFO or a directory) "
+                          f"(traces.path); {expected}")
+    if st.st_size > MAX_TRACE_BYTES:
+        raise ConfigError(f"trace {str(path)!r} has {st.st_size:,} bytes, more than {MAX_TRACE_BYTES:,} "
+                          f"(traces.path); {expected} of at most {MAX_TRACE_BYTES // 2**20} MiB (cut it, or "
+                          "use max_jobs on a shorter file)")
     try:
         with open(path, newline="") as fh:
             rows = list(csv.DictReader(fh))
