@@ -118,10 +118,10 @@ def _fabric():
 
 @pytest.mark.parametrize(("op", "size"), [(Op.ALLREDUCE, 2**30), (Op.ALLGATHER, 2**20), (Op.ALLTOALL, 2**30)])
 def test_the_collective_estimate_is_close_to_the_schedule_it_extrapolates(op, size):
+    from flowherd.cluster.collective import choose, nccl_channels
     from flowherd.collectives.algorithms import build_schedule
     from flowherd.collectives.nccl import LATENCY_MODELS
     from flowherd.collectives.ops import Collective
-    from flowherd.cluster.collective import choose, nccl_channels
 
     fab = _fabric()
     est = cost.collective_cost(fab, op, tuple(range(1024)), size)

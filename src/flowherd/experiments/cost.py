@@ -222,10 +222,10 @@ def collective_cost(fabric: Any, op: Any, gpus: tuple[int, ...], size_bytes: flo
 
     import numpy as np
 
+    from flowherd.cluster.collective import choose, nccl_channels
     from flowherd.collectives.algorithms import build_schedule
     from flowherd.collectives.nccl import LATENCY_MODELS
     from flowherd.collectives.ops import Collective, Op
-    from flowherd.cluster.collective import choose, nccl_channels
 
     n = len(gpus)
     lo, hi = PROBE_RANKS
