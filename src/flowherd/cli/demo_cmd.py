@@ -537,7 +537,7 @@ def _conclude(out: Path, store: Path, con: Any, todo: list[_Todo], runs: dict[st
     wall_s = time.perf_counter() - wall0
     con.print(f"[bold]demo[/] done in {wall_s / 60:.1f} min; results in {escape(shown(store))}; report: "
               f"{escape(shown(files.html))}",
-              highlight=False)
+              highlight=False, soft_wrap=True)
     return DemoOutcome(store_path=store, report_html=files.html, best_baseline=best["baseline"],
                        best_policy=best["policy"], ties=ties, candidates=candidates, methods=methods,
                        seeds=seed_list, headline=lines, wall_s=wall_s)

@@ -89,4 +89,4 @@ def plan(
     con.print(f"predicted mean JCT {format_time(p.objective)}, lower bound {format_time(p.lower_bound)}, "
               f"gap {100 * p.gap:.2f}%, solved in {p.solve_s:.2f} s")
     if out is not None:
-        con.print(f"plan written to {plain(out)}", markup=False, highlight=False)
+        con.print(f"plan written to {plain(out)}", markup=False, highlight=False, soft_wrap=True)

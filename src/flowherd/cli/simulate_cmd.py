@@ -262,7 +262,7 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
         from flowherd.sanitize import shown
 
         _console().print(f"results written to {shown(out)} ({', '.join(shown(p.name) for p in paths)})",
-                         markup=False, highlight=False)
+                         markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("simulate")

@@ -136,4 +136,4 @@ def train(
               f"{res.none_mean_jct_s:.4g} s")
     con.print(f"model (best on validation, at {res.best_steps} steps) written to {shown(res.model_path)}; "
               f"last model {shown(res.last_model_path)}; curve {shown(res.curve_path)}; {res.wall_s:.1f} s",
-              markup=False, highlight=False)
+              markup=False, highlight=False, soft_wrap=True)
