@@ -89,9 +89,11 @@ bench: $(TEST_STAMP)
 startup: $(TEST_STAMP) aot
 	$(BIN)/python benchmarks/startup.py
 
-# Regenerate docs/scenario-schema.md from the pydantic models (a test checks it is current).
+# Regenerate docs/scenario-schema.md from the pydantic models and docs/results-schema.md from the
+# result store's tables (tests check both are current).
 docs: $(TEST_STAMP)
 	$(BIN)/python docs/generate_schema.py
+	$(BIN)/python docs/generate_results_schema.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

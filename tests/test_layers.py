@@ -17,7 +17,7 @@ LAYERS = {
     "planning": 5,
     "control": 6,
     "experiments": 7, "rl": 7,
-    "report": 8,
+    "report": 8, "results": 8,
     "cli": 9,
 }
 SRC = Path(__file__).resolve().parents[1] / "src" / "flowherd"

@@ -4,6 +4,8 @@ A sweep file (YAML)::
 
     name: oversub-vs-load
     base: default                  # an embedded scenario, a YAML path (relative to this file) or a mapping
+    set:                           # optional: fields set alike in every point (not swept, no column)
+      simulation.horizon: 2min
     axes:                          # dotted scenario field paths; list items as ``jobs[0]``
       fabric.oversubscription: [1, 2, 4]
       workload.background.load: [0.0, 0.2]
@@ -81,6 +83,7 @@ class _SweepModel(BaseModel):
 
     name: str = "sweep"
     base: str | dict[str, Any]
+    fixed: dict[str, Any] = Field(default_factory=dict, alias="set")
     axes: dict[str, list[Any]] = Field(default_factory=dict)
     seeds: int | list[int] = 1
     points: list[dict[str, Any]] | None = None
@@ -269,7 +272,7 @@ def _from_validation(err: ValidationError) -> ConfigError:
     where = ".".join(str(p) for p in e["loc"]) or "sweep"
     if e["type"] == "extra_forbidden":
         key = str(e["loc"][-1])
-        known = list(_SweepModel.model_fields)
+        known = [f.alias or n for n, f in _SweepModel.model_fields.items()]
         close = difflib.get_close_matches(key, known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return ConfigError(f"unknown sweep field {key!r} ({where}){hint}; expected one of: "
@@ -297,6 +300,9 @@ def sweep_from_mapping(data: Mapping[str, Any], *, base_dir: Path | None = None)
     except ValidationError as err:
         raise _from_validation(err) from None
     base = _base_mapping(m.base, base_dir)
+    for path, value in m.fixed.items():  # the same for every point: part of the base, not a column
+        _check_schema(_parse_path(path, f"set.{path}"), path, f"set.{path}", base.get("fabric"))
+        base = set_field(base, path, value, field=f"set.{path}")
     if m.points is not None:
         if not m.points:
             raise ConfigError("points must list at least one point, got [] (points)")
