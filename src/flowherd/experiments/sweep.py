@@ -60,6 +60,7 @@ __all__ = [
     "Sweep",
     "SweepOutcome",
     "canonical_hash",
+    "choose_backend",
     "execute_run",
     "load_sweep",
     "run_record",
@@ -70,6 +71,12 @@ __all__ = [
 ]
 
 _MAX_BATCH = 8
+#: Sweeps of at most this many runs to run run by default in this process, one after the other: a
+#: local Ray instance takes 10-20 s to start on two idle cores (minutes on a loaded machine), more
+#: than such a sweep of small scenarios gains from running on both cores.
+INLINE_MAX_RUNS = 32
+#: The file beside the store that takes Ray's own messages (start-up warnings, worker logs).
+RAY_LOG = "ray.log"
 # a sweep's runs are listed up front (and each is a row of the store): a million is far beyond any
 # sweep this tool is for, and still a list of a few hundred MB
 MAX_RUNS = 1_000_000
@@ -449,7 +456,7 @@ def _batch_size(requested: int, n_runs: int, workers: int) -> int:
 
 def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = None,
               num_cpus: int | None = None, resume: bool = False, retry_failed: bool = False,
-              batch: int | None = None, backend: str = "ray",
+              batch: int | None = None, backend: str = "auto",
               progress: Callable[[dict[str, Any]], None] | None = None) -> SweepOutcome:
     """Run every run of `sweep` and store each in the DuckDB file `store_path` as it finishes.
 
@@ -464,18 +471,23 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
             this sweep is an error (it would mix two executions).
         retry_failed: With `resume`, run the stored failed runs again.
         batch: Runs per Ray task (default: the sweep's ``batch``, or chosen from the run count).
-        backend: "ray", or "inline" (this process, one run after the other; for debugging).
-        progress: Called once before the first run and after each stored run with ``{"done",
-            "failed", "total", "run_id", "status", "skipped_failed"}`` (``done`` counts skipped runs
-            too; ``skipped_failed``: skipped runs that are stored as failed).
+        backend: "ray", "inline" (this process, one run after the other), or "auto": inline for
+            at most `INLINE_MAX_RUNS` runs to do without `address` or `num_cpus`, else Ray
+            (`choose_backend`). Ray's own messages go to ``ray.log`` beside the store.
+        progress: Called with ``{"done", "failed", "total", "run_id", "status", "skipped_failed",
+            "phase", "backend", "executed"}``: once before anything starts (``phase`` "starting"),
+            once when the runs start (``phase`` "running": Ray is up) and after each stored run
+            (``phase`` "running", ``run_id`` and ``status`` set). ``done`` counts skipped runs too,
+            ``executed`` only the runs executed by this call; ``skipped_failed``: skipped runs that
+            are stored as failed.
 
     Raises:
         ConfigError: A store holding runs of this sweep without `resume`, a bad backend.
     """
     from flowherd.experiments.store import ResultStore
 
-    if backend not in ("ray", "inline"):
-        raise ConfigError(f"backend must be 'ray' or 'inline', got {backend!r} (backend)")
+    if backend not in ("ray", "inline", "auto"):
+        raise ConfigError(f"backend must be 'auto', 'ray' or 'inline', got {backend!r} (backend)")
     wall0 = time.perf_counter()
     runs = sweep.runs
     store = ResultStore(store_path)
@@ -491,8 +503,11 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
             present = {k: v for k, v in present.items() if v == "ok"}
         skipped_failed = sum(v != "ok" for v in present.values())
         todo = [r for r in runs if r.run_id not in present]
+        chosen = (choose_backend(len(todo), address=address, num_cpus=num_cpus) if backend == "auto"
+                  else backend)
         state = {"done": len(runs) - len(todo), "failed": sum(v != "ok" for v in present.values()),
-                 "total": len(runs), "run_id": None, "status": None, "skipped_failed": skipped_failed}
+                 "total": len(runs), "run_id": None, "status": None, "skipped_failed": skipped_failed,
+                 "phase": "starting", "backend": chosen, "executed": 0}
         counts = {"ok": 0, "failed": 0}
         by_id = {r.run_id: r for r in todo}
 
@@ -500,19 +515,27 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
             store.write_run(sweep=sweep.name, run=by_id[run_id], record=rec)
             counts["ok" if rec["status"] == "ok" else "failed"] += 1
             state["done"] += 1
+            state["executed"] += 1
             state["failed"] += rec["status"] != "ok"
             state["run_id"], state["status"] = run_id, rec["status"]
             if progress is not None:
                 progress(dict(state))
 
+        def running() -> None:
+            state["phase"] = "running"
+            if progress is not None:
+                progress(dict(state))
+
         if progress is not None:
             progress(dict(state))
-        if todo and backend == "inline":
+        if todo and chosen == "inline":
+            running()
             for r in todo:
                 record(r.run_id, execute_run(r.scenario()))
         elif todo:
             _run_on_ray(todo, record, address=address, num_cpus=num_cpus,
-                        batch=batch if batch is not None else sweep.batch)
+                        batch=batch if batch is not None else sweep.batch, started=running,
+                        log_path=path.parent / RAY_LOG)
     finally:
         store.close()
     return SweepOutcome(total=len(runs), skipped=len(runs) - len(todo), ok=counts["ok"],
@@ -520,19 +543,36 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
                         store_path=path, skipped_failed=skipped_failed)
 
 
+def choose_backend(n_runs: int, *, address: str | None = None, num_cpus: int | None = None) -> str:
+    """Where a sweep of `n_runs` runs by default: "ray" with a cluster `address`, a local Ray
+    instance's `num_cpus`, or more than `INLINE_MAX_RUNS` runs; else "inline".
+
+    >>> choose_backend(27), choose_backend(27, address="ray://head:10001"), choose_backend(500)
+    ('inline', 'ray', 'ray')
+    """
+    if address is not None or num_cpus is not None or n_runs > INLINE_MAX_RUNS:
+        return "ray"
+    return "inline"
+
+
 def _run_on_ray(todo: Sequence[Run], record: Callable[[str, dict[str, Any]], None], *,
-                address: str | None, num_cpus: int | None, batch: int) -> None:
+                address: str | None, num_cpus: int | None, batch: int,
+                started: Callable[[], None] | None = None, log_path: Path | None = None) -> None:
     import ray
 
-    from flowherd.experiments.ray_local import start_local_ray
+    from flowherd.experiments.ray_local import ray_messages_to, start_local_ray
 
     with contextlib.ExitStack() as stack:
         if not ray.is_initialized():
+            if log_path is not None:  # Ray's warnings (token authentication ...) out of the display
+                stack.enter_context(ray_messages_to(log_path))
             if address is None:
                 stack.enter_context(start_local_ray(num_cpus))
             else:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
                 stack.callback(ray.shutdown)
+        if started is not None:
+            started()
         workers = max(1, int(ray.available_resources().get("CPU", 1)))
         size = _batch_size(batch, len(todo), workers)
         task = ray.remote(num_cpus=1, max_retries=0)(_execute_batch)
