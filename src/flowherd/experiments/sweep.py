@@ -210,7 +210,14 @@ def _check_schema(parts: list[str | int], path: str, field: str, base_fabric: An
         if model is None:
             if parts[:i] == ["fabric"] and isinstance(part, str):
                 _check_fabric_key(part, path, field, base_fabric)
-            return  # free-form below here (controller.params, serving), checked when the scenario is built
+            if i >= 1 and parts[i - 1] == "serving" and isinstance(part, str):
+                from flowherd.experiments.scenario import check_serving_key
+
+                try:
+                    check_serving_key(part, field)
+                except ConfigError as err:
+                    raise ConfigError(f"axis {path!r}: {err}") from None
+            return  # free-form below here (controller.params), checked when the scenario is built
         if isinstance(part, int):
             continue
         fields = model.model_fields
