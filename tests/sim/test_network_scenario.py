@@ -163,3 +163,17 @@ def test_per_link_outputs_reach_the_store_and_the_report(tmp_path):
     assert p.ecn_marked_bytes == {n: by_name[n]["ecn_marked_bytes"] for n in p.ecn_marked_bytes}
     assert max(p.ecn_marked_bytes.values()) == max(r["ecn_marked_bytes"] for r in roce)
     assert "Network: " in render_html(data)
+    # every panel draws the same links, each in one colour; lossless: no dropped-bytes panel
+    from flowherd.report.html import plot_network
+
+    fig = plot_network(views["roce"])
+    assert p.lossless and [a.text for a in fig.layout.annotations] == [
+        "queue occupancy (kB)", "PFC pause (ms)" if max(p.pause_s.values()) < 1 else "PFC pause (s)",
+        "ECN-marked (MB)"]
+    import html
+
+    names = [html.escape(n) for n in p.links]  # names from data are escaped in the page
+    lines = {tr.name: tr.line.color for tr in fig.data if tr.type == "scatter"}
+    assert list(lines) == names
+    for bars in (tr for tr in fig.data if tr.type == "bar"):
+        assert list(bars.y) == names and list(bars.marker.color) == [lines[n] for n in names]
