@@ -127,13 +127,13 @@ def _print_run(run: Any) -> None:
                               f"seed {scenario.seed})"))
     from flowherd.cli.columns import cell
 
-    for col in ("job", "tenant", "kind", "GPUs", "queue (s)", "JCT (s)", "mean iteration (ms)",
+    for col in ("job", "tenant", "kind", "GPUs", "queue (s)", "JCT (s)", "mean iteration (s)",
                 "slowdown (x)", "comm share (%)"):
         table.add_column(col, justify="left" if col in ("job", "tenant", "kind") else "right")
     for j in run.jobs:
         table.add_row(plain(j["name"]), plain(j["tenant"]), plain(j["kind"]), str(j["num_gpus"]),
                       cell(j["queue_s"]), cell(j["jct_s"]) if j["finished"] else "unfinished",
-                      cell(j["mean_iteration_s"], 1, scale=1e3), cell(j["slowdown"]),
+                      cell(j["mean_iteration_s"], 3), cell(j["slowdown"]),
                       cell(j["comm_share"], 1, scale=100))
     con.print(table)
     s = run.summary
