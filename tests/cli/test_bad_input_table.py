@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (a table: one malformed input per line reads better than wrapped)
-"""The bad-input table (issue 15): malformed inputs across scenario, fabric, sweep, plan, trace, model
+"""The bad-input table: malformed inputs across scenario, fabric, sweep, plan, trace, model
 file and CLI flags, each through `flowherd.cli.main` in this process. Every one must end with exit
 code 2 and one line on stderr naming the field, the value and what was expected; no traceback and
 no hang (each case runs under a SIGALRM deadline).

@@ -1,4 +1,4 @@
-"""Scenario files: the YAML contract of issue 3 and one clear error per bad input."""
+"""Scenario files: the YAML contract and one clear error per bad input."""
 
 import copy
 

@@ -1,4 +1,4 @@
-"""What the figures draw, read back from the figures (issue 16's report fixes), not only that they
+"""What the figures draw, read back from the figures, not only that they
 render: the plotted values equal the series, one load compares methods side by side, an outlier
 tenant turns the axis logarithmic, the fabric's colours are tenants with numbered jobs, the Gantt
 title fits, and equal runs are labelled as ties."""
@@ -68,7 +68,7 @@ def test_slowdown_over_loads_plots_each_methods_mean_at_each_load(data):
 
 
 def test_one_load_compares_the_methods_side_by_side(data):
-    # issue 16: "four dots at one load": with one load each method gets its own x position
+    # with one load, four dots on one x would hide each other: each method gets its own x position
     one = _one_load(data)
     series = slowdown_vs_load(one)
     assert all(len(s["load"]) == 1 for s in series.values()) and len(series) >= 2
@@ -92,7 +92,7 @@ def _tenant_data(data, factor):
 
 
 def test_an_outlier_tenant_turns_the_axis_logarithmic_and_keeps_the_others_readable(data):
-    outlier = _tenant_data(data, 34.0)  # issue 16: one 34x tenant bar squashed the others
+    outlier = _tenant_data(data, 34.0)  # one 34x tenant bar would squash the others
     _, series = tenant_slowdowns(outlier)
     assert tenant_axis_scale(series) == "log"
     ax = fig_tenant_fairness(outlier).axes[0]

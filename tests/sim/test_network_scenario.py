@@ -44,9 +44,9 @@ def test_a_scenario_without_network_is_ideal_and_ideal_is_unchanged():
 
 
 def test_the_embedded_default_and_the_benchmark_scenarios_say_roce():
-    # issue 13: the model that matches a GPU back-end fabric (lossless RoCE) is the default of the
-    # embedded scenario and the benchmarks; since an omitted section stays ideal (the test above:
-    # a scenario written before keeps its numbers), each of them names it
+    # the model that matches a GPU back-end fabric (lossless RoCE) is the default of the embedded
+    # scenario and the benchmarks; an omitted section stays ideal (the test above: a scenario
+    # without one keeps its numbers), so each of them names it
     from pathlib import Path
 
     from flowherd.experiments.scenario import EMBEDDED, read_scenario_mapping
