@@ -52,8 +52,7 @@ COMMANDS: dict[str, CommandEntry] = {
                 "it."),
     "sweep": CommandEntry(
         module="flowherd.cli.sweep_cmd", extras=("sweep",),
-        summary="Run a sweep: every point x seed on a local Ray instance (or --address), stored run by "
-                "run."),
+        summary="Run a sweep: every point x seed, in this process or on Ray, stored run by run."),
     "report": CommandEntry(
         module="flowherd.cli.report_cmd", extras=("report",),
         summary="Draw a result store: JCT CDF, slowdown against load, fairness, utilization, Gantt, "
