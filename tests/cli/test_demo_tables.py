@@ -21,11 +21,13 @@ def test_a_controller_equal_to_no_control_on_every_seed_is_explained():
     none = {7: {"mean_jct_s": 20.0, "makespan_s": 60.0}, 8: {"mean_jct_s": 21.0, "makespan_s": 61.0}}
     same = {s: dict(r) for s, r in none.items()}
     moved = {7: {"mean_jct_s": 19.0, "makespan_s": 60.0}, 8: {"mean_jct_s": 21.0, "makespan_s": 61.0}}
+    close = {7: {"mean_jct_s": 20.0 * (1 - 1e-4), "makespan_s": 60.0}, 8: dict(none[8])}
     con, buf = _console()
-    _print_no_effect(con, {"cassini": same, "adaptive": moved, "crux": None}, none)
-    out = buf.getvalue()
-    assert out.count("equals no control") == 1 and NO_EFFECT["cassini"] in " ".join(out.split())
-    assert "adaptive" not in out
+    _print_no_effect(con, {"cassini": same, "adaptive": moved, "crux": None, "varys": close}, none)
+    out = " ".join(buf.getvalue().split())
+    assert out.count("cassini equals no control on every seed") == 1 and NO_EFFECT["cassini"] in out
+    assert "varys is within 0.1% of no control on every seed" in out and NO_EFFECT["varys"] in out
+    assert "adaptive" not in out  # 5% apart on seed 7
 
 
 def test_the_methods_table_is_one_row_per_method_with_units_in_the_headers():

@@ -140,3 +140,17 @@ def test_the_schema_page_is_generated_from_the_store():
     assert missing == [], f"columns without a meaning in docs/generate_results_schema.py: {missing}"
     assert (ROOT / "docs" / "results-schema.md").read_text() == text, \
         "docs/results-schema.md is out of date: run `make docs`"
+
+
+def test_points_with_equal_swept_values_stay_apart_by_their_scenario():
+    # as flowherd demo stores them: two placements without control under one role
+    from flowherd.results import ResultTable
+
+    cols = ("run_id", "sweep", "role", "seed", "status", "scenario_name", "placement", "controller",
+            "mean_jct_s", "p99_jct_s", "mean_slowdown", "makespan_s", "point_hash")
+    rows = tuple((f"{h}-s{s}", "demo", "no control", s, "ok", "default", place, None, jct + s, 50.0, 1.1,
+                  60.0, h) for h, place, jct in (("aa", "packed", 21.0), ("bb", "heuristic", 20.0))
+                 for s in (7, 8))
+    points = point_summary(ResultTable(name="runs", columns=cols, swept=("role",), rows=rows))
+    assert [(p.label, p.seeds, p.metrics["mean_jct_s"][0]) for p in points] == [
+        ("default: packed + no control", 2, 28.5), ("default: heuristic + no control", 2, 27.5)]

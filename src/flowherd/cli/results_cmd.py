@@ -131,7 +131,7 @@ def _short_names(columns: tuple[str, ...]) -> list[str]:
 def _swept_text(v: Any) -> Any:
     from flowherd.cli.checks import plain
 
-    return plain(v if isinstance(v, str) else json.dumps(v, default=str))
+    return plain("-" if v is None else v if isinstance(v, str) else json.dumps(v, default=str))
 
 
 def _title(data: Any, what: str) -> Any:
@@ -148,12 +148,15 @@ def _print_points(console: Any, data: Any, points: list[Any]) -> None:
     t = Table(title=_title(data, "means over seeds ± their 95% confidence interval (Student's t)"))
     many = len({p.sweep for p in points}) > 1
     failed = any(p.ok < p.seeds for p in points)
+    # the points' scenario, placement and controller where the swept values do not tell them apart
+    shown = [(p.sweep, json.dumps(dict(p.values), sort_keys=True, default=str)) for p in points]
+    labelled = not data.swept or len(set(shown)) < len(shown)
     if many:
         t.add_column("sweep")
     for c in _short_names(data.swept):
         t.add_column(c, no_wrap=True)
-    if not data.swept:
-        t.add_column("scenario / controller")
+    if labelled:
+        t.add_column("scenario: placement + controller")
     t.add_column("seeds", justify="right")
     if failed:
         t.add_column("ok", justify="right")
@@ -162,7 +165,7 @@ def _print_points(console: Any, data: Any, points: list[Any]) -> None:
     for p in points:
         cells: list[Any] = [_swept_text(p.sweep)] if many else []
         cells += [_swept_text(p.values[c]) for c in data.swept]
-        if not data.swept:
+        if labelled:
             cells.append(_swept_text(p.label))
         cells += [str(p.seeds), *([str(p.ok)] if failed else [])]
         for m, _, digits in _SUMMARY:

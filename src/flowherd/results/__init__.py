@@ -49,7 +49,8 @@ TABLES = Registry("results table", {
 _RUN_HEAD = ("run_id", "sweep")
 _RUN_TAIL = ("seed", "status", "error", "scenario_name", "placement", "routing", "controller", "fidelity",
              "background_load", "num_gpus", "horizon_s", "jobs_total", "jobs_finished", "mean_jct_s",
-             "p99_jct_s", "mean_queue_s", "mean_slowdown", "makespan_s", "wall_s", "finished_at")
+             "p99_jct_s", "mean_queue_s", "mean_slowdown", "makespan_s", "wall_s", "finished_at",
+             "point_hash")
 # the order of the per-run rows of each child table
 _CHILD_ORDER = {"jobs": "t.submit_s, t.name", "tenants": "t.tenant", "links": "t.rowid",
                 "network_links": "t.link"}
@@ -220,7 +221,8 @@ class PointSummary:
         ok: Runs that finished.
         metrics: Per metric (`SUMMARY_METRICS`), the mean over the finished runs and the half-width
             of its 95% confidence interval (Student's t; nan for one run).
-        label: The run's scenario and controller, for stores without swept values.
+        label: The point's scenario, placement and controller (what tells apart points whose swept
+            values are equal, such as the runs of ``flowherd demo``).
     """
 
     sweep: str
@@ -236,7 +238,7 @@ SUMMARY_METRICS = ("mean_jct_s", "p99_jct_s", "mean_slowdown", "makespan_s")
 
 
 def point_summary(table: ResultTable) -> list[PointSummary]:
-    """The ``runs`` table grouped by point (sweep and swept values), means over the seeds."""
+    """The ``runs`` table grouped by point (sweep and scenario: `point_hash`), means over the seeds."""
     import math
 
     from flowherd.experiments.stats import mean_ci95
@@ -245,8 +247,7 @@ def point_summary(table: ResultTable) -> list[PointSummary]:
         raise ConfigError(f"a point summary is made of the runs table, got {table.name!r} (table)")
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for rec in table.records():
-        key = (rec["sweep"], *(json.dumps(rec[c], default=str) for c in table.swept),
-               "" if table.swept else f"{rec['scenario_name']}|{rec['controller']}|{rec['placement']}")
+        key = (rec["sweep"], rec["point_hash"])
         groups.setdefault(key, []).append(rec)
     out = []
     for recs in groups.values():
@@ -258,5 +259,6 @@ def point_summary(table: ResultTable) -> list[PointSummary]:
         first = recs[0]
         out.append(PointSummary(sweep=first["sweep"], values={c: first[c] for c in table.swept},
                                 seeds=len(recs), ok=len(ok), metrics=metrics,
-                                label=f"{first['scenario_name']} / {first['controller'] or 'none'}"))
+                                label=f"{first['scenario_name']}: {first['placement']} + "
+                                      f"{first['controller'] or 'no control'}"))
     return out
