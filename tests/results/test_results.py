@@ -88,6 +88,8 @@ def test_csv_is_one_row_per_run_with_the_swept_values(store, capsys):
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 4
+    assert list(rows[0])[:6] == ["run_id", "sweep", "fabric.oversubscription", "workload.background.load",
+                                 "seed", "status"]
     assert [(r["fabric.oversubscription"], r["workload.background.load"], r["seed"]) for r in rows] == [
         ("1", "0.2", "3"), ("1", "0.2", "5"), ("4", "0.2", "3"), ("4", "0.2", "5")]
     assert float(rows[0]["mean_jct_s"]) == pytest.approx(read(store).records()[0]["mean_jct_s"])

@@ -140,7 +140,7 @@ def _query(store: Any, table: str, series: bool) -> tuple[str, tuple[str, ...], 
     swept = tuple(n for _, _, n in names)
     order_params = ", ".join(_ident(n) for n in swept)
     if table == "runs":
-        kept = [n for n, _ in own if n in _RUN_TAIL]
+        kept = sorted((n for n, _ in own if n in _RUN_TAIL), key=_RUN_TAIL.index)
         cols = [*_RUN_HEAD, *swept, *kept]
         select = ", ".join([*(f"r.{c}" for c in _RUN_HEAD), *swept_sql, *(f"r.{c}" for c in kept)])
         order = ", ".join(filter(None, ["r.sweep", order_params, "r.seed"]))
