@@ -1,28 +1,44 @@
-# Two entry points for a fresh machine: `make demo` and `make test` (README, "Two commands").
+# Two entry points for a fresh machine: `make demo` and `make test` (README, "Install").
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# what `flowherd demo` imports: the planner (HiGHS) and the report (matplotlib, plotly, DuckDB)
+DEMO_STAMP := $(VENV)/.installed-demo
+# everything: PyTorch and stable-baselines3 (flowherd train), Ray (flowherd sweep), pandas, the
+# test tools
+TEST_STAMP := $(VENV)/.installed-test
+# PyTorch, pinned, as a CPU build: PyPI's Linux wheel pulls several GB of CUDA libraries.
+# `pip install --no-index` takes a CPU wheel that pip already finds on this machine (its
+# find-links); elsewhere PyTorch's CPU index serves it (about 200 MB to download).
+TORCH := torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: demo demo-full test test-all lint bench startup docs browser clean validate ns3 aot
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# PyTorch CPU first, pinned: this machine has the 2.13.0 CPU wheel on disk; an unpinned torch
-	# (what the rl extra's range would pull) is a multi-GB CUDA build
-	$(BIN)/pip install -q torch==2.13.0
+
+# (a test install holds everything the demo needs: it stands for the demo's)
+$(DEMO_STAMP): pyproject.toml setup.py | $(BIN)/python
+	@if [ $(TEST_STAMP) -nt pyproject.toml ] && [ $(TEST_STAMP) -nt setup.py ]; then touch $@; else \
+	  echo "installing flowherd with the plan and report extras into $(VENV)"; \
+	  $(BIN)/pip install -q -e '.[plan,report]' && touch $@; fi
+
+$(TEST_STAMP): pyproject.toml setup.py | $(BIN)/python
+	$(BIN)/pip install -q --no-deps --no-index '$(TORCH)' 2>/dev/null || \
+	  $(BIN)/pip install -q --no-deps --index-url $(TORCH_INDEX) '$(TORCH)'
 	$(BIN)/pip install -q -e '.[test]'
-	touch $(STAMP)
+	touch $@ $(DEMO_STAMP)
 
 # The quick demo, budgeted at 5 minutes of wall time on 2 quiet cores (it prints the CPU time its
 # simulations took; README, "What the demo shows").
-demo: $(STAMP) aot
+demo: $(DEMO_STAMP) aot
 	$(BIN)/flowherd demo
 
 # Every literature baseline and every flowherd policy: several times as long (CASSINI and Crux
 # cost 7-10 runs without control each).
-demo-full: $(STAMP)
+demo-full: $(DEMO_STAMP)
 	$(BIN)/flowherd demo --full
 
 # Debian's Chromium, for the one test that renders the HTML report headless (skipped without it
@@ -37,20 +53,20 @@ browser:
 # The engine's kernels compiled ahead of time (flowherd.engine.aot: a collective then starts without
 # numba). The install builds them; after an edit of a kernel module this rebuilds them (about a
 # minute of CPU); until then the kernels fall back to numba's JIT, same numbers, slower start.
-aot: $(STAMP)
+aot: $(DEMO_STAMP)
 	$(BIN)/python -m flowherd.engine.aot_build --if-stale
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
 # ruff, then every test but the long validations (marker `slow`), one pytest-xdist worker per
 # core, a test file's tests on one worker (its module fixtures built once): 5-9 minutes on 2 cores.
-test: $(STAMP) aot browser lint
+test: $(TEST_STAMP) aot browser lint
 	FLOWHERD_REQUIRE_AOT=1 $(BIN)/pytest -q -m "not slow" -n auto --dist loadfile
 
 # Everything, the slow validations (the full demo on the embedded default, large fabrics,
 # SIGKILL-and-resume sweeps) included: about 20 minutes on 2 cores.
-test-all: $(STAMP) aot browser lint
+test-all: $(TEST_STAMP) aot browser lint
 	FLOWHERD_REQUIRE_AOT=1 $(BIN)/pytest -q
 
 # flowherd's congestion model against ns-3 (validation/README.md; not part of `make test`).
@@ -62,20 +78,22 @@ ns3:
 
 # lossy model against mainline ns-3, then the lossless one against the RDMA fork (HPCC_NS3: its
 # simulation/ directory, built as validation/README.md "Lossless" says)
-validate: $(STAMP) ns3
+validate: $(TEST_STAMP) ns3
 	$(BIN)/python validation/run.py
 	$(BIN)/python validation/run_roce.py
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/engine.py
 
 # Start-up and run times against the README's budgets (--with-make adds `make demo` and `make test`).
-startup: $(STAMP) aot
+startup: $(TEST_STAMP) aot
 	$(BIN)/python benchmarks/startup.py
 
-# Regenerate docs/scenario-schema.md from the pydantic models (a test checks it is current).
-docs: $(STAMP)
+# Regenerate docs/scenario-schema.md from the pydantic models and docs/results-schema.md from the
+# result store's tables (tests check both are current).
+docs: $(TEST_STAMP)
 	$(BIN)/python docs/generate_schema.py
+	$(BIN)/python docs/generate_results_schema.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -5,7 +5,7 @@
     python benchmarks/astra_compare.py --astra BUILD --floor 64 --repeats 9   # the start-up floor
     python benchmarks/astra_compare.py --astra BUILD --ops resnet50 --sizes 64 256
 
-The cases are those of ../shared/data/peers/astra_sim_analytical.md (astra-sim 518bd513): ring
+The cases are those of docs/sources/astra_sim_analytical.md (astra-sim 518bd513): ring
 AllReduce and direct AllToAll of 1 GiB on one switch (``topology: [Switch]``, 50 GB/s with
 GB = 2^30 B, 1 us per link, so a message crosses two links), the shipped 4-chunk system config
 (``Ring_4chunks.json``; for AllToAll its ``all-to-all-implementation: direct`` variant), and

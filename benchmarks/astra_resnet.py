@@ -4,7 +4,7 @@
 
 The workload is ASTRA-sim 1.0's text file ``Resnet50_DataParallel.txt`` (copied, with its
 provenance and licence, in benchmarks/data/astra/), the case of section 7 of
-../shared/data/peers/astra_sim_analytical.md. `flowherd.workload.chakra_text` reads it as Chakra's
+docs/sources/astra_sim_analytical.md. `flowherd.workload.chakra_text` reads it as Chakra's
 ``TextConverter`` (astra-sim/chakra f37c2bb, ``src/converter/text_converter.py``,
 ``convert_data_parallel`` with ``num_passes=1``) does, and gives both sides of the comparison the
 converter's graph:

@@ -7,7 +7,7 @@ Both simulators read the same Chakra ET files through their own readers (flowher
 `flowherd.workload.ChakraJob`'s `chakra_read` / `chakra_graph`; ASTRA-sim: Chakra's feeder) and run
 them on the same fabric: N NPUs around one switch (``topology: [Switch]``, 50 GB/s with GB = 2^30 B,
 1 us per link, so a message crosses two links: 2 us a ring step), as
-../shared/data/peers/astra_sim_analytical.md does. flowherd runs every collective as a ring (an
+docs/sources/astra_sim_analytical.md does. flowherd runs every collective as a ring (an
 AllToAll as direct sends) with the paths' latencies only (``latency_model="fabric"``: no NCCL
 step latency, which ASTRA-sim does not model), at ``collective`` fidelity.
 

@@ -21,7 +21,7 @@ LAYERS = {
     "planning": 6,
     "control": 7,
     "experiments": 8, "rl": 8,
-    "report": 9,
+    "report": 9, "results": 9,
     "cli": 10,
 }
 SRC = Path(__file__).resolve().parents[1] / "src" / "flowherd"

@@ -120,6 +120,22 @@ def parse_size(text: str | float | int, *, field: str | None = None) -> int:
     return round(value * factor)
 
 
+def parse_nccl_size(text: str | float | int, *, field: str | None = None) -> int:
+    """Parse a size as nccl-tests' ``-b``, ``-e`` and ``-i`` read it: a bare ``K``, ``M`` or ``G``
+    is a power of 1,024 (``parsesize`` in nccl-tests' ``src/common.cu``: "M=Mebibytes and
+    G=Gibibytes"); a unit with ``B`` keeps flowherd's meaning (``KB`` 10**3, ``KiB`` 2**10).
+
+    >>> parse_nccl_size("1G"), parse_nccl_size("64K"), parse_nccl_size("8"), parse_nccl_size("1GB")
+    (1073741824, 65536, 8, 1000000000)
+    """
+    value, unit = _split(text, "size", field)
+    binary = {"k": KiB, "m": MiB, "g": GiB}.get(unit.lower()) if len(unit) == 1 else None
+    if binary is None:
+        return parse_size(text, field=field)
+    _check(value * binary, "size", text, field, allow_zero=True, limit=MAX_SIZE_BYTES, shown_limit="1 PiB")
+    return round(value * binary)
+
+
 def parse_rate(text: str | float | int, *, field: str | None = None) -> float:
     """Parse a rate such as ``"400Gbps"`` (bits) or ``"900GB/s"`` (bytes) into bytes per second.
 

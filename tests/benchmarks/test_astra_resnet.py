@@ -1,6 +1,6 @@
 """The ResNet-50 data-parallel case of benchmarks/astra_compare.py (benchmarks/astra_resnet.py):
 ASTRA-sim 1.0's text workload read as Chakra's TextConverter reads it, and one iteration on
-flowherd compute bound as ASTRA-sim finds it (../shared/data/peers/astra_sim_analytical.md §7)."""
+flowherd compute bound as ASTRA-sim finds it (docs/sources/astra_sim_analytical.md §7)."""
 
 import hashlib
 import importlib.util

@@ -1,4 +1,4 @@
-"""Scenario files: the YAML contract of issue 3 and one clear error per bad input."""
+"""Scenario files: the YAML contract and one clear error per bad input."""
 
 import copy
 
@@ -158,3 +158,27 @@ def test_planner_pace_defaults_on_where_the_network_queues(network, pace, expect
     if pace is not None:
         data["planner"] = {"pace": pace}
     assert scenario_from_mapping(data).pace is expected
+
+
+@pytest.mark.parametrize(("key", "said"), [
+    ("max_bacth", "did you mean 'max_batch'"),
+    ("prompt_token", "did you mean 'prompt_tokens'"),
+    ("batch_szie", "expected one of tp, ep, instances"),
+])
+def test_a_serving_typo_gets_the_closest_key_or_the_list(key, said):
+    base = {"fabric": {"kind": "leaf-spine", "servers": 2, "gpus_per_server": 8, "leaves": 1, "spines": 1},
+            "workload": {"jobs": [{"name": "s", "kind": "inference", "model": "llama3-8b",
+                                   "serving": {key: 8}}]}}
+    with pytest.raises(ConfigError, match=rf"\(workload\.jobs\[0\]\.serving\.{key}\); {said}"):
+        scenario_from_mapping(base)
+
+
+def test_a_sweep_axis_under_serving_is_checked_before_any_run():
+    from flowherd.experiments.sweep import sweep_from_mapping
+
+    base = {"fabric": {"kind": "leaf-spine", "servers": 2, "gpus_per_server": 8, "leaves": 1, "spines": 1},
+            "workload": {"jobs": [{"name": "s", "kind": "inference", "model": "llama3-8b", "serving": {}}]}}
+    with pytest.raises(ConfigError, match="did you mean 'max_batch'"):
+        sweep_from_mapping({"base": base, "axes": {"workload.jobs[0].serving.max_bacth": [4, 8]}})
+    ok = sweep_from_mapping({"base": base, "axes": {"workload.jobs[0].serving.max_batch": [4, 8]}})
+    assert len(ok.points) == 2

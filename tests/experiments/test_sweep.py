@@ -117,9 +117,10 @@ def test_sweep_goes_on_after_a_failing_point_and_resume_skips_stored_runs(tmp_pa
     s = sweep_from_mapping({"name": "t", "base": set_field(TINY, "simulation.horizon", "3s"),
                             "axes": {"placement.method": ["no-such-placer", "first-fit"]}, "seeds": 1})
     seen = []
-    out = run_sweep(s, tmp_path, backend="inline", progress=lambda st: seen.append(st["status"]))
+    out = run_sweep(s, tmp_path, backend="inline",
+                    progress=lambda st: seen.append((st["phase"], st["status"])))
     assert (out.ok, out.failed, out.skipped, out.total) == (1, 1, 0, 2)
-    assert seen == [None, "failed", "ok"]
+    assert seen == [("starting", None), ("running", None), ("running", "failed"), ("running", "ok")]
     with pytest.raises(ConfigError, match="--resume"):
         run_sweep(s, tmp_path, backend="inline")
     again = run_sweep(s, tmp_path, backend="inline", resume=True)

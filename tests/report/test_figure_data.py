@@ -1,4 +1,4 @@
-"""What the figures draw, read back from the figures (issue 16's report fixes), not only that they
+"""What the figures draw, read back from the figures, not only that they
 render: the plotted values equal the series, one load compares methods side by side, an outlier
 tenant turns the axis logarithmic, the fabric's colours are tenants with numbered jobs, the Gantt
 title fits, and equal runs are labelled as ties."""
@@ -12,9 +12,11 @@ pytest.importorskip("matplotlib", reason="the report extra is not installed")
 
 from flowherd.report.data import (
     LINEAR_SPREAD_MAX,
+    ROW_STEP,
     controller_label,
     fabric_layout,
     jct_cdf,
+    job_labels,
     load_report_data,
     method_label,
     slowdown_vs_load,
@@ -66,7 +68,7 @@ def test_slowdown_over_loads_plots_each_methods_mean_at_each_load(data):
 
 
 def test_one_load_compares_the_methods_side_by_side(data):
-    # issue 16: "four dots at one load": with one load each method gets its own x position
+    # with one load, four dots on one x would hide each other: each method gets its own x position
     one = _one_load(data)
     series = slowdown_vs_load(one)
     assert all(len(s["load"]) == 1 for s in series.values()) and len(series) >= 2
@@ -90,7 +92,7 @@ def _tenant_data(data, factor):
 
 
 def test_an_outlier_tenant_turns_the_axis_logarithmic_and_keeps_the_others_readable(data):
-    outlier = _tenant_data(data, 34.0)  # issue 16: one 34x tenant bar squashed the others
+    outlier = _tenant_data(data, 34.0)  # one 34x tenant bar would squash the others
     _, series = tenant_slowdowns(outlier)
     assert tenant_axis_scale(series) == "log"
     ax = fig_tenant_fairness(outlier).axes[0]
@@ -123,9 +125,9 @@ def test_the_fabric_colours_tenants_and_numbers_jobs_in_the_legend(data):
     for name, k in lay.job_number.items():
         assert any(t.startswith(f"{k}: ") and t.endswith(f"({lay.job_tenant[name]})".replace("$", r"\$"))
                    for t in legend), (k, name)
-    numbers = {t.get_text(): t.get_position()[0] for t in ax.texts if t.get_text().isdigit()}
-    for name, k in lay.job_number.items():
-        assert numbers[str(k)] == pytest.approx(lay.job_span[name])
+    drawn = sorted((t.get_text(), *t.get_position()) for t in ax.texts if t.get_text().isdigit())
+    assert drawn == sorted((str(lab.number), lab.x, lab.y) for lab in job_labels(lay))
+    assert {int(text) for text, _, _ in drawn} == set(lay.job_number.values())  # every job is named
     # the GPUs take as many colours as there are tenants, not one per job
     gpu_colors = set()
     for coll in ax.collections[1:]:
@@ -165,3 +167,25 @@ def test_the_html_charts_draw_the_same_choices(data):
     assert "1 seed" in fig.layout.title.text
     assert plot_tenants(_tenant_data(data, 34.0)).layout.yaxis.type == "log"
     assert plot_tenants(data).layout.yaxis.type == "linear"
+
+
+def test_job_numbers_sit_on_their_own_gpus_in_every_server_and_do_not_collide(data):
+    for view in data.detail:
+        lay = fabric_layout(view)
+        g = lay.num_gpus
+        labels = job_labels(lay)
+        for lab in labels:
+            # the job's GPUs in the server box the label is in, on the row the job takes there
+            box = next((x0, x1) for x0, x1 in lay.server_box if x0 <= lab.x <= x1)
+            mine = [i for i in range(g) if lab.job in lay.occupants[i] and box[0] <= lay.node_x[i] <= box[1]]
+            assert mine, (lab, box)
+            assert min(lay.node_x[mine]) <= lab.x <= max(lay.node_x[mine])
+            rows = {-ROW_STEP * lay.occupants[i].index(lab.job) for i in mine}
+            assert any(abs(lab.y - r) <= 0.5 * ROW_STEP for r in rows)
+        for a in labels:  # no two numbers drawn on one spot
+            assert not any(b is not a and abs(a.x - b.x) < 2.5 and abs(a.y - b.y) < 0.3 * ROW_STEP
+                           for b in labels), a
+        # one label per job, server it ran in and row it took there
+        blocks = {(j, d, next(s for s, (x0, x1) in enumerate(lay.server_box) if x0 <= lay.node_x[i] <= x1))
+                  for i in range(g) for d, j in enumerate(lay.occupants[i])}
+        assert len(labels) == len(blocks)

@@ -52,12 +52,15 @@ COMMANDS: dict[str, CommandEntry] = {
                 "it."),
     "sweep": CommandEntry(
         module="flowherd.cli.sweep_cmd", extras=("sweep",),
-        summary="Run a sweep: every point x seed on a local Ray instance (or --address), stored run by "
-                "run."),
+        summary="Run a sweep: every point x seed, in this process or on Ray, stored run by run."),
     "report": CommandEntry(
         module="flowherd.cli.report_cmd", extras=("report",),
         summary="Draw a result store: JCT CDF, slowdown against load, fairness, utilization, Gantt, "
                 "fabric."),
+    "results": CommandEntry(
+        module="flowherd.cli.results_cmd", extras=("store",),
+        summary="Print a result store's numbers: per point (means over seeds), per run, CSV, JSON or "
+                "Parquet."),
     "train": CommandEntry(
         module="flowherd.cli.train_cmd", extras=("rl",),
         summary="Train a policy for a scenario's collectives (priority class, buffer or not) and save "
@@ -75,6 +78,7 @@ COMMANDS: dict[str, CommandEntry] = {
 EXTRAS: dict[str, tuple[str, ...]] = {
     "plan": ("highspy",),
     "store": ("duckdb",),
+    "results": ("duckdb", "pandas"),
     "sweep": ("ray", "duckdb"),
     "report": ("matplotlib", "plotly", "duckdb"),
     "rl": ("gymnasium", "stable_baselines3", "torch"),

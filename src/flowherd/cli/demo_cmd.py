@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from flowherd.cli import app
 from flowherd.cli.checks import plain
+from flowherd.cli.columns import cell
 from flowherd.cli.simulate_cmd import _console, _fmt, run_and_report
 from flowherd.sanitize import shown
 
@@ -533,6 +534,7 @@ def _conclude(out: Path, store: Path, con: Any, todo: list[_Todo], runs: dict[st
               f"under the grant {_grant_name()!r}:", highlight=False)
     for what, p in lines.items():
         con.print(f"  {what}: {p.phrase()}", highlight=False)
+    _print_no_effect(con, candidates, uncontrolled[planner])
     _print_cost(con, {roles[g]: candidates[b] for g, b in best.items() if b}, uncontrolled[planner])
     wall_s = time.perf_counter() - wall0
     con.print(f"[bold]demo[/] done in {wall_s / 60:.1f} min; results in {escape(shown(store))}; report: "
@@ -581,7 +583,8 @@ def _print_candidates(con: Any, candidates: dict[str, dict[int, dict[str, Any]] 
     table = Table(title="controllers on the heuristic plan, means over the seeds (best of each "
                         "group: most jobs finished, then lowest mean JCT; candidates the seeds cannot "
                         "tell apart are ties)")
-    for col in ("controller", "group", "jobs finished", "mean JCT", "p99 JCT", "mean slowdown", ""):
+    for col in ("controller", "group", "jobs finished", "mean JCT (s)", "p99 JCT (s)", "mean slowdown (x)",
+                ""):
         table.add_column(col, justify="left" if col in ("controller", "group", "") else "right")
 
     def mean(rs: list[dict[str, Any]], key: str) -> float | None:
@@ -599,23 +602,58 @@ def _print_candidates(con: Any, candidates: dict[str, dict[int, dict[str, Any]] 
                 continue
             rs = list(per_seed.values())
             jobs = f"{sum(r['jobs_finished'] for r in rs)}/{sum(r['jobs_total'] for r in rs)}"
-            table.add_row(plain(name), kind, jobs,
-                          _fmt(mean(rs, "mean_jct_s")), _fmt(mean(rs, "p99_jct_s")),
-                          _fmt(mean(rs, "mean_slowdown"), "x"), mark)
+            table.add_row(plain(name), kind, jobs, cell(mean(rs, "mean_jct_s")), cell(mean(rs, "p99_jct_s")),
+                          cell(mean(rs, "mean_slowdown")), mark)
     con.print(table)
 
 
 def _print_methods(con: Any, data: Any) -> None:
     from rich.table import Table
 
-    table = Table(title="the report's methods")
-    for col in ("method", "jobs finished", "mean JCT", "p99 JCT", "mean slowdown", "makespan"):
+    seeds = len({r["seed"] for r in data.runs})
+    table = Table(title=f"the report's methods, means over the {seeds} seeds")
+    for col in ("method", "jobs finished", "mean JCT (s)", "p99 JCT (s)", "mean slowdown (x)",
+                "makespan (s)"):
         table.add_column(col, justify="left" if col == "method" else "right")
+
+    def mean(rs: list[dict[str, Any]], key: str) -> float | None:
+        xs = [float(r[key]) for r in rs if r.get(key) is not None]
+        return math.fsum(xs) / len(xs) if xs else None
+
     for m in data.methods:
-        for r in (r for r in data.runs if r["method"] == m and r["status"] == "ok"):
-            table.add_row(plain(m), f"{r['jobs_finished']}/{r['jobs_total']}", _fmt(r["mean_jct_s"]),
-                          _fmt(r["p99_jct_s"]), _fmt(r["mean_slowdown"], "x"), _fmt(r["makespan_s"]))
+        rs = [r for r in data.runs if r["method"] == m and r["status"] == "ok"]
+        table.add_row(plain(m), f"{sum(r['jobs_finished'] for r in rs)}/{sum(r['jobs_total'] for r in rs)}",
+                      cell(mean(rs, "mean_jct_s")), cell(mean(rs, "p99_jct_s")),
+                      cell(mean(rs, "mean_slowdown")), cell(mean(rs, "makespan_s")))
     con.print(table)
+
+
+#: A controller whose mean JCT is within this fraction of no control's on every seed is said to
+#: equal it, with the reason below.
+SAME_AS_NONE = 1e-3
+#: Why a controller's runs can equal those without control on every seed, said when they do.
+NO_EFFECT = {
+    "cassini": "CASSINI time-shifts jobs whose periodic traffic shares a link, and the heuristic plan routes "
+               "the trainings apart (a link rarely carries two of them), so it shifts next to nothing",
+    "crux": "its decisions set priority classes, which the grant does not hold, so they are refused",
+    "sincronia": "its lever (priority classes) is not in the grant, so its decisions are refused",
+    "varys": "its levers (rates, priority classes) are not in the grant, so its decisions are refused",
+}
+
+
+def _print_no_effect(con: Any, candidates: dict[str, dict[int, dict[str, Any]] | None],
+                     none: dict[int, dict[str, Any]]) -> None:
+    """Name the controllers whose mean JCT is no control's on every seed (within `SAME_AS_NONE`),
+    with the reason."""
+    for name, runs in candidates.items():
+        if not runs or set(runs) != set(none):
+            continue
+        a, b = _jcts(runs), _jcts(none)
+        if len(a) == len(b) == len(runs) and all(abs(a[s] - b[s]) <= SAME_AS_NONE * b[s] for s in a):
+            exact = all(a[s] == b[s] for s in a)
+            why = NO_EFFECT.get(name, "its decisions hardly changed a run")
+            same = "equals no control" if exact else f"is within {100 * SAME_AS_NONE:g}% of no control"
+            con.print(f"  {name} {same} on every seed: {why}", highlight=False, markup=False)
 
 
 @app.command("demo")
@@ -636,10 +674,10 @@ def demo(
     """The whole pipeline on the embedded default: plan, simulate without and with control, store, report.
 
     Plans the jobs (packed placer, flowherd's heuristic), simulates both without control, then the
-    heuristic's plan under literature baselines (adaptive routing, Varys; --full: all five) and the
-    flowherd policy (--full: every flowherd policy), stores the runs, reports no control, the best
-    baseline and the best flowherd policy, and prints where the report is (--json: one run without
-    control, as simulate --json).
+    heuristic's plan under literature baselines (adaptive routing and CASSINI; --full: also Crux,
+    Sincronia and Varys) and the flowherd policy (--full: every flowherd policy), stores the runs,
+    reports no control, the best baseline and the best flowherd policy, and prints where the report
+    is (--json: one run without control, as simulate --json).
     """
     from flowherd.experiments.budget import set_limits
 

@@ -75,18 +75,20 @@ def plan(
     from rich.console import Console
     from rich.table import Table
 
-    from flowherd.units import format_time
+    from flowherd.cli.columns import cell
 
     table = Table(title=plain(f"{sc.name}: plan by {p.method} ({p.status}) for {len(p.jobs)} jobs on "
                               f"{sc.fabric.num_gpus} GPUs"))
-    for col in ("job", "GPUs", "first GPU", "start", "iteration", "predicted JCT"):
+    for col in ("job", "GPUs", "first GPU", "start (s)", "iteration (s)", "predicted JCT (s)"):
         table.add_column(col, justify="left" if col == "job" else "right")
     for j in p.jobs:
-        table.add_row(plain(j.name), str(len(j.gpus)), str(j.gpus[0]), format_time(j.start_s),
-                      format_time(j.predicted_iteration_s), format_time(j.predicted_jct_s))
+        table.add_row(plain(j.name), str(len(j.gpus)), str(j.gpus[0]), cell(j.start_s),
+                      cell(j.predicted_iteration_s, 3), cell(j.predicted_jct_s))
     con = Console()
+    if not con.is_terminal:  # piped: wide enough that job names are not cut
+        con = Console(width=150)
     con.print(table)
-    con.print(f"predicted mean JCT {format_time(p.objective)}, lower bound {format_time(p.lower_bound)}, "
+    con.print(f"predicted mean JCT {cell(p.objective)} s, lower bound {cell(p.lower_bound)} s, "
               f"gap {100 * p.gap:.2f}%, solved in {p.solve_s:.2f} s")
     if out is not None:
         con.print(f"plan written to {plain(out)}", markup=False, highlight=False, soft_wrap=True)

@@ -177,13 +177,16 @@ def _print_run(run: Any) -> None:
     table = Table(title=plain(f"{scenario.name}: {len(run.jobs)} jobs on {scenario.fabric.num_gpus} GPUs "
                               f"({scenario.placement} placement, {scenario.fidelity} fidelity, "
                               f"seed {scenario.seed})"))
-    for col in ("job", "tenant", "kind", "GPUs", "queue", "JCT", "mean iteration", "slowdown", "comm share"):
+    from flowherd.cli.columns import cell
+
+    for col in ("job", "tenant", "kind", "GPUs", "queue (s)", "JCT (s)", "mean iteration (s)",
+                "slowdown (x)", "comm share (%)"):
         table.add_column(col, justify="left" if col in ("job", "tenant", "kind") else "right")
     for j in run.jobs:
         table.add_row(plain(j["name"]), plain(j["tenant"]), plain(j["kind"]), str(j["num_gpus"]),
-                      _fmt(j["queue_s"]),
-                      _fmt(j["jct_s"]) if j["finished"] else "unfinished", _fmt(j["mean_iteration_s"]),
-                      _fmt(j["slowdown"], "x"), _fmt(j["comm_share"], "x"))
+                      cell(j["queue_s"]), cell(j["jct_s"]) if j["finished"] else "unfinished",
+                      cell(j["mean_iteration_s"], 3), cell(j["slowdown"]),
+                      cell(j["comm_share"], 1, scale=100))
     con.print(table)
     s = run.summary
     con.print(f"finished {s['jobs_finished']}/{s['jobs_total']} jobs; mean JCT {_fmt(s['mean_jct_s'])}, "

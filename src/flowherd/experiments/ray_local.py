@@ -9,13 +9,16 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from flowherd.errors import ConfigError
 
-__all__ = ["RAY_MIN_ADDRESS_SPACE_BYTES", "check_address_space", "limits_env", "start_local_ray"]
+__all__ = ["RAY_MIN_ADDRESS_SPACE_BYTES", "check_address_space", "limits_env", "ray_messages_to",
+           "start_local_ray"]
 
 # Ray reads this when `ray._private.ray_constants` is imported: with it off, a node started for
 # 127.0.0.1 keeps 127.0.0.1 (on Linux Ray otherwise replaces a loopback node IP with the address
@@ -69,6 +72,43 @@ def limits_env() -> dict[str, str]:
     from flowherd.experiments.budget import MAX_EVENTS_ENV, MAX_MEMORY_ENV
 
     return {k: os.environ[k] for k in (MAX_MEMORY_ENV, MAX_EVENTS_ENV) if os.environ.get(k)}
+
+
+@contextlib.contextmanager
+def ray_messages_to(path: Path) -> Iterator[Path]:
+    """Send what Ray prints into this process's stdout and stderr (its start-up warnings, such as
+    the token-authentication notice) to the file `path` while the block runs, so that a progress
+    display drawn on the terminal stays whole.
+
+    Python-level only: the handlers of Ray's loggers and ``sys.stdout`` / ``sys.stderr`` are pointed
+    at the file and back. A console that holds the terminal's stream itself (``rich.Console(file=
+    sys.stderr)``, made before the block) still draws there.
+    """
+    terminal = {id(s) for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)}
+    with open(path, "a", encoding="utf-8") as log, contextlib.redirect_stderr(log), \
+            contextlib.redirect_stdout(log):
+        moved: dict[logging.StreamHandler, Any] = {}
+        for h in _ray_handlers():
+            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler) \
+                    and id(getattr(h, "stream", None)) in terminal:
+                moved[h] = h.setStream(log)
+        before = _ray_handlers()
+        try:
+            yield path
+        finally:
+            for h, stream in moved.items():
+                h.setStream(stream)
+            for h in _ray_handlers() - before:  # made inside the block, bound to the file
+                if isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is log:
+                    h.setStream(sys.__stderr__)
+
+
+def _ray_handlers() -> set[logging.Handler]:
+    found: set[logging.Handler] = set()
+    for name, logger in [("", logging.getLogger()), *logging.Logger.manager.loggerDict.items()]:
+        if (name == "" or name == "ray" or name.startswith("ray.")) and isinstance(logger, logging.Logger):
+            found.update(logger.handlers)
+    return found
 
 
 @contextlib.contextmanager

@@ -357,6 +357,23 @@ def _time(value: str | float, field: str) -> float:
     return parse_time(value, field=field)
 
 
+def serving_keys() -> list[str]:
+    """The keys a job's ``serving:`` mapping takes (`InferenceJob`'s fields, less the job's own)."""
+    own = ("model", "gpu", "name", "tenant", "submit_s")
+    return [f.name for f in dataclasses.fields(InferenceJob) if f.name not in own]
+
+
+def check_serving_key(key: str, field: str) -> None:
+    """A `ConfigError` naming `field` unless `key` is a ``serving:`` key, with the closest one or the
+    list of keys."""
+    keys = serving_keys()
+    if key in keys:
+        return
+    close = difflib.get_close_matches(key, keys, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"expected one of {', '.join(keys)}"
+    raise ConfigError(f"unknown serving field {key!r} ({field}); {hint}")
+
+
 def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None) -> Job:
     gpu = m.gpu or default_gpu
     submit_s = _time(m.submit, f"{field}.submit")
@@ -369,12 +386,8 @@ def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None) ->
                           "job of Chakra traces")
     try:
         if m.kind == "inference":
-            known = {f.name for f in dataclasses.fields(InferenceJob)}
             for key in m.serving:
-                if key not in known or key in ("model", "gpu", "name", "tenant", "submit_s"):
-                    close = difflib.get_close_matches(key, sorted(known), n=1)
-                    hint = f"; did you mean {close[0]!r}?" if close else ""
-                    raise ConfigError(f"unknown serving field {key!r} ({field}.serving.{key}){hint}")
+                check_serving_key(key, f"{field}.serving.{key}")
             eff = {} if m.efficiency is None else {"efficiency": m.efficiency}
             return InferenceJob(model=m.model, gpu=gpu, name=m.name, tenant=m.tenant, submit_s=submit_s,
                                 **eff, **m.serving)

@@ -425,6 +425,16 @@ class ResultStore:
         rows = self._execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()
         return sorted(rows, key=repr)
 
+    # ---- export (flowherd.results) --------------------------------------------------------------
+    def dataframe(self, sql: str, params: list[Any] | None = None) -> Any:
+        """The rows of a SQL query as a pandas ``DataFrame`` (pandas: the ``results`` extra)."""
+        return self._con.execute(sql, params or []).df()
+
+    def copy_parquet(self, sql: str, path: str | Path) -> None:
+        """Write the rows of a SQL query (no parameters) to a Parquet file (DuckDB's writer)."""
+        target = str(path).replace("'", "''")
+        self._con.execute(f"COPY ({sql}) TO '{target}' (FORMAT PARQUET)")
+
     def close(self) -> None:
         """Close the file (a writable store is checkpointed first: its write-ahead log folded in).
 

@@ -4,6 +4,8 @@ A sweep file (YAML)::
 
     name: oversub-vs-load
     base: default                  # an embedded scenario, a YAML path (relative to this file) or a mapping
+    set:                           # optional: fields set alike in every point (not swept, no column)
+      simulation.horizon: 2min
     axes:                          # dotted scenario field paths; list items as ``jobs[0]``
       fabric.oversubscription: [1, 2, 4]
       workload.background.load: [0.0, 0.2]
@@ -57,6 +59,7 @@ __all__ = [
     "Sweep",
     "SweepOutcome",
     "canonical_hash",
+    "choose_backend",
     "execute_run",
     "load_sweep",
     "run_record",
@@ -68,6 +71,12 @@ __all__ = [
 
 #: Seconds between two calls of `sweep_from_mapping`'s progress while it makes the points.
 PROGRESS_EVERY_S = 2.0
+#: Sweeps of at most this many runs to run run by default in this process, one after the other: a
+#: local Ray instance takes 10-20 s to start on two idle cores (minutes on a loaded machine), more
+#: than such a sweep of small scenarios gains from running on both cores.
+INLINE_MAX_RUNS = 32
+#: The file beside the store that takes Ray's own messages (start-up warnings, worker logs).
+RAY_LOG = "ray.log"
 # a sweep's runs are listed up front (and each is a row of the store): a million is far beyond any
 # sweep this tool is for, and still a list of a few hundred MB
 MAX_RUNS = 1_000_000
@@ -81,6 +90,7 @@ class _SweepModel(BaseModel):
 
     name: str = "sweep"
     base: str | dict[str, Any]
+    fixed: dict[str, Any] = Field(default_factory=dict, alias="set")
     axes: dict[str, list[Any]] = Field(default_factory=dict)
     seeds: int | list[int] = 1
     points: list[dict[str, Any]] | None = None
@@ -200,7 +210,14 @@ def _check_schema(parts: list[str | int], path: str, field: str, base_fabric: An
         if model is None:
             if parts[:i] == ["fabric"] and isinstance(part, str):
                 _check_fabric_key(part, path, field, base_fabric)
-            return  # free-form below here (controller.params, serving), checked when the scenario is built
+            if i >= 1 and parts[i - 1] == "serving" and isinstance(part, str):
+                from flowherd.experiments.scenario import check_serving_key
+
+                try:
+                    check_serving_key(part, field)
+                except ConfigError as err:
+                    raise ConfigError(f"axis {path!r}: {err}") from None
+            return  # free-form below here (controller.params), checked when the scenario is built
         if isinstance(part, int):
             continue
         fields = model.model_fields
@@ -292,7 +309,7 @@ def _from_validation(err: ValidationError) -> ConfigError:
     where = ".".join(str(p) for p in e["loc"]) or "sweep"
     if e["type"] == "extra_forbidden":
         key = str(e["loc"][-1])
-        known = list(_SweepModel.model_fields)
+        known = [f.alias or n for n, f in _SweepModel.model_fields.items()]
         close = difflib.get_close_matches(key, known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return ConfigError(f"unknown sweep field {key!r} ({where}){hint}; expected one of: "
@@ -328,6 +345,9 @@ def sweep_from_mapping(data: Mapping[str, Any], *, base_dir: Path | None = None,
     except ValidationError as err:
         raise _from_validation(err) from None
     base = _base_mapping(m.base, base_dir)
+    for path, value in m.fixed.items():  # the same for every point: part of the base, not a column
+        _check_schema(_parse_path(path, f"set.{path}"), path, f"set.{path}", base.get("fabric"))
+        base = set_field(base, path, value, field=f"set.{path}")
     if m.points is not None:
         if not m.points:
             raise ConfigError("points must list at least one point, got [] (points)")
@@ -504,7 +524,7 @@ def store_run_result(store_path: str | Path, scenario: Mapping[str, Any], run: A
 
 def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = None,
               num_cpus: int | None = None, resume: bool = False, retry_failed: bool = False,
-              batch: int | None = None, backend: str = "ray",
+              batch: int | None = None, backend: str = "auto",
               progress: Callable[[dict[str, Any]], None] | None = None) -> SweepOutcome:
     """Run every run of `sweep` and store each in the DuckDB file `store_path` as it finishes.
 
@@ -519,18 +539,23 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
             this sweep is an error (it would mix two executions).
         retry_failed: With `resume`, run the stored failed runs again.
         batch: Runs per Ray task (default: the sweep's ``batch``, or chosen from the run count).
-        backend: "ray", or "inline" (this process, one run after the other; for debugging).
-        progress: Called once before the first run and after each stored run with ``{"done",
-            "failed", "total", "run_id", "status", "skipped_failed"}`` (``done`` counts skipped runs
-            too; ``skipped_failed``: skipped runs that are stored as failed).
+        backend: "ray", "inline" (this process, one run after the other), or "auto": inline for
+            at most `INLINE_MAX_RUNS` runs to do without `address` or `num_cpus`, else Ray
+            (`choose_backend`). Ray's own messages go to ``ray.log`` beside the store.
+        progress: Called with ``{"done", "failed", "total", "run_id", "status", "skipped_failed",
+            "phase", "backend", "executed"}``: once before anything starts (``phase`` "starting"),
+            once when the runs start (``phase`` "running": Ray is up) and after each stored run
+            (``phase`` "running", ``run_id`` and ``status`` set). ``done`` counts skipped runs too,
+            ``executed`` only the runs executed by this call; ``skipped_failed``: skipped runs that
+            are stored as failed.
 
     Raises:
         ConfigError: A store holding runs of this sweep without `resume`, a bad backend.
     """
     from flowherd.experiments.store import ResultStore
 
-    if backend not in ("ray", "inline"):
-        raise ConfigError(f"backend must be 'ray' or 'inline', got {backend!r} (backend)")
+    if backend not in ("ray", "inline", "auto"):
+        raise ConfigError(f"backend must be 'auto', 'ray' or 'inline', got {backend!r} (backend)")
     wall0 = time.perf_counter()
     runs = sweep.runs
     store = ResultStore(store_path)
@@ -546,8 +571,11 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
             present = {k: v for k, v in present.items() if v == "ok"}
         skipped_failed = sum(v != "ok" for v in present.values())
         todo = [r for r in runs if r.run_id not in present]
+        chosen = (choose_backend(len(todo), address=address, num_cpus=num_cpus) if backend == "auto"
+                  else backend)
         state = {"done": len(runs) - len(todo), "failed": sum(v != "ok" for v in present.values()),
-                 "total": len(runs), "run_id": None, "status": None, "skipped_failed": skipped_failed}
+                 "total": len(runs), "run_id": None, "status": None, "skipped_failed": skipped_failed,
+                 "phase": "starting", "backend": chosen, "executed": 0}
         counts = {"ok": 0, "failed": 0}
         by_id = {r.run_id: r for r in todo}
 
@@ -555,23 +583,44 @@ def run_sweep(sweep: Sweep, store_path: str | Path, *, address: str | None = Non
             store.write_run(sweep=sweep.name, run=by_id[run_id], record=rec)
             counts["ok" if rec["status"] == "ok" else "failed"] += 1
             state["done"] += 1
+            state["executed"] += 1
             state["failed"] += rec["status"] != "ok"
             state["run_id"], state["status"] = run_id, rec["status"]
             if progress is not None:
                 progress(dict(state))
 
+        def running() -> None:
+            state["phase"] = "running"
+            if progress is not None:
+                progress(dict(state))
+
         if progress is not None:
             progress(dict(state))
-        if todo and backend == "inline":
+        if todo and chosen == "inline":
+            running()
             for r in todo:
                 record(r.run_id, execute_run(r.scenario()))
         elif todo:
             from flowherd.experiments.sweep_ray import run_on_ray
 
             run_on_ray(todo, record, execute_run, address=address, num_cpus=num_cpus,
-                       batch=batch if batch is not None else sweep.batch)
+                       batch=batch if batch is not None else sweep.batch, started=running,
+                       log_path=path.parent / RAY_LOG)
     finally:
         store.close()
     return SweepOutcome(total=len(runs), skipped=len(runs) - len(todo), ok=counts["ok"],
                         failed=counts["failed"], wall_s=time.perf_counter() - wall0,
                         store_path=path, skipped_failed=skipped_failed)
+
+
+def choose_backend(n_runs: int, *, address: str | None = None, num_cpus: int | None = None) -> str:
+    """Where a sweep of `n_runs` runs by default: "ray" with a cluster `address`, a local Ray
+    instance's `num_cpus`, or more than `INLINE_MAX_RUNS` runs; else "inline".
+
+    >>> choose_backend(27), choose_backend(27, address="ray://head:10001"), choose_backend(500)
+    ('inline', 'ray', 'ray')
+    """
+    if address is not None or num_cpus is not None or n_runs > INLINE_MAX_RUNS:
+        return "ray"
+    return "inline"
+

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from flowherd.experiments.runs import Run
@@ -50,17 +51,24 @@ def _batch_size(requested: int, n_runs: int, workers: int) -> int:
 
 def run_on_ray(todo: Sequence[Run], record: Callable[[str, dict[str, Any]], None],
                execute: Callable[[dict[str, Any]], dict[str, Any]], *,
-               address: str | None, num_cpus: int | None, batch: int) -> None:
+               address: str | None, num_cpus: int | None, batch: int,
+               started: Callable[[], None] | None = None, log_path: Path | None = None) -> None:
     """Execute `todo` in Ray tasks of `batch` runs (0: chosen from the count), each run by
     ``execute(scenario)`` (`flowherd.experiments.sweep.execute_run`), and call
     ``record(run_id, record)`` in this process as each returns; a task whose worker died gives
-    failed records for its runs.
+    failed records for its runs. ``started()`` is called once Ray is up; Ray's own messages go to
+    ``log_path`` while it starts (`ray_messages_to`), so that a progress display stays whole.
 
     Raises:
         ConfigError: A local Ray instance that cannot start (`start_local_ray`).
     """
     from flowherd.experiments import budget
-    from flowherd.experiments.ray_local import check_address_space, limits_env, start_local_ray
+    from flowherd.experiments.ray_local import (
+        check_address_space,
+        limits_env,
+        ray_messages_to,
+        start_local_ray,
+    )
 
     if address is None:
         check_address_space()  # before Ray is imported: its start-up fails slowly under ulimit -v
@@ -73,6 +81,8 @@ def run_on_ray(todo: Sequence[Run], record: Callable[[str, dict[str, Any]], None
     per_run = min(_run_memory(todo[0]), limit)
     with contextlib.ExitStack() as stack:
         if not ray.is_initialized():
+            if log_path is not None:  # Ray's warnings (token authentication ...) out of the display
+                stack.enter_context(ray_messages_to(log_path))
             if address is None:
                 stack.enter_context(start_local_ray(num_cpus, memory_bytes=int(limit)))
             else:
@@ -80,6 +90,8 @@ def run_on_ray(todo: Sequence[Run], record: Callable[[str, dict[str, Any]], None
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING,
                          runtime_env={"env_vars": env} if env else None)
                 stack.callback(ray.shutdown)
+        if started is not None:
+            started()
         workers = max(1, int(ray.available_resources().get("CPU", 1)))
         size = _batch_size(batch, len(todo), workers)
         room = ray.available_resources().get("memory")

@@ -1,6 +1,6 @@
 """Fabrics of real clusters, by name: ``preset("dgx-superpod-h100-2su")``.
 
-Every preset cites its source in /work/shared/data/fabrics/fabric_facts.md (section numbers below)
+Every preset cites its source in docs/sources/fabric_facts.md (section numbers below)
 or small_topologies.md. Numbers a source does not give are marked "assumed" in the docstring.
 An unknown name raises `UnknownNameError` with the closest known name.
 """

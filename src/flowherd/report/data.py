@@ -450,7 +450,7 @@ class FabricLayout:
             GPUs carry their tenant's colour and the number, and the legend maps each number to
             its job (tens of job colours cannot be told apart; a handful of tenant colours can).
         job_tenant: Per job that ran, its tenant.
-        job_span: Per job that ran, the mean x of its GPUs (where its number is written).
+        job_span: Per job that ran, the mean x of its GPUs (its labels are per server: `job_labels`).
     """
 
     title: str
@@ -520,43 +520,101 @@ def fabric_layout(view: RunView) -> FabricLayout:
                         server_box=boxes, occupants=occ, job_number=number, job_tenant=tenant, job_span=span)
 
 
+#: Vertical distance between the rows of jobs stacked on a GPU in the fabric drawing.
+ROW_STEP = 0.17
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobLabel:
+    """Where a job's number is written in the fabric drawing: on its own row of GPUs, in the
+    middle of one server's block of them (`job_labels`)."""
+
+    job: str
+    number: int
+    x: float
+    y: float
+
+
+def job_labels(lay: FabricLayout) -> list[JobLabel]:
+    """A label per job per server it ran in: at the middle of its GPUs there, on the row it
+    takes on them (the first job on a GPU at row 0, the next below it ...). Two labels of one row
+    closer than a label's width are set apart vertically, so that no number covers another."""
+    g = lay.num_gpus
+    server_of = np.full(g, -1)
+    for s, (x0, x1) in enumerate(lay.server_box):
+        server_of[(lay.node_x[:g] >= x0) & (lay.node_x[:g] <= x1)] = s
+    blocks: dict[tuple[str, int, int], list[float]] = {}
+    for i in range(g):
+        for depth, job in enumerate(lay.occupants[i]):
+            blocks.setdefault((job, depth, int(server_of[i])), []).append(float(lay.node_x[i]))
+    out: list[JobLabel] = []
+    last_x: dict[int, float] = {}
+    nudged: dict[int, bool] = {}
+    for (job, depth, _), xs in sorted(blocks.items(), key=lambda kv: (kv[0][1], float(np.mean(kv[1])))):
+        x = float(np.mean(xs))
+        y = -ROW_STEP * depth
+        if depth in last_x and x - last_x[depth] < 2.5:  # about two digits wide at the drawing's scale
+            nudged[depth] = not nudged.get(depth, False)
+            if nudged[depth]:
+                y += 0.45 * ROW_STEP
+        else:
+            nudged[depth] = False
+        last_x[depth] = x
+        out.append(JobLabel(job=job, number=lay.job_number[job], x=x, y=y))
+    return out
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NetworkPanels:
-    """What the network figure of one run draws (`network_panels`).
+    """What the network figure of one run draws (`network_panels`): the same links in every panel.
 
     Attributes:
-        queue: Per link with a standing queue (highest peak first): name and the step series
-            ``(t_s, queue_bytes)``, starting at 0 bytes at time 0.
-        pause_s, ecn_marked_bytes, drop_bytes: Per link (name -> total), the links with some.
+        links: The links drawn, by name: the most queued, then the most paused, marked and dropping
+            ones (each link once).
+        queue: Per link of `links`: name and the step series ``(t_s, queue_bytes)``, starting at 0
+            bytes at time 0 (a link without a standing queue stays at 0).
+        pause_s, ecn_marked_bytes, drop_bytes: Per link of `links` (name -> total, 0 included).
         pause_series: Per paused link: its pause episodes ``(start_s, duration_s)``.
+        lossless: Nothing was dropped on any link of the run (PFC pauses instead of dropping).
     """
 
+    links: list[str]
     queue: list[tuple[str, np.ndarray, np.ndarray]]
     pause_s: dict[str, float]
     ecn_marked_bytes: dict[str, float]
     drop_bytes: dict[str, float]
     pause_series: dict[str, tuple[np.ndarray, np.ndarray]]
+    lossless: bool
+
+
+#: Of the links a network figure draws, how many are chosen by each measure, in this order.
+NETWORK_PICKS = (("queue_max_bytes", 3), ("pause_s", 3), ("ecn_marked_bytes", 2), ("drop_bytes", 2))
 
 
 def network_panels(view: RunView, *, top: int = 8) -> NetworkPanels | None:
-    """The congestion of one run: queue occupancy over time of the ``top`` links with the highest
-    peak queue, PFC pause time (total and episodes), ECN-marked and dropped bytes per link;
-    None when the run stored no congested link (``ideal``, or nothing congested)."""
+    """The congestion of one run on at most ``top`` links (`NETWORK_PICKS`: the highest peak queues,
+    then PFC pause time, ECN-marked and dropped bytes), every panel over the same links; None when
+    the run stored no congested link (``ideal``, or nothing congested)."""
     rows = view.network
     if not rows:
         return None
+    by_name = {r["name"]: r for r in rows}
+    links: list[str] = []
+    for key, quota in NETWORK_PICKS:
+        ranked = sorted((r for r in rows if r[key] > 0 and r["name"] not in links), key=lambda r: -r[key])
+        links += [r["name"] for r in ranked[:quota]][:max(0, top - len(links))]
     queue = []
-    for r in sorted(rows, key=lambda r: -r["queue_max_bytes"])[:top]:
-        if r["queue_max_bytes"] > 0:
-            t = np.concatenate([[0.0], np.asarray(r["series_t_s"] or [], dtype=float)])
-            q = np.concatenate([[0.0], np.asarray(r["series_queue_bytes"] or [], dtype=float)])
-            queue.append((r["name"], t, q))
+    for name in links:
+        r = by_name[name]
+        t = np.concatenate([[0.0], np.asarray(r["series_t_s"] or [], dtype=float)])
+        q = np.concatenate([[0.0], np.asarray(r["series_queue_bytes"] or [], dtype=float)])
+        queue.append((name, t, q))
 
     def totals(key: str) -> dict[str, float]:
-        best = sorted((r for r in rows if r[key] > 0), key=lambda r: -r[key])[:top]
-        return {r["name"]: float(r[key]) for r in best}
+        return {n: float(by_name[n][key]) for n in links}
 
     pauses = {r["name"]: (np.asarray(r["pause_t_s"] or [], dtype=float),
                           np.asarray(r["pause_dur_s"] or [], dtype=float)) for r in rows if r["pause_s"] > 0}
-    return NetworkPanels(queue=queue, pause_s=totals("pause_s"), ecn_marked_bytes=totals("ecn_marked_bytes"),
-                         drop_bytes=totals("drop_bytes"), pause_series=pauses)
+    return NetworkPanels(links=links, queue=queue, pause_s=totals("pause_s"),
+                         ecn_marked_bytes=totals("ecn_marked_bytes"), drop_bytes=totals("drop_bytes"),
+                         pause_series=pauses, lossless=all(r["drop_bytes"] == 0 for r in rows))

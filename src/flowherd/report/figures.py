@@ -17,15 +17,18 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.patheffects import withStroke
 
 from flowherd import atomic
 from flowherd.report.data import (
+    ROW_STEP,
     ReportData,
     RunView,
     fabric_layout,
     gantt,
     jain_index,
     jct_cdf,
+    job_labels,
     loads_measured,
     seeds_phrase,
     slowdown_vs_load,
@@ -248,9 +251,11 @@ def fig_fabric(view: RunView) -> Figure:
     segs = np.stack([np.stack([lay.node_x[lay.edges[ok, 0]], lay.node_y[lay.edges[ok, 0]]], 1),
                      np.stack([lay.node_x[lay.edges[ok, 1]], lay.node_y[lay.edges[ok, 1]]], 1)], 1)
     ax.add_collection(LineCollection(segs, colors="0.75", linewidths=0.5, zorder=1))
+    depth = max((len(o) for o in lay.occupants), default=1)
+    bottom = -0.13 - ROW_STEP * max(0, depth - 1)  # the boxes hold every row of stacked jobs
     for x0, x1 in lay.server_box:
-        ax.add_patch(Rectangle((x0 - 0.5, -0.3), x1 - x0 + 1, 0.6, facecolor="none", edgecolor="0.55",
-                               lw=0.6, zorder=1))
+        ax.add_patch(Rectangle((x0 - 0.5, bottom), x1 - x0 + 1, 0.3 - bottom, facecolor="none",
+                               edgecolor="0.55", lw=0.6, zorder=1))
     drawn = np.isfinite(lay.node_x)
     names = {1: "NIC", 2: "leaf", 3: "spine", 4: "core"}
     for t, name in names.items():
@@ -266,20 +271,18 @@ def fig_fabric(view: RunView) -> Figure:
     idle = [i for i in range(g) if not lay.occupants[i]]
     ax.scatter(lay.node_x[idle], np.zeros(len(idle)), s=14, marker="s", color="0.9", edgecolor="0.6",
                lw=0.3, zorder=3)
-    depth = max((len(o) for o in lay.occupants), default=1)
     for k in range(depth):
         ids = [i for i in range(g) if len(lay.occupants[i]) > k]
         if not ids:
             continue
-        ax.scatter(lay.node_x[ids], np.full(len(ids), -0.17 * k), s=14, marker="s",
+        ax.scatter(lay.node_x[ids], np.full(len(ids), -ROW_STEP * k), s=14, marker="s",
                    color=[tcolor[lay.job_tenant[lay.occupants[i][k]]] for i in ids], zorder=3 + k)
-    first_layer = {occ[0] for occ in lay.occupants if occ}
-    below = -0.3 - 0.17 * max(0, depth - 1)
-    for name, num in lay.job_number.items():
-        # numbers of jobs that ran first on their GPUs above the row, later ones below it
-        y, va = (0.34, "bottom") if name in first_layer else (below - 0.04, "top")
-        ax.text(lay.job_span[name], y, str(num), ha="center", va=va, fontsize=6, zorder=10,
-                color=tcolor[lay.job_tenant[name]], fontweight="bold")
+    # each job's number on its own GPUs, in every server it ran in (a white outline keeps it
+    # readable on its tenant's colour)
+    for lab in job_labels(lay):
+        ax.text(lab.x, lab.y, str(lab.number), ha="center", va="center", fontsize=6, zorder=10,
+                color="black", fontweight="bold",
+                path_effects=[withStroke(linewidth=1.8, foreground="white")])
     handles = [Patch(facecolor=tcolor[t], label=f"tenant {_t(t)}") for t in tcolor]
     handles.append(Patch(facecolor="0.9", edgecolor="0.6", label="idle GPU"))
     jobs = list(lay.job_number)
@@ -293,7 +296,7 @@ def fig_fabric(view: RunView) -> Figure:
               bbox_to_anchor=(1.0, 1.0), title="colour: tenant; number: job", title_fontsize=7,
               handlelength=1.0)
     top = float(np.nanmax(lay.node_y))
-    ax.set_ylim(-0.3 - 0.17 * max(0, depth - 1) - 0.35, top + 0.5)
+    ax.set_ylim(bottom - 0.15, top + 0.5)
     ax.set_xlim(float(np.nanmin(lay.node_x)) - 6, float(np.nanmax(lay.node_x)) + 1)
     ax.axis("off")
     ax.set_title(f"Fabric {_t(lay.title)}: {g} GPUs in {len(lay.server_box)} servers (boxes: NVLink "

@@ -5,9 +5,9 @@ plotly charts, lists the methods with their run counts and headline numbers, and
 with their errors. Every name that comes from data (jobs, tenants, traces, errors) is
 HTML-escaped, in the page and inside the charts (plotly renders a subset of HTML in labels).
 
-When the page has drawn its charts it sets ``data-plots`` (charts drawn) and ``data-errors``
-(script errors caught) on ``<body>`` and fills ``<pre id="fh-status">``; the browser test reads
-them.
+When the page has drawn its charts it sets ``data-plots`` (charts drawn), ``data-expected`` and
+``data-errors`` (script errors caught) on ``<body>`` and puts the errors' text in a hidden
+``<pre id="fh-status">``, for a headless browser to read; nothing of it shows on the page.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ from plotly.subplots import make_subplots
 
 from flowherd import atomic
 from flowherd.report.data import (
+    ROW_STEP,
     ReportData,
     RunView,
     fabric_layout,
     gantt,
     jain_index,
     jct_cdf,
+    job_labels,
     loads_measured,
     network_panels,
     paired_comparisons,
@@ -199,19 +201,21 @@ def plot_fabric(view: RunView) -> go.Figure:
             for depth, job in enumerate(lay.occupants[i]):
                 if lay.job_tenant.get(job) == tenant:
                     xs.append(float(lay.node_x[i]))
-                    ys.append(-0.17 * depth)
+                    ys.append(-ROW_STEP * depth)
                     text.append(f"GPU {i}: job {lay.job_number[job]} {_e(job)} ({_e(tenant)})")
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=f"tenant {_e(tenant)}",
                                  marker={"size": 7, "symbol": "square", "color": _TENANT[k % len(_TENANT)]},
                                  text=text, hoverinfo="text"))
-    fig.add_trace(go.Scatter(x=[lay.job_span[j] for j in lay.job_number], y=[0.42] * len(lay.job_number),
-                             mode="text", text=[str(n) for n in lay.job_number.values()], name="job numbers",
-                             textfont={"size": 9},
-                             hovertext=[f"{n}: {_e(j)} ({_e(lay.job_tenant[j])})"
-                                        for j, n in lay.job_number.items()],
+    labels = job_labels(lay)  # each job's number on its own GPUs, in every server it ran in
+    fig.add_trace(go.Scatter(x=[lab.x for lab in labels], y=[lab.y for lab in labels], mode="text",
+                             text=[str(lab.number) for lab in labels], name="job numbers",
+                             textfont={"size": 9, "color": "#111111"},
+                             hovertext=[f"{lab.number}: {_e(lab.job)} ({_e(lay.job_tenant[lab.job])})"
+                                        for lab in labels],
                              hoverinfo="text"))
+    depth = max((len(o) for o in lay.occupants), default=1)
     for x0, x1 in lay.server_box:
-        fig.add_shape(type="rect", x0=x0 - 0.5, x1=x1 + 0.5, y0=-0.3 - 0.17 * 0, y1=0.3,
+        fig.add_shape(type="rect", x0=x0 - 0.5, x1=x1 + 0.5, y0=-0.13 - ROW_STEP * max(0, depth - 1), y1=0.3,
                       line={"color": "#888888", "width": 0.7})
     ticks = sorted({float(y) for y in lay.node_y[np.isfinite(lay.node_y)]})
     names = {0.0: "GPU", 1.0: "NIC", 2.0: "leaf", 3.0: "spine", 4.0: "core"}
@@ -245,32 +249,53 @@ _TAIL_JS = """window.addEventListener('load', function () {
     document.body.setAttribute('data-plots', String(drawn));
     document.body.setAttribute('data-expected', String(%d));
     document.body.setAttribute('data-errors', String(window.__fhErrors.length));
-    document.getElementById('fh-status').textContent =
-      'plots drawn: ' + drawn + ' of %d; script errors: ' + window.__fhErrors.length +
-      (window.__fhErrors.length ? ' (' + window.__fhErrors.join('; ') + ')' : '');
+    document.getElementById('fh-status').textContent = window.__fhErrors.join('; ');
   }, 0);
 });"""
 
 
+def time_unit(max_s: float) -> tuple[float, str]:
+    """The unit of a time axis: seconds from 1 s on, else milliseconds (scale to divide by, name).
+
+    >>> time_unit(90.0), time_unit(0.6)
+    ((1.0, 's'), (0.001, 'ms'))
+    """
+    return (1.0, "s") if max_s >= 1.0 else (1e-3, "ms")
+
+
 def plot_network(view: RunView) -> go.Figure | None:
-    """Queue occupancy over time, PFC pause, ECN-marked and dropped bytes of the congested links
-    (`flowherd.report.data.network_panels`); None for a run without any."""
+    """Queue occupancy over time, PFC pause, ECN-marked and (on a lossy model) dropped bytes of the
+    congested links (`flowherd.report.data.network_panels`); None for a run without any.
+
+    Every panel shows the same links, each in one colour (the legend's); the dropped-bytes panel is
+    left out when nothing was dropped (a lossless model: PFC pauses instead of dropping)."""
     p = network_panels(view)
     if p is None:
         return None
-    fig = make_subplots(rows=2, cols=2, subplot_titles=("queue occupancy (kB)", "PFC pause (us)",
-                                                         "ECN-marked (MB)", "dropped (kB)"))
-    for k, (name, t, q) in enumerate(p.queue):
-        fig.add_trace(go.Scatter(x=t * 1e3, y=q / 1e3, mode="lines", line={"shape": "hv"}, name=_e(name),
-                                 line_color=_PALETTE[k % len(_PALETTE)]), row=1, col=1)
-    for (key, scale, row, col) in (("pause_s", 1e-6, 1, 2), ("ecn_marked_bytes", 1e6, 2, 1),
-                                   ("drop_bytes", 1e3, 2, 2)):
-        vals = getattr(p, key)
-        fig.add_trace(go.Bar(x=[v / scale for v in vals.values()], y=[_e(n) for n in vals], orientation="h",
-                             marker_color="#d62728", showlegend=False), row=row, col=col)
-    fig.update_xaxes(title_text="time (ms)", row=1, col=1)
+    pause_scale, pause_unit = time_unit(max(p.pause_s.values(), default=0.0))
+    panels: list[tuple[dict[str, float], float, str]] = [
+        (p.pause_s, pause_scale, f"PFC pause ({pause_unit})"), (p.ecn_marked_bytes, 1e6, "ECN-marked (MB)")]
+    if not p.lossless:
+        panels.append((p.drop_bytes, 1e3, "dropped (kB)"))
+    horizon = max((float(t[-1]) for _, t, _ in p.queue if t.size), default=0.0)
+    t_scale, t_unit = time_unit(horizon)
+    fig = make_subplots(rows=2, cols=2, subplot_titles=["queue occupancy (kB)", *(t for *_, t in panels)])
+    color = {name: _PALETTE[k % len(_PALETTE)] for k, name in enumerate(p.links)}
+    for name, t, q in p.queue:
+        fig.add_trace(go.Scatter(x=t / t_scale, y=q / 1e3, mode="lines", line={"shape": "hv"}, name=_e(name),
+                                 line_color=color[name], legendgroup=_e(name)), row=1, col=1)
+    for k, (vals, scale, title) in enumerate(panels):
+        row, col = divmod(k + 1, 2)
+        unit = title.rsplit("(", 1)[-1].rstrip(")")
+        fig.add_trace(go.Bar(x=[vals[n] / scale for n in p.links], y=[_e(n) for n in p.links],
+                             orientation="h", marker_color=[color[n] for n in p.links], showlegend=False,
+                             hovertemplate="%{y}: %{x:.3g} " + unit + "<extra></extra>"),
+                      row=row + 1, col=col + 1)
+        fig.update_yaxes(autorange="reversed", row=row + 1, col=col + 1)
+    fig.update_xaxes(title_text=f"time ({t_unit})", row=1, col=1)
     model = view.network[0].get("model", "") if view.network else ""
-    return _layout(fig, f"Congestion ({_e(model)})", height=620)
+    note = ", lossless: nothing dropped" if p.lossless else ""
+    return _layout(fig, f"Congestion ({_e(model)}{note}): the same links in every panel", height=620)
 
 
 def _fmt(x: Any, unit: str = "") -> str:
@@ -331,11 +356,15 @@ def _failed_table(data: ReportData) -> str:
 
 def render_html(data: ReportData, *, title: str | None = None) -> str:
     """The report page as one HTML string (module docstring)."""
+    several_loads = len(loads_measured(slowdown_vs_load(data))) > 1
     sections: list[tuple[str, str, go.Figure]] = [
         ("JCT distribution", "Completion time (finish - submit) of the jobs, all loads and seeds pooled, per "
          "method; jobs unfinished at the horizon keep a curve below 1.", plot_jct_cdf(data)),
-        ("Slowdown against load", "Each run's mean job slowdown: JCT over the time the job would take alone "
-         "on the idle fabric, on the same GPUs (1 = no interference).", plot_slowdown(data)),
+        ("Slowdown against load" if several_loads else "Slowdown per method",
+         "Each run's mean job slowdown: JCT over the time the job would take alone on the idle fabric, on "
+         "the same GPUs (1 = no interference)" + ("." if several_loads else
+                                                  "; the runs have one background load, so the methods "
+                                                  "stand side by side."), plot_slowdown(data)),
         ("Per-tenant fairness", "Each tenant's mean slowdown, averaged over the method's runs.",
          plot_tenants(data)),
     ]
@@ -369,8 +398,8 @@ def render_html(data: ReportData, *, title: str | None = None) -> str:
         div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fh-fig-{k}",
                           config={"displaylogo": False, "responsive": True})
         parts += [f"<h2>{_e(name)}</h2>", f"<p class=note>{_e(note)}</p>", div]
-    parts += ["<h2>Failed runs</h2>", _failed_table(data), "<pre id=fh-status class=note></pre>",
-              f"<script>{_TAIL_JS % (len(sections), len(sections))}</script>", "</body></html>"]
+    parts += ["<h2>Failed runs</h2>", _failed_table(data), "<pre id=fh-status hidden></pre>",
+              f"<script>{_TAIL_JS % len(sections)}</script>", "</body></html>"]
     return "\n".join(parts)
 
 

@@ -48,20 +48,22 @@ def fig_network(stats: NetworkStats, fabric: Fabric, *, top: int = 8) -> Figure:
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     ax = axes[0, 0]
     ax.set_title(f"queue occupancy ({stats.model})", fontsize=9)
+    t_scale, t_unit = (1.0, "s") if stats.now_s >= 1.0 else (1e-3, "ms")  # s or ms, as the report
     order = np.argsort(stats.queue_max_bytes)[::-1][:top]
     order = order[stats.queue_max_bytes[order] > 0]
     for j, name in zip(order.tolist(), _names(fabric, order), strict=True):
         sel = stats.series_link == j
         t = np.concatenate([[0.0], stats.series_t_s[sel], [stats.now_s]])
         q = np.concatenate([[0.0], stats.series_queue_bytes[sel]])
-        ax.step(t[:-1] * 1e3, q / 1e3, where="post", label=name, lw=1)
+        ax.step(t[:-1] / t_scale, q / 1e3, where="post", label=name, lw=1)
     if order.size:
         ax.legend(fontsize=6)
     else:
         ax.text(0.5, 0.5, "no standing queue", ha="center", va="center", transform=ax.transAxes, color="0.5")
-    ax.set_xlabel("time (ms)", fontsize=8)
+    ax.set_xlabel(f"time ({t_unit})", fontsize=8)
     ax.set_ylabel("queue (kB)", fontsize=8)
-    _bars(axes[0, 1], fabric, stats.pause_s, 1e-6, "paused (us)",
+    p_scale, p_unit = (1.0, "s") if stats.pause_s.max(initial=0.0) >= 1.0 else (1e-3, "ms")
+    _bars(axes[0, 1], fabric, stats.pause_s, p_scale, f"paused ({p_unit})",
           f"PFC pause ({stats.num_pauses} episodes)", top)
     _bars(axes[1, 0], fabric, stats.ecn_marked_bytes, 1e6, "ECN-marked (MB)", "ECN-marked bytes", top)
     _bars(axes[1, 1], fabric, stats.drop_bytes, 1e3, "dropped (kB)",

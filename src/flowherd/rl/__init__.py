@@ -2,8 +2,9 @@
 as controllers.
 
 * `flowherd.rl.env`: `BufferingEnv`, registered as ``flowherd/Buffering-v0`` when this package is
-  imported: one episode is one run of a scenario; at every collective that crosses the network
-  the agent picks one of `flowherd.control.herd.ACTIONS` (a priority class, buffer or not).
+  imported (and through Gymnasium's plugin entry point, `flowherd.rl.registration`): one episode is
+  one run of a scenario; at every collective that crosses the network the agent picks one of
+  `flowherd.control.herd.ACTIONS` (a priority class, buffer or not).
 * `flowherd.rl.train`: `train`, behaviour cloning of the structured `flowherd` policy, then PPO
   (``flowherd train SCENARIO --algo ppo --steps N --out model.zip``).
 * `flowherd.rl.curves`: the learning-curve table of the comparison in `benchmarks/rl_curves.py`
@@ -17,11 +18,8 @@ imports torch and stable-baselines3 when used.
 
 from __future__ import annotations
 
-import gymnasium
+from flowherd.rl.registration import ENV_ID, ENV_ID_WITH_MODULE, register_envs
 
-ENV_ID = "flowherd/Buffering-v0"
+register_envs()
 
-if ENV_ID not in gymnasium.registry:
-    gymnasium.register(id=ENV_ID, entry_point="flowherd.rl.env:BufferingEnv")
-
-__all__ = ["ENV_ID"]
+__all__ = ["ENV_ID", "ENV_ID_WITH_MODULE"]

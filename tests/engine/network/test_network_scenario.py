@@ -44,9 +44,9 @@ def test_a_scenario_without_network_is_ideal_and_ideal_is_unchanged():
 
 
 def test_the_embedded_default_and_the_benchmark_scenarios_say_roce():
-    # the model that matches a GPU back-end fabric (lossless RoCE) is the default of the
-    # embedded scenario and the benchmarks; since an omitted section stays ideal (the test above:
-    # a scenario written before keeps its numbers), each of them names it
+    # the model that matches a GPU back-end fabric (lossless RoCE) is the default of the embedded
+    # scenario and the benchmarks; an omitted section stays ideal (the test above: a scenario
+    # without one keeps its numbers), so each of them names it
     from pathlib import Path
 
     from flowherd.experiments.scenario import EMBEDDED, read_scenario_mapping
@@ -163,3 +163,17 @@ def test_per_link_outputs_reach_the_store_and_the_report(tmp_path):
     assert p.ecn_marked_bytes == {n: by_name[n]["ecn_marked_bytes"] for n in p.ecn_marked_bytes}
     assert max(p.ecn_marked_bytes.values()) == max(r["ecn_marked_bytes"] for r in roce)
     assert "Network: " in render_html(data)
+    # every panel draws the same links, each in one colour; lossless: no dropped-bytes panel
+    from flowherd.report.html import plot_network
+
+    fig = plot_network(views["roce"])
+    assert p.lossless and [a.text for a in fig.layout.annotations] == [
+        "queue occupancy (kB)", "PFC pause (ms)" if max(p.pause_s.values()) < 1 else "PFC pause (s)",
+        "ECN-marked (MB)"]
+    import html
+
+    names = [html.escape(n) for n in p.links]  # names from data are escaped in the page
+    lines = {tr.name: tr.line.color for tr in fig.data if tr.type == "scatter"}
+    assert list(lines) == names
+    for bars in (tr for tr in fig.data if tr.type == "bar"):
+        assert list(bars.y) == names and list(bars.marker.color) == [lines[n] for n in names]

@@ -1,7 +1,7 @@
 """Scale-up domains without a network switch: point-to-point NVLink meshes (DGX-1, Azure NDv2)
 and the 12-NVSwitch DGX-2, each optionally repeated over several chassis joined by InfiniBand.
 
-Sources (see /work/shared/data/fabrics/small_topologies.md): the DGX-1 link matrix of MSCCL
+Sources (see docs/sources/small_topologies.md): the DGX-1 link matrix of MSCCL
 ``msccl/topologies/nvidia.py`` (``dgx1()``), TE-CCL ``teccl/topologies/dgx1.py``, ``ndv2.py``,
 ``dgx2.py`` and TACCL ``taccl/topologies/generic.py`` (all MIT), NVIDIA's DGX-1 and DGX-2 texts.
 """
