@@ -70,6 +70,24 @@ def test_every_connection_has_extensions_and_external_access_off(store, tmp_path
                 con.execute("SELECT * FROM read_csv('/etc/hostname')")
 
 
+def test_parquet_connections_load_no_extension_on_demand(tmp_path):
+    # telemetry and `flowherd results --parquet` write Parquet beside the store: local files only
+    from flowherd.experiments.store import LOCAL_FILES_CONFIG, local_files_connection
+
+    con = local_files_connection()
+    try:
+        for key in ("autoinstall_known_extensions", "autoload_known_extensions",
+                    "allow_community_extensions", "allow_unsigned_extensions"):
+            assert con.execute(f"SELECT current_setting('{key}')").fetchone()[0] is False, key
+        assert LOCAL_FILES_CONFIG["lock_configuration"] is True
+        with pytest.raises(duckdb.Error):
+            con.execute("SET autoload_known_extensions = true")
+        con.execute(f"COPY (SELECT 1 AS x) TO '{tmp_path / 'x.parquet'}' (FORMAT PARQUET)")
+        assert con.execute(f"SELECT x FROM read_parquet('{tmp_path / 'x.parquet'}')").fetchall() == [(1,)]
+    finally:
+        con.close()
+
+
 def test_an_sqlite_file_named_results_duckdb_is_one_line(tmp_path, capsys):
     path = _sqlite(tmp_path / "results.duckdb")
     with pytest.raises(ConfigError, match="is an SQLite database, not a DuckDB database"):

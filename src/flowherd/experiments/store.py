@@ -63,6 +63,21 @@ DUCKDB_CONFIG: dict[str, Any] = {
     "enable_external_access": False,
     "lock_configuration": True,
 }
+#: A connection for local Parquet files (written beside a store, read back by the report): no
+#: extension is installed or loaded on demand, so nothing reaches the network; only the local file
+#: system is open to it (Parquet is built into DuckDB).
+LOCAL_FILES_CONFIG = {**{k: v for k, v in DUCKDB_CONFIG.items() if k != "enable_external_access"},
+                      "threads": 1}
+
+
+def local_files_connection() -> Any:
+    """An in-memory DuckDB connection for reading and writing local Parquet files
+    (`LOCAL_FILES_CONFIG`)."""
+    import duckdb
+
+    return duckdb.connect(config=dict(LOCAL_FILES_CONFIG))
+
+
 #: DuckDB's file header: 8 bytes of checksum, then the magic bytes (duckdb/storage/storage_info.hpp,
 #: MainHeader::MAGIC_BYTES); the three header blocks take 12 KiB (4,096 bytes each).
 _DUCKDB_MAGIC = b"DUCK"
@@ -433,7 +448,13 @@ class ResultStore:
     def copy_parquet(self, sql: str, path: str | Path) -> None:
         """Write the rows of a SQL query (no parameters) to a Parquet file (DuckDB's writer)."""
         target = str(path).replace("'", "''")
-        self._con.execute(f"COPY ({sql}) TO '{target}' (FORMAT PARQUET)")
+        rows = self._con.execute(sql).df()  # the store's own connection reaches no file but its own
+        con = local_files_connection()
+        try:
+            con.register("result_rows", rows)
+            con.execute(f"COPY result_rows TO '{target}' (FORMAT PARQUET)")
+        finally:
+            con.close()
 
     def close(self) -> None:
         """Close the file (a writable store is checkpointed first: its write-ahead log folded in).

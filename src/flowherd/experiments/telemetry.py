@@ -278,7 +278,7 @@ def write_telemetry(run: Any, directory: str | Path) -> dict[str, Path]:
     Raises:
         ConfigError: If the run kept no telemetry (``simulation.telemetry`` off).
     """
-    import duckdb
+    from flowherd.experiments.store import local_files_connection
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -286,7 +286,7 @@ def write_telemetry(run: Any, directory: str | Path) -> dict[str, Path]:
     if run.scenario.telemetry is None or run.scenario.telemetry.flows:
         tables["flows.parquet"] = flow_table(run)
     out = {}
-    con = duckdb.connect(config={"threads": 1})  # small tables: one thread, less memory
+    con = local_files_connection()  # no extension loaded on demand; one thread
     try:
         for file, table in tables.items():
             _copy(con, table, file, d / file)

@@ -35,10 +35,10 @@ _FIXED = {"background": "#9a9a9a", "shared": "#000000"}
 
 def read_run_telemetry(directory: str | Path) -> dict[str, dict[str, np.ndarray]]:
     """``links`` and ``link_info`` of one run's telemetry directory, as column arrays."""
-    import duckdb
+    from flowherd.experiments.store import local_files_connection
 
     d = Path(directory)
-    con = duckdb.connect(config={"threads": 1})
+    con = local_files_connection()  # no extension loaded on demand; one thread
     try:
         out = {}
         for name in ("links", "link_info"):
