@@ -72,6 +72,8 @@ def test_every_connection_has_extensions_and_external_access_off(store, tmp_path
 
 def test_parquet_connections_load_no_extension_on_demand(tmp_path):
     # telemetry and `flowherd results --parquet` write Parquet beside the store: local files only
+    import duckdb
+
     from flowherd.experiments.store import LOCAL_FILES_CONFIG, local_files_connection
 
     con = local_files_connection()
