@@ -101,12 +101,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
+import record  # benchmarks/record.py
 from flowherd.experiments.runner import run_scenario
 from flowherd.experiments.scenario import scenario_from_mapping
 from flowherd.routing.policies import make_router
@@ -152,7 +154,8 @@ class Row:
     """One published measurement and the run it came from.
 
     ``metric`` says what was published: "tokens" (tokens/s/GPU), "mfu", "hfu" (fractions), "tflops"
-    (hardware TFLOP/s per GPU, recomputation included) or "iteration_s".
+    (hardware TFLOP/s per GPU, recomputation included), "model_tflops" (model TFLOP/s per GPU, the
+    MFU numerator) or "iteration_s".
     """
 
     source: str
@@ -178,8 +181,13 @@ class Row:
     param_bytes: int | None = None  # 4: FP32 weights under autocast (Composer's DEFAULT mixed precision)
     grad_bytes: int = 2
     grad_accumulation: str = "fused"
-    pipeline_engine: str = "megatron"
+    pipeline_engine: str | None = None  # None: the framework's
     precision: str = "bf16"
+    framework: str = "megatron"
+    tp_comm_overlap: bool | None = None  # None: the framework's default (as the next two)
+    overlap_param_gather: bool | None = None
+    overlap_grad_reduce: bool | None = None
+    series: str = ""  # a scaling series the row belongs to (SERIES)
     held_out: bool = False  # not among the rows the sustained fractions were fitted on
     slow: bool = False  # minutes to simulate: only with --all
 
@@ -199,7 +207,7 @@ def _mpt(gpu: str, model: str, s: int, n: int, mbs: int, ga: int, ac: bool, tps:
                gpu=gpu, nic="400Gbps" if gpu == "h100" else "200Gbps", model=MPT[model], gpus=n, seq_len=s,
                micro_batch=mbs, global_batch=mbs * ga * n, fsdp=True, recompute="full" if ac else "none",
                param_bytes=4 if mp == "DEFAULT" else 2, attention="triton", published=tps, metric="tokens",
-               held_out=held_out)
+               framework="pytorch", held_out=held_out)
 
 
 ROWS = [
@@ -280,7 +288,7 @@ ROWS = [
     Row(source=BLOOM, label="BLOOM-176B TP4 PP12 DP8 384xA100 GBS=2048 ZeRO-1 full recompute", gpu="a100",
         nic="50Gbps", model=_gpt("bloom", 70, 14336, 112, vocab=250880), gpus=384, seq_len=2048,
         micro_batch=2, global_batch=2048, tp=4, pp=12, zero=1, recompute="full", attention="unfused",
-        grad_bytes=4, grad_accumulation="fp32-buffer", pipeline_engine="deepspeed", published=150.0,
+        grad_bytes=4, grad_accumulation="fp32-buffer", framework="deepspeed", published=150.0,
         metric="tflops"),
     # NeMo 24.07 on DGX-H100 (8 x 400 Gb/s per node), FP8 (Transformer Engine), Megatron-Core's
     # distributed optimizer (ZeRO-1), no activation recomputation, sequence parallelism with TP > 1;
@@ -289,7 +297,7 @@ ROWS = [
     *[Row(source=NEMO, label=f"{name} TP{tp} PP{pp} CP{cp} VP{vp} {n}xH100 mbs={mbs} GBS={gbs} s={s} FP8",
           gpu="h100", nic="400Gbps", model=shape, gpus=n, seq_len=s, micro_batch=mbs, global_batch=gbs,
           tp=tp, pp=pp, cp=cp, virtual_stages=vp, sequence_parallel=tp > 1, zero=1, precision="fp8",
-          attention="cudnn", published=tps, metric="tokens", held_out=True, slow=n > 128)
+          attention="cudnn", framework="nemo", published=tps, metric="tokens", held_out=True, slow=n > 128)
       for name, shape, n, gbs, mbs, s, tp, pp, cp, vp, tps in [
           ("GPT3-5B", _gpt("gpt3-5b", 24, 4096, 32, vocab=50304, learned_positions=2048), 64, 2048, 4, 2048,
            1, 1, 1, 1, 22521),
@@ -305,6 +313,72 @@ ROWS = [
           ("LLAMA3-8B", "llama3-8b", 8, 128, 1, 8192, 1, 1, 2, 1, 12036),
           ("LLAMA3-70B", "llama3-70b", 64, 128, 1, 8192, 4, 4, 2, 5, 1533)]],
 ]
+
+
+# Megatron-Core r0.8.0 on H100 (NVIDIA/Megatron-LM README, commit f2e5db402c "New scaling figures on
+# H100 GPUs": images/model_table.png for the weak-scaling rows, images/strong_scaling.png for the
+# strong-scaling series). GPT shapes with vocabulary 131,072, sequence 4096, untied embeddings (the
+# table's model sizes count the output matrix: 7.1B = 12 * 30 * 4096^2 + 2 * 131072 * 4096), learned
+# positions (Megatron's default); "fine-grained overlapping of data-parallel (--overlap-grad-reduce
+# --overlap-param-gather), tensor-parallel (--tp-comm-overlap) and pipeline-parallel communication":
+# the distributed optimizer (ZeRO-1, which --overlap-param-gather needs), sequence parallelism (which
+# --tp-comm-overlap needs), Transformer Engine's attention on Hopper (cuDNN). Not stated, taken as
+# Megatron's defaults: BF16, micro-batch 1, no recomputation. Interleaving is implied ("pipeline-
+# parallel communication ... enabled by default" is the interleaved schedule's overlap_p2p_comm; the
+# non-interleaved schedule turns it off), its depth not stated: 2 layers per model chunk (the chunk of
+# NeMo's GPT-3 175B H100 recipe, 96 layers over PP 8 x VP 6), one where a stage's layers are odd.
+MEGATRON_H100 = "Megatron-Core r0.8.0 H100 scaling (NVIDIA/Megatron-LM README@f2e5db402c)"
+STRONG = "Megatron-Core H100 strong scaling (177B, 96 -> 4608 GPUs)"
+
+
+def _mcore(name: str, L: int, h: int, a: int, tp: int, pp: int, n: int, gbs: int, tflops: float,
+           series: str) -> Row:
+    per_stage = L // pp
+    vp = 1 if pp == 1 else (per_stage // 2 if per_stage % 2 == 0 else per_stage)
+    shape = _gpt(name, L, h, a, vocab=131072, tied_embeddings=False, learned_positions=4096)
+    return Row(source=MEGATRON_H100, label=f"GPT-{name} TP{tp} PP{pp} VP{vp} {n}xH100 GBS={gbs}", gpu="h100",
+               nic="400Gbps", model=shape,
+               gpus=n, seq_len=4096, micro_batch=1, global_batch=gbs, tp=tp, pp=pp, virtual_stages=vp,
+               sequence_parallel=tp > 1, zero=1, attention="cudnn", tp_comm_overlap=tp > 1,
+               overlap_param_gather=True, overlap_grad_reduce=True, published=tflops, metric="model_tflops",
+               series=series, held_out=True, slow=n > 1152)
+
+
+ROWS += [
+    # weak scaling: model size, heads, hidden, layers, TP, PP, GPUs (DP 48), batch, per-GPU TFLOP/s
+    *[_mcore(*r, series="Megatron-Core H100 weak scaling (1.7B/48 -> 462B/6144 GPUs)") for r in [
+        ("1.7B", 24, 2048, 16, 1, 1, 48, 192, 408.8), ("7.1B", 30, 4096, 32, 2, 1, 96, 192, 465.9),
+        ("16B", 32, 6144, 48, 4, 1, 192, 192, 489.1), ("32B", 48, 7168, 56, 8, 1, 384, 192, 459.6),
+        ("70B", 84, 8192, 64, 8, 2, 768, 384, 419.7), ("119B", 92, 10240, 80, 8, 4, 1536, 768, 420.5),
+        ("177B", 96, 12288, 96, 8, 6, 2304, 1152, 432.8), ("314B", 96, 16384, 128, 8, 8, 3072, 1536, 474.4),
+        ("462B", 112, 18432, 144, 8, 16, 6144, 3072, 459.9)]],
+    # strong scaling of the 177B model at batch 1152 (TP 8, PP 6): per-GPU TFLOP/s read off the figure's
+    # points (aggregate PFLOP/s on log axes, digitized from the 4737 x 2125 PNG against its grid lines;
+    # the ends agree with the text's "MFU from 47% to 42%" and the 2304-GPU point with the table's 432.8
+    # within 1%); the 2304-GPU point is the weak-scaling row above
+    *[_mcore("177B", 96, 12288, 96, 8, 6, n, 1152, tf, series=STRONG)
+      for n, tf in [(96, 463.4), (144, 462.6), (288, 460.2), (576, 457.7), (1152, 450.0), (3072, 426.9),
+                    (4608, 416.0)]],
+]
+
+# LLM Foundry's H100 table holds weak-scaling series too: the same model, micro-batch and sequence on
+# 8 to 64 GPUs
+_MPT_SERIES = {("MPT-13b", " mbs=2 "): "LLM Foundry MPT-13b H100 weak scaling (8 -> 64 GPUs)",
+               ("MPT-1b", " mbs="): "LLM Foundry MPT-1b H100 weak scaling (8 -> 64 GPUs)"}
+
+
+def _tag(row: Row) -> Row:
+    for (model, mbs), name in _MPT_SERIES.items():
+        words = row.label.split()
+        if words[:2] == [model, "s=2048"] and words[2] in ("8xH100", "16xH100", "32xH100", "64xH100") \
+                and mbs in row.label:
+            return dataclasses.replace(row, series=name)
+    return row
+
+
+ROWS = [_tag(r) for r in ROWS]
+# the strong-scaling series shares its 2304-GPU point with the weak-scaling table
+SERIES_EXTRA = {STRONG: "GPT-177B TP8 PP6 VP8 2304xH100"}
 
 
 def scenario(row: Row) -> dict:
@@ -323,7 +397,9 @@ def scenario(row: Row) -> dict:
                             "sequence_parallel": row.sequence_parallel, "zero": row.zero, "fsdp": row.fsdp},
             "recompute": row.recompute, "attention": row.attention, "param_bytes": row.param_bytes,
             "grad_bytes": row.grad_bytes, "grad_accumulation": row.grad_accumulation,
-            "pipeline_engine": row.pipeline_engine,
+            "pipeline_engine": row.pipeline_engine, "framework": row.framework,
+            "tp_comm_overlap": row.tp_comm_overlap, "overlap_param_gather": row.overlap_param_gather,
+            "overlap_grad_reduce": row.overlap_grad_reduce,
             "precision": row.precision, "micro_batch": row.micro_batch,
             "global_batch": row.global_batch, "seq_len": row.seq_len, "iterations": 1,
         }]},
@@ -338,7 +414,8 @@ def simulate(row: Row) -> dict:
     it = job["mean_iteration_s"]
     peak = {"h100": 989e12, "a100": 312e12}[row.gpu]
     return {"iteration_s": it, "tokens": row.global_batch * row.seq_len / (it * row.gpus), "mfu": job["mfu"],
-            "hfu": job["hfu"], "tflops": job["hfu"] * peak / 1e12}
+            "hfu": job["hfu"], "tflops": job["hfu"] * peak / 1e12, "model_tflops": job["mfu"] * peak / 1e12,
+            "comm_share": job["comm_share"]}
 
 
 def profile(row: Row) -> None:
@@ -387,15 +464,46 @@ def profile(row: Row) -> None:
 
 def _fmt(metric: str, x: float) -> str:
     return {"tokens": f"{x:.0f} tok/s", "mfu": f"{x:.1%} MFU", "hfu": f"{x:.1%} HFU",
-            "tflops": f"{x:.0f} TFLOP/s", "iteration_s": f"{x:.1f} s/it"}[metric]
+            "tflops": f"{x:.0f} TFLOP/s", "model_tflops": f"{x:.0f} TFLOP/s",
+            "iteration_s": f"{x:.1f} s/it"}[metric]
+
+
+def _throughput(row: Row, x: float) -> float:
+    """Per-GPU throughput of a metric value (an iteration time's inverse)."""
+    return 1.0 / x if row.metric == "iteration_s" else x
+
+
+def series_table(rows: list[Row], got: list[dict]) -> list[list]:
+    """Per scaling series: published and simulated throughput ratio from the smallest to the largest
+    point (GPUs), and the difference in points."""
+    by: dict[str, list[tuple[Row, dict]]] = defaultdict(list)
+    for r, g in zip(rows, got, strict=True):
+        if r.series:
+            by[r.series].append((r, g))
+        for name, label in SERIES_EXTRA.items():
+            if r.label.startswith(label):
+                by[name].append((r, g))
+    out = []
+    for name, pts in by.items():
+        if len(pts) < 2:
+            continue
+        pts.sort(key=lambda t: t[0].gpus)
+        (r0, g0), (r1, g1) = pts[0], pts[-1]
+        pub = _throughput(r1, r1.published) / _throughput(r0, r0.published)
+        sim = _throughput(r1, g1[r1.metric]) / _throughput(r0, g0[r0.metric])
+        out.append([name, len(pts), r0.gpus, r1.gpus, round(pub, 3), round(sim, 3),
+                    round(100 * (sim - pub), 1), round(g0["comm_share"], 3), round(g1["comm_share"], 3)])
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", choices=sorted(NVLINK), help="only the rows of one GPU type")
     ap.add_argument("--source", help="only rows whose source contains this text")
+    ap.add_argument("--series", action="store_true", help="only the rows of the scaling series")
     ap.add_argument("--all", action="store_true",
-                    help="also the rows that take minutes each (Megatron 530B and 1T, MT-NLG)")
+                    help="also the rows that take minutes each (Megatron 530B and 1T, MT-NLG, scaling rows "
+                         "above 1,152 GPUs)")
     ap.add_argument("--profile", metavar="LABEL",
                     help="print the op-by-op breakdown of the first row whose label contains LABEL")
     args = ap.parse_args()
@@ -403,26 +511,60 @@ def main() -> None:
         profile(next(r for r in ROWS if args.profile in r.label))
         return
     rows = [r for r in ROWS if (args.gpu is None or r.gpu == args.gpu) and (args.all or not r.slow)
-            and (args.source is None or args.source.lower() in r.source.lower())]
+            and (args.source is None or args.source.lower() in r.source.lower())
+            and (not args.series or r.series or any(r.label.startswith(x) for x in SERIES_EXTRA.values()))]
     t0 = time.perf_counter()
-    errors = []
-    print(f"{'source':<66} {'configuration':<66} {'published':>15} {'flowherd':>15} {'error':>7} {'MFU':>6}")
+    errors, got, printed = [], [], []
+    print(f"{'source':<66} {'configuration':<66} {'published':>15} {'flowherd':>15} {'error':>7} {'MFU':>6} "
+          f"{'exposed':>7}")
     for r in rows:
         t_row = time.perf_counter()
-        got = simulate(r)
-        mine = got[r.metric]
+        g = simulate(r)
+        got.append(g)
+        mine = g[r.metric]
         # error of the throughput: an iteration time is its inverse
         err = r.published / mine - 1 if r.metric == "iteration_s" else mine / r.published - 1
         errors.append(err)
+        printed.append([r.source, r.label, _fmt(r.metric, r.published), _fmt(r.metric, mine),
+                        round(100 * err, 1), round(g["mfu"], 3), round(g["comm_share"], 3)])
         print(f"{r.source:<66} {r.label:<66} {_fmt(r.metric, r.published):>15} {_fmt(r.metric, mine):>15} "
-              f"{err:>+7.1%} {got['mfu']:>6.1%} {time.perf_counter() - t_row:>5.0f} s", flush=True)
+              f"{err:>+7.1%} {g['mfu']:>6.1%} {g['comm_share']:>7.1%} {time.perf_counter() - t_row:>5.0f} s",
+              flush=True)
     within = sum(abs(e) <= 0.10 for e in errors)
+    beyond = sum(abs(e) > 0.20 for e in errors)
     worst = max(errors, key=abs)
     gpus = sorted({r.gpu for r in rows})
     held = [e for r, e in zip(rows, errors, strict=True) if r.held_out]
-    print(f"{within} of {len(rows)} rows within 10% (throughput); worst error {worst:+.1%}; "
+    print(f"{within} of {len(rows)} rows within 10% (throughput), {beyond} beyond 20%; "
+          f"worst error {worst:+.1%}; "
           f"held out (not fitted on): {sum(abs(e) <= 0.10 for e in held)} of {len(held)} within 10%; "
           f"GPU types: {', '.join(gpus)}; {time.perf_counter() - t0:.0f} s")
+    series = series_table(rows, got)
+    if series:
+        print(f"\n{'scaling series':<62} {'points':>6} {'GPUs':>12} {'published':>9} {'flowherd':>9} "
+              f"{'diff':>6} {'exposed':>13}")
+    for name, n, g0, g1, pub, sim, diff, c0, c1 in series:
+        print(f"{name:<62} {n:>6} {f'{g0}->{g1}':>12} {pub:>9.3f} {sim:>9.3f} {diff:>+5.1f}p "
+              f"{f'{c0:.1%}->{c1:.1%}':>13}")
+    if args.gpu is None and args.source is None:
+        name = "published" + ("_all" if args.all else "") + ("_series" if args.series else "")
+        figures = {
+            "rows within 10%": record.figure(within, f"of {len(rows)}", target=">= 90%",
+                                             met=within >= 0.9 * len(rows)),
+            "rows beyond 20%": record.figure(beyond, f"of {len(rows)}", target="0", met=beyond == 0),
+            "worst throughput error": record.figure(round(100 * worst, 1), "%"),
+        }
+        for s_name, *_, diff, _, _ in series:
+            figures[f"{s_name}: throughput ratio, flowherd - published"] = record.figure(
+                diff, "points", target="|diff| <= 3", met=abs(diff) <= 3)
+        record.save(name, figures, tables=[
+            record.table("rows", ["source", "configuration", "published", "flowherd", "error %", "MFU",
+                                  "exposed communication share"], printed),
+            record.table("scaling series", ["series", "points", "smallest GPUs", "largest GPUs",
+                                            "published ratio", "flowherd ratio", "diff (points)",
+                                            "exposed share smallest", "exposed share largest"], series)],
+            notes="Per-GPU throughput of published training runs against flowherd's simulation of each run "
+                  "on its idle fabric; exposed share = 1 - compute critical path / iteration.")
 
 
 if __name__ == "__main__":
