@@ -131,11 +131,12 @@ def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 51200, **
             "vocab": vocab, "gated_mlp": False, "tied_embeddings": True, "biases": True, **kw}
 
 
-# MPT shapes: scripts/train/yamls/pretrain/mpt-{1b,3b,7b,13b,30b,70b}.yaml (no biases, vocab 50,368;
+# MPT shapes: scripts/train/yamls/pretrain/mpt-{1b,3b,7b,13b,30b,70b}.yaml (no biases, vocab 50,368,
+# ALiBi in the attention kernel (attn_config alibi: true), no rotary embedding;
 # n_heads 16 / 20 / 32 / 40 / 56 / 64: head dim 128 throughout, "so that d_head == 128 to satisfy
 # FlashAttention", as the 1b and 3b yamls say)
 MPT = {k: {"name": f"mpt-{k}", "layers": L, "hidden": h, "heads": a, "ffn_hidden": 4 * h, "vocab": 50368,
-           "gated_mlp": False, "tied_embeddings": True}
+           "gated_mlp": False, "tied_embeddings": True, "rotary": False}
        for k, (L, h, a) in {"1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
                             "13b": (40, 5120, 40), "30b": (48, 7168, 56), "70b": (80, 8192, 64)}.items()}
 
@@ -286,7 +287,7 @@ ROWS = [
     # update_hp_grads) and, after the pipeline's last backward, all-reduces those FP32 gradients over
     # DP (_exec_reduce_grads -> buffered_allreduce_fallback); its sends block (p2p.send, async_op False)
     Row(source=BLOOM, label="BLOOM-176B TP4 PP12 DP8 384xA100 GBS=2048 ZeRO-1 full recompute", gpu="a100",
-        nic="50Gbps", model=_gpt("bloom", 70, 14336, 112, vocab=250880), gpus=384, seq_len=2048,
+        nic="50Gbps", model=_gpt("bloom", 70, 14336, 112, vocab=250880, rotary=False), gpus=384, seq_len=2048,
         micro_batch=2, global_batch=2048, tp=4, pp=12, zero=1, recompute="full", attention="unfused",
         grad_bytes=4, grad_accumulation="fp32-buffer", framework="deepspeed", published=150.0,
         metric="tflops"),

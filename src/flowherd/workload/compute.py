@@ -143,6 +143,8 @@ from flowherd.workload.context_parallel import merge_elements
 from flowherd.workload.frameworks import (
     CE_EAGER_BWD_BYTES,
     CE_EAGER_FWD_BYTES,
+    CE_MEGATRON_BWD_BYTES,
+    CE_MEGATRON_FWD_BYTES,
     Framework,
     eager_elementwise_bytes,
     get_framework,
@@ -572,7 +574,7 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
     # the local Q and K heads, the activation (gated: reads 2 widths, writes 1; GELU: 1 and 1)
     tok_sp = t / tp if sequence_parallel else t
     if get_framework(framework).fused_kernels:
-        rope = 2 * (m.heads + m.kv_heads) * m.head_dim / tp
+        rope = 2 * (m.heads + m.kv_heads) * m.head_dim / tp if m.rotary else 0.0
         elems = tok_sp * 10 * h + t * (rope + (up + 1) * act_width + permute)
         ew_bytes, ew_kernels = elems * dtype_bytes, 5
     else:
@@ -636,12 +638,12 @@ def head_ops(model: ModelShape, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
     without fused kernels: eager ``cross_entropy`` over an FP32 copy of the logits)."""
     t = micro_batch * seq_len / cp
     logits = _gemm_op("logits", t, model.vocab / tp, model.hidden, gpu)
-    if get_framework(framework).fused_kernels:
-        # FP32 logits: softmax statistics (read), loss (read, write); backward writes the gradient
-        ce = memory_time_s(3 * t * model.vocab / tp * 4, gpu, kernels=3)
-        ce_op = OpTime(name="cross-entropy", flops=0.0, fwd_s=ce, bwd_s=2 * ce / 3, kernels=3)
+    n = t * model.vocab / tp
+    if get_framework(framework).fused_kernels:  # Megatron's passes over FP32 logits
+        ce_op = OpTime(name="cross-entropy", flops=0.0, kernels=6,
+                       fwd_s=memory_time_s(CE_MEGATRON_FWD_BYTES * n, gpu, kernels=6),
+                       bwd_s=memory_time_s(CE_MEGATRON_BWD_BYTES * n, gpu, kernels=2))
     else:
-        n = t * model.vocab / tp
         ce_op = OpTime(name="cross-entropy", flops=0.0, kernels=3,
                        fwd_s=memory_time_s(CE_EAGER_FWD_BYTES * n, gpu, kernels=3),
                        bwd_s=memory_time_s(CE_EAGER_BWD_BYTES * n, gpu, kernels=3))

@@ -8,7 +8,8 @@ documentation:
 * **Kernels** (``fused_kernels``). Megatron-LM, NeMo (Megatron-Core with Transformer Engine) and
   Megatron-DeepSpeed fuse the layer's elementwise work: one kernel per norm (Apex / TE
   ``FusedRMSNorm`` / ``FusedLayerNorm``), fused rotary embedding (``apply_rope_fusion``), fused bias /
-  SwiGLU activation (``bias_activation_fusion``) and a vocabulary-parallel cross-entropy. Eager
+  SwiGLU activation (``bias_activation_fusion``); their vocabulary-parallel cross-entropy is a chain
+  of FP32 passes over the logits (``CE_MEGATRON_*_BYTES``). Eager
   PyTorch (FSDP / torchtitan without ``torch.compile``) runs them as separate ATen kernels
   (`eager_elementwise_bytes`): ``nn.RMSNorm`` is ATen's composite ``rms_norm`` (cast to FP32, ``pow``,
   ``mean``, ``rsqrt``, ``mul``, cast back, ``mul`` by the weight: aten/src/ATen/native/layer_norm.cpp,
@@ -155,6 +156,12 @@ SWIGLU_EAGER_BYTES = 10
 # writes the FP32 gradient 4, log_softmax backward 4+4+4, and casts it to BF16 4+2
 CE_EAGER_FWD_BYTES = 14
 CE_EAGER_BWD_BYTES = 22
+# Megatron-Core's vocab_parallel_cross_entropy (megatron/core/tensor_parallel/cross_entropy.py,
+# NVIDIA/Megatron-LM@cf1d4d12a7, the default without --cross-entropy-loss-fusion) per logit: .float()
+# 2+4, max 4, in-place subtract 4+4, in-place exp 4+4, sum 4, in-place divide 4+4 (forward);
+# grad_input.mul_(grad_output) 4+4 and the cast back to BF16 4+2 (backward)
+CE_MEGATRON_FWD_BYTES = 38
+CE_MEGATRON_BWD_BYTES = 14
 
 
 def eager_elementwise_bytes(model: ModelShape, *, tokens: float, tokens_sp: float, tp: int, act_width: float,
@@ -168,7 +175,7 @@ def eager_elementwise_bytes(model: ModelShape, *, tokens: float, tokens_sp: floa
     single native kernels in eager mode as in the fused frameworks (module docstring).
     """
     h, a = model.hidden, dtype_bytes
-    rope_elems = (model.heads + model.kv_heads) * model.head_dim / tp if not model.learned_positions else 0.0
+    rope_elems = (model.heads + model.kv_heads) * model.head_dim / tp if model.rotary else 0.0
     if model.gated_mlp:
         norms = 2 * RMSNORM_EAGER_BYTES * h * tokens_sp
         act = SWIGLU_EAGER_BYTES * act_width * tokens
