@@ -160,3 +160,29 @@ def test_rounds_cover_every_request_once():
     assert [t for t, _ in rounds] == sorted(t for t, _ in rounds)
     stages = [g.tasks[0].stage for _, g in rounds]
     assert stages[:6] == [0, 1, 2, 0, 1, 2]
+
+
+def test_kernel_model_decode_reads_the_weights_and_prefill_runs_the_training_kernels():
+    # at one sequence a decode step reads every weight of the replica (its GEMMs weight-bound) and
+    # the KV cache; a prefill is every layer's forward kernels, as in training, plus the last logits
+    from flowherd.workload import compute as cm
+
+    j = InferenceJob(model="llama3-8b", tp=2, prompt_tokens=1024)
+    m, g = j.model, j.gpu
+    weights = m.num_params() * 2 / 2
+    assert j.decode_compute_s(1, 1024) > weights / g.memory_bytes_per_s
+    assert j.decode_compute_s(64, 1024) > j.decode_compute_s(1, 1024)
+    fwd = cm.layer_times(m, 0, g, micro_batch=4, seq_len=1024, tp=2).fwd_s
+    assert j.prefill_compute_s(4) == pytest.approx(m.layers * fwd, rel=0.02)
+
+
+def test_kv_posting_reproduces_the_transfer_engine_measurement():
+    # Mooncake's transfer engine on one ConnectX-7 400G port, one thread (FastDeploy's
+    # kvcache_transfer README): 1, 2, 4, 8 KiB blocks at 1.54, 3.40, 6.95, 12.48 GB/s, posting-bound;
+    # a block lasts the longer of its posting (KV_POST_S) and its bytes on the 400 Gb/s wire
+    from flowherd.workload.inference import KV_POST_S
+
+    for kib, gb_s in ((1, 1.54), (2, 3.40), (4, 6.95), (8, 12.48), (16, 23.42)):
+        size = kib * 1024
+        model = size / max(KV_POST_S, size / 50e9) / 1e9
+        assert model == pytest.approx(gb_s, rel=0.15), kib
