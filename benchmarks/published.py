@@ -6,8 +6,9 @@ simulates one iteration on the idle fabric at ``collective`` fidelity and its pe
 (tokens per second per GPU = global batch x sequence / iteration / GPUs) is compared with the
 published one.
 
-Sources (none of them is Megatron-LM SC'21 Table 1, MegaScale NSDI'24 Table 2 or Llama 3 Table 4,
-which are reserved for an external check):
+Sources (none of them is Megatron-LM SC'21 Table 1, MegaScale NSDI'24 Table 2, Llama 3 Table 4,
+TorchTitan's docs/performance.md or the MLPerf Training v4.0 GPT-3 results, which are reserved for an
+external check):
 
 * MosaicML LLM Foundry, "MPT Training Benchmarks", ``scripts/train/benchmarking/README.md``
   (mosaicml/llm-foundry commit 061f2c7ce64e655100286584a7629e2a09f827ba), tables "H100 80GB BF16"
@@ -56,6 +57,20 @@ which are reserved for an external check):
   Transformer Engine's ring (`flowherd.workload.context_parallel`). All held out; the 512-GPU
   GPT3-175B row only with ``--all``.
 
+* Megatron-Core r0.8.0 on H100 (NVIDIA/Megatron-LM README at f2e5db402c, "New scaling figures on H100
+  GPUs"): the weak-scaling table (1.7B on 48 GPUs to 462B on 6,144, per-GPU model TFLOP/s) and the
+  strong-scaling figure (the 177B model at batch 1152 from 96 to 4,608 GPUs, read off the figure's
+  points; the ends match the text's "MFU from 47% to 42%"). The runs overlap DP, TP and PP
+  communication as the README lists; micro-batch, interleaving depth, recomputation and dropout are not
+  published (the choices are at ``_mcore``). All held out; rows above 1,152 GPUs only with ``--all``.
+
+Each job runs on its framework (`flowherd.workload.frameworks`): the LLM Foundry rows on eager PyTorch
+FSDP (``pytorch``: Composer with torch 2.0, no compile), BLOOM on ``deepspeed``, NeMo's on ``nemo``, the
+Megatron rows on ``megatron``. Scaling series (``Row.series``: the Megatron-Core weak- and strong-scaling
+runs and LLM Foundry's 8-64 GPU MPT-1b and MPT-13b rows) print the published and simulated throughput
+ratio from their smallest to their largest point; every row prints its exposed-communication share
+(1 - compute critical path / iteration, `flowherd.experiments.metrics`). ``--series`` runs only those.
+
 What is fitted on what: the GPU-level ``sustained_fraction`` of `flowherd.workload.compute` is
 fitted per GPU type (least squares on the log error) on the 8 LLM Foundry fit rows of that type
 (A100 0.949, H100 0.862); every other constant comes from kernel measurements or from the ported
@@ -94,7 +109,8 @@ Usage::
 
     PYTHONPATH=src python benchmarks/published.py            # the default rows, a few minutes
     PYTHONPATH=src python benchmarks/published.py --gpu a100 # one GPU type
-    PYTHONPATH=src python benchmarks/published.py --all      # also 280-3360 GPU rows (minutes each)
+    PYTHONPATH=src python benchmarks/published.py --all      # also 280-6144 GPU rows (minutes each)
+    PYTHONPATH=src python benchmarks/published.py --series --all  # the scaling series only
     PYTHONPATH=src python benchmarks/published.py --profile "MPT-7b s=2048 8xH100"  # op by op
 """
 
@@ -188,7 +204,7 @@ class Row:
     tp_comm_overlap: bool | None = None  # None: the framework's default (as the next two)
     overlap_param_gather: bool | None = None
     overlap_grad_reduce: bool | None = None
-    series: str = ""  # a scaling series the row belongs to (SERIES)
+    series: str = ""  # the scaling series the row belongs to, if any
     held_out: bool = False  # not among the rows the sustained fractions were fitted on
     slow: bool = False  # minutes to simulate: only with --all
 
