@@ -91,6 +91,7 @@ def test_gradient_buckets_follow_the_framework():
     j = TrainingJob(model="llama3-8b", gpus=64 * 8, tp=8, dp=64, framework="megatron")
     assert j.bucket_bytes == 64_000_000 * 2
     assert TrainingJob(model="llama3-8b", gpus=16, tp=8, framework="megatron").bucket_bytes == 40_000_000 * 2
+    assert TrainingJob(model="llama3-8b", gpus=16, tp=8).bucket_bytes == 25 * 2**20  # no framework named
     assert TrainingJob(model="llama3-8b", gpus=16, tp=8, overlap_grad_reduce=False).bucket_bytes == math.inf
     assert TrainingJob(model="llama3-8b", gpus=16, tp=8, framework="pytorch").bucket_bytes == 25 * 2**20
     assert TrainingJob(model="llama3-8b", gpus=16, tp=8, framework="nemo").bucket_bytes == 125 * 2**20

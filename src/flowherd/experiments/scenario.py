@@ -122,7 +122,7 @@ class JobModel(_Model):
     grad_bytes: int = Field(2, ge=1)
     grad_accumulation: Literal["fused", "fp32-buffer"] = "fused"
     pipeline_engine: Literal["megatron", "deepspeed"] | None = None  # None: the framework's
-    framework: str = "megatron"  # flowherd.workload.frameworks.FRAMEWORKS
+    framework: str | None = None  # flowherd.workload.frameworks.FRAMEWORKS; None: Megatron, 25 MiB buckets
     tp_comm_overlap: bool | None = None  # None: the framework's default (as the next two)
     overlap_param_gather: bool | None = None
     overlap_grad_reduce: bool | None = None

@@ -75,6 +75,7 @@ import numpy as np
 
 from flowherd.collectives.ops import busbw_factor
 from flowherd.errors import ConfigError
+from flowherd.units import MiB
 from flowherd.workload.compute import ATTENTION, PRECISIONS, fp8_peak_flops, layer_ops
 from flowherd.workload.frameworks import FRAMEWORKS, per_op_recompute_linears
 from flowherd.workload.gpus import GpuSpec, get_gpu
@@ -145,17 +146,18 @@ class TrainingJob:
             data-parallel AllReduce of the gradients after the pipeline's last backward;
             `flowherd.workload.pipeline`). Needs ``zero_stage <= 1`` and ``virtual_stages == 1``
             (DeepSpeed's pipeline has neither ZeRO-2/3 nor interleaving).
-        bucket_bytes: Gradient bucket cap, bytes; None: the framework's (Megatron-Core
+        bucket_bytes: Gradient bucket cap, bytes; None: the named framework's (Megatron-Core
             ``max(4e7, 1e6 * dp)`` parameters, PyTorch DDP 25 MiB, NeMo 125 MiB;
-            `flowherd.workload.frameworks`); ``math.inf`` makes one bucket per stage, i.e. the
-            gradient sync starts after the whole backward pass (no overlap).
+            `flowherd.workload.frameworks`), 25 MiB when none is named; ``math.inf`` makes one
+            bucket per stage, i.e. the gradient sync starts after the whole backward pass.
         overlap_grad_reduce: Reduce the gradients bucket by bucket during the last backward (True)
             or in one bucket after it (False: Megatron without ``--overlap-grad-reduce``); None: the
             framework's default.
         framework: The training framework, a `flowherd.workload.frameworks.FRAMEWORKS` name
-            ("megatron" default, "nemo", "deepspeed", "torchtitan", "pytorch" / "fsdp" / "eager"):
-            its kernels (fused or eager), what ``recompute: selective`` repeats, whether 1F1B sends
-            block, and the defaults of the overlap switches below.
+            ("megatron", "nemo", "deepspeed", "torchtitan", "pytorch" / "fsdp" / "eager"): its
+            kernels (fused or eager), what ``recompute: selective`` repeats, whether 1F1B sends
+            block, its gradient buckets and the defaults of the overlap switches below. None
+            (default): Megatron-LM's, with PyTorch DDP's 25 MiB buckets (`DDP_BUCKET_BYTES`).
         tp_comm_overlap: Transformer Engine's userbuffers overlap of the sequence-parallel TP
             collectives with the GEMMs (`flowherd.workload.pipeline`); needs
             ``sequence_parallel``. None: the framework's default.
@@ -200,7 +202,7 @@ class TrainingJob:
     grad_accumulation: str = "fused"
     pipeline_engine: str | None = None
     bucket_bytes: float | None = None
-    framework: str = "megatron"
+    framework: str | None = None
     tp_comm_overlap: bool | None = None
     overlap_param_gather: bool | None = None
     overlap_grad_reduce: bool | None = None
@@ -292,6 +294,9 @@ class TrainingJob:
         if self.grad_accumulation not in GRAD_ACCUMULATION:
             raise ConfigError(f"{w}: grad_accumulation must be one of {', '.join(GRAD_ACCUMULATION)}, got "
                               f"{self.grad_accumulation!r} (grad_accumulation)")
+        named = self.framework is not None
+        if not named:
+            object.__setattr__(self, "framework", "megatron")
         if not isinstance(self.framework, str) or self.framework not in FRAMEWORKS:
             close = difflib.get_close_matches(str(self.framework), list(FRAMEWORKS), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -325,7 +330,8 @@ class TrainingJob:
                 isinstance(self.efficiency, int | float) and 0 < self.efficiency <= 1):
             raise ConfigError(f"{w}: efficiency must be in (0, 1], got {self.efficiency!r} (efficiency)")
         if self.bucket_bytes is None:
-            cap = fw.bucket_bytes(dp=self.dp * self.cp, grad_bytes=self.grad_bytes)
+            cap = (fw.bucket_bytes(dp=self.dp * self.cp, grad_bytes=self.grad_bytes) if named
+                   else DDP_BUCKET_BYTES)
             object.__setattr__(self, "bucket_bytes", cap if self.overlap_grad_reduce else math.inf)
         if not (isinstance(self.bucket_bytes, int | float) and self.bucket_bytes > 0):
             raise ConfigError(f"{w}: bucket_bytes must be positive, got {self.bucket_bytes!r} (bucket_bytes)")
@@ -427,6 +433,7 @@ class TrainingJob:
 
 
 RECOMPUTE = ("none", "selective", "full")
+DDP_BUCKET_BYTES = 25 * MiB  # PyTorch DDP's bucket_cap_mb = 25: the bucket of a job that names no framework
 CP_COMM = ("p2p", "all-gather")
 GRAD_ACCUMULATION = ("fused", "fp32-buffer")
 PIPELINE_ENGINES = ("megatron", "deepspeed")
