@@ -73,9 +73,32 @@ MEANING = {
                                          "FP32 main gradient by the weight-gradient GEMM) or fp32-buffer "
                                          "(DeepSpeed's BF16_Optimizer: a cast-and-add after every "
                                          "micro-batch).",
-    "workload.jobs[].pipeline_engine": "Whose pipeline engine runs the schedule: megatron (asynchronous "
-                                       "sends, gradients reduced during the last backward) or deepspeed "
-                                       "(blocking sends, gradients all-reduced after the last backward).",
+    "workload.jobs[].pipeline_engine": "Whose pipeline engine runs the schedule: megatron (gradients "
+                                       "reduced during the last backward) or deepspeed (blocking sends, "
+                                       "gradients all-reduced after the last backward); null: the "
+                                       "framework's.",
+    "workload.jobs[].framework": "The training framework: megatron, nemo, deepspeed, torchtitan or "
+                                 "pytorch (fsdp, eager): its kernels (fused or eager ATen), what "
+                                 "`recompute: selective` repeats, whether 1F1B sends block, its gradient "
+                                 "buckets and overlap defaults (docs/frameworks.md); null: Megatron's, "
+                                 "with 25 MiB buckets.",
+    "workload.jobs[].tp_comm_overlap": "Transformer Engine's overlap of the sequence-parallel TP "
+                                       "collectives with the GEMMs (--tp-comm-overlap); null: the "
+                                       "framework's default.",
+    "workload.jobs[].overlap_param_gather": "ZeRO-1's all-gather of the updated weights overlapped with "
+                                            "the next forward, bucket by bucket (--overlap-param-gather); "
+                                            "null: the framework's default.",
+    "workload.jobs[].overlap_grad_reduce": "Reduce gradients bucket by bucket during the last backward "
+                                           "(true) or in one bucket after it (false); null: the "
+                                           "framework's default.",
+    "workload.jobs[].bucket_bytes": "Gradient bucket cap, a size (e.g. 25MiB); null: the framework's.",
+    "workload.jobs[].first_stage_layers": "Layers on the first pipeline stage (Megatron's "
+                                          "--num-layers-in-first-pipeline-stage); the others share the "
+                                          "rest evenly.",
+    "workload.jobs[].last_stage_layers": "Layers on the last pipeline stage.",
+    "workload.jobs[].reduce_dtype": "FSDP's MixedPrecision reduce_dtype: bf16 or fp32 (sets grad_bytes).",
+    "workload.jobs[].cp_comm": "Context parallelism's K/V exchange: p2p (Transformer Engine's ring, beside "
+                               "the attention) or all-gather (the whole K/V gathered first, as Llama 3).",
     "workload.jobs[].attention": "Attention kernels the run used: flash (fused, causal blocks skipped; "
                                  "FlashAttention-3 on H100), triton (FlashAttention in Triton, slower "
                                  "than FA2), cudnn (cuDNN's fused attention, Transformer Engine's choice "
@@ -194,6 +217,8 @@ MEANING = {
     "tors_per_pod": "ToRs per pod (clos3).",
     "tor_oversubscription": "ToR downlink : uplink (clos3).",
     "spine_oversubscription": "Spine downlink : uplink (clos3).",
+    "aggregation_oversubscription": "Kind `preset`: the aggregation tier's downlink : uplink of a preset "
+                                    "that has one (meta-24k 7, the 3-tier SuperPOD 1, the 2-Pod HPN 15).",
 }
 
 

@@ -89,3 +89,26 @@ def test_unknown_preset_names_the_closest(typo, closest):
 
 def test_kebab_case_names():
     assert all(n == n.lower() and " " not in n and "_" not in n for n in preset_names())
+
+
+@pytest.mark.parametrize("name", ["meta-clos-small", "dgx-superpod-h100-3tier-16su", "alibaba-hpn-small"])
+def test_aggregation_oversubscription_scales_only_the_aggregation_tier(name):
+    # the same switches and NICs; the uplinks of the aggregation tier lose capacity in proportion
+    from flowherd.fabric.spec import fabric_from_mapping
+
+    a = fabric_from_mapping({"kind": "preset", "name": name, "aggregation_oversubscription": 2})
+    b = fabric_from_mapping({"kind": "preset", "name": name, "aggregation_oversubscription": 4})
+    ca, cb = np.asarray(a.link_capacity_bytes_per_s), np.asarray(b.link_capacity_bytes_per_s)
+    assert ca.shape == cb.shape
+    changed = ~np.isclose(ca, cb)
+    assert changed.any() and np.allclose(ca[changed] / cb[changed], 2.0)
+    assert changed.sum() < 0.5 * len(ca)  # the NIC and lower-tier links keep their speed
+
+
+def test_aggregation_oversubscription_needs_an_aggregation_tier():
+    from flowherd.errors import ConfigError
+    from flowherd.fabric.spec import fabric_from_mapping
+
+    with pytest.raises(ConfigError, match=r"no aggregation tier.*\(fabric\.aggregation_oversubscription\)"):
+        fabric_from_mapping({"kind": "preset", "name": "dgx-superpod-h100-1su",
+                             "aggregation_oversubscription": 2})

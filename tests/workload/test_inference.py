@@ -20,8 +20,9 @@ def test_prefill_tp_traffic_is_two_allreduce_per_layer():
     assert t.collectives[0].gpus == tuple(range(8))
 
 
-def test_prefill_is_compute_bound_and_decode_memory_bound():
-    j = InferenceJob(model="llama3-70b", tp=8, prompt_tokens=2048, output_tokens=128)
+def test_explicit_efficiency_keeps_the_roofline():
+    # prefill compute-bound, decode memory-bound, at the given fraction of the peak
+    j = InferenceJob(model="llama3-70b", tp=8, prompt_tokens=2048, output_tokens=128, efficiency=0.45)
     m, g = j.model, j.gpu
     pre = next(t for t in j.prefill_graph(8).tasks if t.kind == TaskKind.COMPUTE)
     flops = 8 * 2048 * m.forward_flops_per_token(2048)
@@ -44,7 +45,7 @@ def test_kv_transfer_bytes_closed_form_and_rank_pairs():
                      decode_tp=4, prompt_tokens=1000)
     g = j.kv_transfer_graph(5, src=1, dst=2)
     assert g.bytes_by_group()["kv"] == pytest.approx(5 * 2 * 80 * 8 * 128 * 1000 * 2)
-    (t,) = g.tasks
+    (t,) = [t for t in g.tasks if t.kind == TaskKind.COMM]
     senders = {c.gpus[0] for c in t.collectives}
     receivers = {c.gpus[1] for c in t.collectives}
     assert senders == set(range(8, 16))  # prefill replica 1
@@ -105,23 +106,50 @@ def test_kv_transfer_needs_disaggregation():
 
 
 def test_batch_graph_chains_prefill_kv_and_decode():
+    # without layer-wise streaming (DistServe): the KV transfer (network task and the posting of its
+    # RDMA requests beside it) starts after the whole prefill, the decode after both
     j = InferenceJob(model="llama3-8b", tp=2, instances=2, disaggregated=True, decode_instances=1,
-                     output_tokens=64)
+                     output_tokens=64, kv_layerwise=False)
     g = j.batch_graph(3, prefill_replica=1, decode_replica=0)
     phases = [(t.phase, t.kind) for t in g.tasks]
     assert phases == [("prefill", TaskKind.COMPUTE), ("prefill", TaskKind.COMM), ("kv", TaskKind.COMM),
-                      ("decode", TaskKind.COMPUTE), ("decode", TaskKind.COMM)]
-    for prev, cur in zip(g.tasks, g.tasks[1:], strict=False):
-        assert cur.deps == (prev.id,)
-    assert g.tasks[0].stage == 1 and g.tasks[3].stage == 2  # prefill replica 1; decode replica 0 = stage 2
+                      ("kv", TaskKind.COMPUTE), ("decode", TaskKind.COMPUTE), ("decode", TaskKind.COMM)]
+    assert g.tasks[1].deps == (0,) and g.tasks[2].deps == (1,) and g.tasks[3].deps == (1,)
+    assert g.tasks[4].deps == (2, 3) and g.tasks[5].deps == (4,)
+    assert g.tasks[0].stage == 1 and g.tasks[4].stage == 2  # prefill replica 1; decode replica 0 = stage 2
     assert g.bytes_by_group()["kv"] == pytest.approx(j.kv_bytes(3))
+    # 32 layers x K, V x ceil(1024 / 16) blocks x 3 requests, one rank pair per prefill rank
+    assert g.tasks[3].duration_s == pytest.approx(32 * 2 * 3 * (1024 // 16) * j.kv_post_s)
     dec = j.decode_graph(3, steps=64)
-    assert g.tasks[3].duration_s == pytest.approx(dec.tasks[0].duration_s)
+    assert g.tasks[4].duration_s == pytest.approx(dec.tasks[0].duration_s)
+
+
+def test_layerwise_kv_streams_each_layer_after_its_prefill():
+    # Mooncake (FAST'25 section 3.1) / Splitwise: the KV of layer i leaves once layer i is computed,
+    # while the next layers compute; the same bytes and RDMA requests as one transfer after prefill
+    kw = dict(model="llama3-8b", tp=2, disaggregated=True, decode_instances=1, output_tokens=8)
+    lw, whole = InferenceJob(**kw), InferenceJob(**kw, kv_layerwise=False)
+    g, h = lw.batch_graph(2), whole.batch_graph(2)
+    assert g.bytes_by_group()["kv"] == pytest.approx(h.bytes_by_group()["kv"])
+    posts = [t for t in g.tasks if t.phase == "kv" and t.kind == TaskKind.COMPUTE]
+    assert sum(t.duration_s for t in posts) == pytest.approx(
+        next(t for t in h.tasks if t.phase == "kv" and t.kind == TaskKind.COMPUTE).duration_s)
+    layers = [t for t in g.tasks if t.phase == "prefill" and t.kind == TaskKind.COMPUTE]
+    wires = [t for t in g.tasks if t.phase == "kv" and t.kind == TaskKind.COMM]
+    assert len(layers) == len(wires) == 32
+    by_id = {t.id: t for t in g.tasks}
+    for layer, wire in zip(layers[:-1], wires[:-1], strict=True):  # layer i's TP all-reduce, then its KV
+        (ar,) = wire.deps
+        assert by_id[ar].deps == (layer.id,)
+    # the same prefill work, so a transfer that overlaps the prefill ends the batch no later
+    assert sum(t.duration_s for t in layers) == pytest.approx(
+        next(t for t in h.tasks if t.phase == "prefill" and t.kind == TaskKind.COMPUTE).duration_s)
+    assert g.critical_path_s() <= h.critical_path_s()
 
 
 def test_rounds_cover_every_request_once():
     j = InferenceJob(model="llama3-8b", tp=1, instances=3, request_rate_per_s=20.0, duration_s=30.0,
-                     max_batch=8)
+                     max_batch=8, efficiency=0.45)
     rng_a, rng_b = np.random.default_rng(4), np.random.default_rng(4)
     n = len(j.request_arrivals(rng_a))
     rounds = j.rounds(rng_b)
@@ -132,3 +160,29 @@ def test_rounds_cover_every_request_once():
     assert [t for t, _ in rounds] == sorted(t for t, _ in rounds)
     stages = [g.tasks[0].stage for _, g in rounds]
     assert stages[:6] == [0, 1, 2, 0, 1, 2]
+
+
+def test_kernel_model_decode_reads_the_weights_and_prefill_runs_the_training_kernels():
+    # at one sequence a decode step reads every weight of the replica (its GEMMs weight-bound) and
+    # the KV cache; a prefill is every layer's forward kernels, as in training, plus the last logits
+    from flowherd.workload import compute as cm
+
+    j = InferenceJob(model="llama3-8b", tp=2, prompt_tokens=1024)
+    m, g = j.model, j.gpu
+    weights = m.num_params() * 2 / 2
+    assert j.decode_compute_s(1, 1024) > weights / g.memory_bytes_per_s
+    assert j.decode_compute_s(64, 1024) > j.decode_compute_s(1, 1024)
+    fwd = cm.layer_times(m, 0, g, micro_batch=4, seq_len=1024, tp=2).fwd_s
+    assert j.prefill_compute_s(4) == pytest.approx(m.layers * fwd, rel=0.02)
+
+
+def test_kv_posting_reproduces_the_transfer_engine_measurement():
+    # Mooncake's transfer engine on one ConnectX-7 400G port, one thread (FastDeploy's
+    # kvcache_transfer README): 1, 2, 4, 8 KiB blocks at 1.54, 3.40, 6.95, 12.48 GB/s, posting-bound;
+    # a block lasts the longer of its posting (KV_POST_S) and its bytes on the 400 Gb/s wire
+    from flowherd.workload.inference import KV_POST_S
+
+    for kib, gb_s in ((1, 1.54), (2, 3.40), (4, 6.95), (8, 12.48), (16, 23.42)):
+        size = kib * 1024
+        model = size / max(KV_POST_S, size / 50e9) / 1e9
+        assert model == pytest.approx(gb_s, rel=0.15), kib

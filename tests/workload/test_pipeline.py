@@ -164,15 +164,19 @@ def test_deepspeed_engine_allreduces_gradients_after_the_last_backward():
     assert len(elements) > 1 and all(e >= DEEPSPEED_ALLREDUCE_ELEMENTS for e in elements[:-1])
 
 
-def test_deepspeed_sends_block_the_sender():
-    # DeepSpeed's p2p.send asserts async_op == False and calls torch.distributed.send: the sender's
-    # next pass starts after its send; Megatron's sender goes on (the receiver waits)
+def test_blocking_sends_hold_the_sender():
+    # DeepSpeed's p2p.send asserts async_op == False and calls torch.distributed.send; Megatron's
+    # non-interleaved 1F1B waits on its batched isend/irecv (overlap_p2p_comm is forced off there):
+    # the sender's next pass starts after its send. Megatron's interleaved schedule overlaps them
+    # (overlap_p2p_comm), and torchtitan's pipelining sends asynchronously
     base = dict(model=_U, gpus=2, pp=2, global_batch=4, seq_len=1024, efficiency=0.45)
-    for engine, blocking in (("deepspeed", True), ("megatron", False)):
-        g = TrainingJob(**base, pipeline_engine=engine).iteration_graph()
+    for kw, blocking in (({"pipeline_engine": "deepspeed"}, True), ({"framework": "megatron"}, True),
+                         ({"framework": "megatron", "virtual_stages": 2}, False),
+                         ({"framework": "torchtitan"}, False)):
+        g = TrainingJob(**base, **kw).iteration_graph()
         sends = {t.id for t in g.tasks if t.group == "pp" and t.stage == 0}
         after = [t for t in g.tasks if t.stage == 0 and t.kind == TaskKind.COMPUTE and t.phase == "fwd"][1:]
-        assert any(sends & set(t.deps) for t in after) == blocking, engine
+        assert any(sends & set(t.deps) for t in after) == blocking, kw
     with pytest.raises(ConfigError, match=r"\(pipeline_engine\)"):
         TrainingJob(**base, pipeline_engine="deepspeed", zero_stage=2)
 

@@ -14,6 +14,11 @@ The contract (fields beyond these are documented on each model below)::
         #   gated_mlp}; parallelism: {tp, pp, dp, cp, ep, virtual_stages, sequence_parallel,
         #   zero, fsdp}; recompute: none | selective | full; attention: flash | unfused | triton |
         #   cudnn; precision: bf16 | fp8; pipeline_engine: megatron | deepspeed;
+        #   framework: megatron | nemo | deepspeed | torchtitan | pytorch (fsdp, eager): kernels,
+        #   selective recompute and overlap as that framework runs them (tp_comm_overlap,
+        #   overlap_param_gather, overlap_grad_reduce, bucket_bytes override its defaults);
+        #   first_stage_layers / last_stage_layers: an uneven pipeline split; reduce_dtype:
+        #   bf16 | fp32 (FSDP's gradient reduce-scatter); cp_comm: p2p | all-gather;
         #   param_bytes: 4 for FP32 weights under autocast; efficiency: an explicit fraction
         #   of the peak (default: the compute model, flowherd.workload.compute)
       arrivals: []        # e.g. {process: poisson, rate: 4/h, mix: [...], until: 2h}
@@ -67,7 +72,7 @@ from flowherd.experiments import loading
 from flowherd.experiments.telemetry import TelemetrySpec, telemetry_from_mapping
 from flowherd.fabric.core import Fabric
 from flowherd.fabric.spec import fabric_from_mapping
-from flowherd.units import parse_time
+from flowherd.units import parse_size, parse_time
 from flowherd.workload import (
     ChakraJob,
     FlowSizeCDF,
@@ -84,6 +89,7 @@ from flowherd.workload import (
 
 Job = TrainingJob | InferenceJob | ChakraJob
 EMBEDDED = ("default",)
+REDUCE_BYTES = {"bf16": 2, "fp32": 4}  # reduce_dtype -> grad_bytes
 
 
 #: Longest sequence a job may declare, tokens: 2**24 = 16,777,216, above the longest context of a
@@ -142,7 +148,16 @@ class JobModel(_Model):
     param_bytes: int | None = Field(None, ge=1)  # None: the activation dtype (TrainingJob.param_bytes)
     grad_bytes: int = Field(2, ge=1)
     grad_accumulation: Literal["fused", "fp32-buffer"] = "fused"
-    pipeline_engine: Literal["megatron", "deepspeed"] = "megatron"
+    pipeline_engine: Literal["megatron", "deepspeed"] | None = None  # None: the framework's
+    framework: str | None = None  # flowherd.workload.frameworks.FRAMEWORKS; None: Megatron, 25 MiB buckets
+    tp_comm_overlap: bool | None = None  # None: the framework's default (as the next two)
+    overlap_param_gather: bool | None = None
+    overlap_grad_reduce: bool | None = None
+    bucket_bytes: str | float | None = None  # e.g. 25MiB; None: the framework's bucket
+    first_stage_layers: int | None = Field(None, ge=1)
+    last_stage_layers: int | None = Field(None, ge=1)
+    reduce_dtype: Literal["bf16", "fp32"] | None = None  # FSDP's MixedPrecision(reduce_dtype): grad_bytes
+    cp_comm: Literal["p2p", "all-gather"] = "p2p"
     efficiency: float | None = Field(None, gt=0, le=1)  # None: the compute model
     submit: str | float = 0.0
     serving: dict[str, Any] = Field(default_factory=dict)
@@ -394,12 +409,25 @@ def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None) ->
         if m.gpus is None:
             raise ConfigError(f"a training job needs gpus ({field}.gpus)")
         p = m.parallelism
+        grad_bytes = m.grad_bytes
+        if m.reduce_dtype is not None:
+            if "grad_bytes" in m.model_fields_set and grad_bytes != REDUCE_BYTES[m.reduce_dtype]:
+                raise ConfigError(f"reduce_dtype {m.reduce_dtype!r} means grad_bytes="
+                                  f"{REDUCE_BYTES[m.reduce_dtype]}, got grad_bytes={grad_bytes} "
+                                  f"({field}.reduce_dtype)")
+            grad_bytes = REDUCE_BYTES[m.reduce_dtype]
+        bucket = None if m.bucket_bytes is None else parse_size(m.bucket_bytes, field=f"{field}.bucket_bytes")
         return TrainingJob(model=m.model, gpu=gpu, gpus=m.gpus, name=m.name, tenant=m.tenant,
                            tp=p.tp, pp=p.pp, dp=p.dp, ep=p.ep, cp=p.cp, zero_stage=p.zero,
                            sequence_parallel=p.sequence_parallel, virtual_stages=p.virtual_stages,
                            fsdp=p.fsdp, recompute=m.recompute, attention=m.attention, precision=m.precision,
-                           param_bytes=m.param_bytes, grad_bytes=m.grad_bytes,
+                           param_bytes=m.param_bytes, grad_bytes=grad_bytes,
                            grad_accumulation=m.grad_accumulation, pipeline_engine=m.pipeline_engine,
+                           framework=m.framework, tp_comm_overlap=m.tp_comm_overlap,
+                           overlap_param_gather=m.overlap_param_gather,
+                           overlap_grad_reduce=m.overlap_grad_reduce, bucket_bytes=bucket,
+                           first_stage_layers=m.first_stage_layers, last_stage_layers=m.last_stage_layers,
+                           cp_comm=m.cp_comm,
                            seq_len=m.seq_len,
                            micro_batch=m.micro_batch, global_batch=m.global_batch,
                            iterations=m.iterations, efficiency=m.efficiency, submit_s=submit_s)

@@ -40,9 +40,24 @@ def with_nvls(fabric: Fabric) -> Fabric:
     return dataclasses.replace(fabric, server_nvls=(True,) * fabric.num_servers)
 
 
-def preset(name: str) -> Fabric:
-    """Build the preset fabric `name` (see `preset_names`)."""
-    return PRESETS[name]()
+#: Presets with an aggregation tier whose oversubscription the YAML key
+#: ``aggregation_oversubscription`` sets: Meta's clusters (1:7 by default, fabric_facts.md §2), the
+#: 3-tier SuperPOD (spine-core, 1:1 by default) and the 2-Pod HPN (aggregation-core, 15:1).
+AGGREGATION_PRESETS = ("meta-24k", "meta-clos-small", "alibaba-hpn-small",
+                       *(f"dgx-superpod-h100-3tier-{n}su" for n in SUPERPOD_3TIER_CORES))
+
+
+def preset(name: str, *, aggregation_oversubscription: float | None = None) -> Fabric:
+    """Build the preset fabric `name` (see `preset_names`); ``aggregation_oversubscription``
+    (`AGGREGATION_PRESETS` only) overrides its aggregation tier's downlink : uplink ratio."""
+    if aggregation_oversubscription is None:
+        return PRESETS[name]()
+    if name not in AGGREGATION_PRESETS:
+        from flowherd.errors import ConfigError
+
+        raise ConfigError(f"preset {name!r} has no aggregation tier to oversubscribe; expected one of "
+                          f"{', '.join(AGGREGATION_PRESETS)} (fabric.aggregation_oversubscription)")
+    return PRESETS[name](aggregation_oversubscription=aggregation_oversubscription)
 
 
 def preset_names() -> list[str]:
@@ -66,25 +81,27 @@ def superpod_h100(sus: int) -> Fabric:
                                     gpu_type="h100", name=f"dgx-superpod-h100-{sus}su"))
 
 
-def superpod_3tier(sus: int) -> Fabric:
+def superpod_3tier(sus: int, aggregation_oversubscription: float = 1.0) -> Fabric:
     """DGX SuperPOD 3-tier scale-out (leaf, spine, core) of `sus` SUs (fabric_facts.md §1).
 
     Source: DGX SuperPOD B200 RA ("dgx-superpod-architecture"): 16 SU = 512 nodes / 4,096 GPUs /
     128 leaf / 128 spine / 64 core; 32 SU: 256 / 256 / 128; 64 SU: 512 / 512 / 256; cables
     node-leaf = leaf-spine = spine-core = GPU count. Built with DGX H100 nodes (8 GPUs, 8 x 400 Gb/s)
     as the preset name says (NVLink 450 GB/s per direction): 8 spines per SU, spine ``j`` of each
-    SU dealing its 32 uplinks over core group ``j``.
+    SU dealing its 32 uplinks over core group ``j``. ``aggregation_oversubscription`` divides the
+    spine-core cables' speed (the RA's 1:1 by default).
     """
     return with_nvls(rail_optimized(
         servers=32 * sus, gpus_per_server=8, servers_per_su=32, sus_per_pod=1, spines_per_pod=8,
         cores=SUPERPOD_3TIER_CORES[sus], leaf_uplinks=32, nic_bandwidth_bytes_per_s=400 * Gbps,
+        spine_core_bandwidth_bytes_per_s=400 * Gbps / aggregation_oversubscription,
         nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S, gpu_type="h100",
         name=f"dgx-superpod-h100-3tier-{sus}su"))
 
 
-def _sized(fn: Callable[[int], Fabric], sus: int) -> Callable[[], Fabric]:
-    def make() -> Fabric:
-        return fn(sus)
+def _sized(fn: Callable[..., Fabric], sus: int) -> Callable[..., Fabric]:
+    def make(**kw: float) -> Fabric:
+        return fn(sus, **kw)
 
     make.__doc__ = fn.__doc__
     return make
@@ -97,7 +114,7 @@ for _n in SUPERPOD_3TIER_CORES:
 
 
 @PRESETS.register("meta-24k")
-def meta_24k() -> Fabric:
+def meta_24k(aggregation_oversubscription: float = 7.0) -> Fabric:
     """Meta's 24K-GPU RoCE cluster of Llama 3 (fabric_facts.md §2; arXiv:2407.21783 §3.3.1).
 
     8 pods x 192 racks x 2 Grand Teton servers x 8 H100 = 24,576 GPUs, 400 Gb/s per GPU; ToR 1:1
@@ -106,45 +123,48 @@ def meta_24k() -> Fabric:
     """
     return with_nvls(clos3(
                  servers=3072, gpus_per_server=8, servers_per_tor=2, tors_per_pod=192, spines_per_pod=16,
-                 cores=64, tor_oversubscription=1.0, spine_oversubscription=7.0,
+                 cores=64, tor_oversubscription=1.0, spine_oversubscription=aggregation_oversubscription,
                  nic_bandwidth_bytes_per_s=400 * Gbps, nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S,
                  gpu_type="h100", name="meta-24k"))
 
 
 @PRESETS.register("meta-clos-small")
-def meta_clos_small() -> Fabric:
+def meta_clos_small(aggregation_oversubscription: float = 7.0) -> Fabric:
     """A scaled-down Meta-style 3-tier Clos (fabric_facts.md §2): racks of 16 GPUs (2 x 8),
     pods of 16 racks (256 GPUs), 4 pods (1,024 GPUs), pods 1:1 inside, aggregation 1:7 as in Meta's
     24K cluster. Assumed: 4 pod spines per pod, 8 cores.
     """
     return with_nvls(clos3(
                  servers=128, gpus_per_server=8, servers_per_tor=2, tors_per_pod=16, spines_per_pod=4,
-                 cores=8, spine_oversubscription=7.0, nic_bandwidth_bytes_per_s=400 * Gbps,
+                 cores=8, spine_oversubscription=aggregation_oversubscription,
+                 nic_bandwidth_bytes_per_s=400 * Gbps,
                  nvlink_bandwidth_bytes_per_s=H100_NVLINK_BYTES_PER_S, gpu_type="h100",
                  name="meta-clos-small"))
 
 
 @PRESETS.register("alibaba-hpn-pod")
-def alibaba_hpn_pod() -> Fabric:
+def alibaba_hpn_pod(aggregation_oversubscription: float | None = None) -> Fabric:
     """One Alibaba HPN Pod (fabric_facts.md §3; Qian et al., SIGCOMM 2024, Table 1, §5-§6).
 
     15 segments x 128 hosts x 8 H800 = 15,360 GPUs; each NIC 2 x 200 Gb/s to two ToRs (dual-ToR);
     rail-optimized segments (16 ToRs per segment: 8 rails x 2 planes); ToR 128 x 200G down,
     60 x 400G up (1.067:1); 60 aggregation switches per plane, plane p reached only from port p.
     """
+    del aggregation_oversubscription  # one Pod: no aggregation-core tier
     return with_nvls(hpn_dual_plane(pods=1, segments_per_pod=15, hosts_per_segment=128, aggs_per_plane=60,
                           name="alibaba-hpn-pod"))
 
 
 @PRESETS.register("alibaba-hpn-small")
-def alibaba_hpn_small() -> Fabric:
+def alibaba_hpn_small(aggregation_oversubscription: float = 15.0) -> Fabric:
     """A scaled-down 2-Pod Alibaba HPN (fabric_facts.md §3) with HPN's ratios: ToR 1.067:1,
     Aggregation-Core 15:1, dual-ToR, dual-plane. Size parameter: 16 hosts per segment (HPN: 128),
     2 segments per Pod (15), 4 aggregation switches per plane (60), 2 core switches per plane
     (assumed); 2 Pods x 2 x 16 x 8 = 512 GPUs.
     """
     return with_nvls(hpn_dual_plane(pods=2, segments_per_pod=2, hosts_per_segment=16, aggs_per_plane=4,
-                          cores_per_plane=2, name="alibaba-hpn-small"))
+                          cores_per_plane=2, agg_oversubscription=aggregation_oversubscription,
+                          name="alibaba-hpn-small"))
 
 
 @PRESETS.register("alibaba-lingjun")

@@ -13,6 +13,8 @@ The contract (keys of every kind; each kind takes the subset listed in `KIND_KEY
     oversubscription: 1     # downlink : uplink capacity at the leaves
     link_latency: 1us
     nvls: false             # NVSwitch in-switch reduction (NVLS): true, false, or one per server
+    # kind: preset takes name, nvls and aggregation_oversubscription (presets with an aggregation
+    # tier, flowherd.fabric.presets.AGGREGATION_PRESETS: e.g. meta-24k's 1:7 as 7)
 
 One NIC per GPU unless ``nics_per_server`` says otherwise. Every error is a `ConfigError` whose
 message names the field (``fabric.servers``), the value and what was expected.
@@ -32,13 +34,13 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from flowherd.errors import ConfigError
+from flowherd.errors import ConfigError, UnknownNameError
 from flowherd.fabric.core import Fabric
 from flowherd.fabric.generators.clos import clos3
 from flowherd.fabric.generators.fat_tree import fat_tree
 from flowherd.fabric.generators.leaf_spine import leaf_spine
 from flowherd.fabric.generators.rail import rail_optimized
-from flowherd.fabric.presets import PRESETS
+from flowherd.fabric.presets import preset
 from flowherd.units import parse_rate, parse_time
 
 Count = Annotated[int, Field(strict=True, ge=1)]
@@ -55,7 +57,7 @@ KIND_KEYS: dict[str, tuple[str, ...]] = {
                        "spine_core_bandwidth"),
     "clos3": (*_COMMON, "servers", "servers_per_tor", "tors_per_pod", "spines_per_pod", "cores",
               "tor_oversubscription", "spine_oversubscription"),
-    "preset": ("kind", "name", "nvls"),
+    "preset": ("kind", "name", "nvls", "aggregation_oversubscription"),
 }
 _REQUIRED = {"leaf-spine": ("servers", "leaves", "spines"), "fat-tree": ("k",),
              "rail-optimized": ("servers",), "clos3": ("servers",), "preset": ("name",)}
@@ -92,6 +94,7 @@ class FabricSpec(BaseModel):
     tors_per_pod: Count = 192
     tor_oversubscription: Ratio = 1.0
     spine_oversubscription: Ratio = 1.0
+    aggregation_oversubscription: Ratio | None = None
 
 
 def _pydantic_error(err: ValidationError, field: str) -> ConfigError:
@@ -151,7 +154,15 @@ def fabric_from_mapping(data: dict[str, Any] | str, *, field: str = "fabric") ->
         spec = FabricSpec.model_validate(data)
     except ValidationError as err:
         raise _pydantic_error(err, field) from None
-    fabric = PRESETS[str(spec.name)]() if kind == "preset" else _build(spec, kind, field)
+    if kind == "preset":
+        try:
+            fabric = preset(str(spec.name), aggregation_oversubscription=spec.aggregation_oversubscription)
+        except UnknownNameError:
+            raise
+        except ConfigError as err:
+            raise ConfigError(str(err).replace("(fabric.", f"({field}.")) from None
+    else:
+        fabric = _build(spec, kind, field)
     if spec.nvls is not None:
         fabric = _with_nvls(fabric, spec.nvls, field)
     try:

@@ -7,7 +7,9 @@ The serving throughput of a layer assignment is the max flow of a graph (its sec
 
 * source -> every GPU holding layer 0; every GPU holding the last layer -> sink;
 * a GPU is a node of capacity its token throughput with its layers (split into in/out nodes):
-  decode is bound by reading the layers' weights once per batch step,
+  decode is bound by reading the layers' weights once per batch step: ``batch`` over one layer's
+  decode step on the kernel model of `flowherd.workload.compute` (its GEMMs weight-bound at small
+  batches), or, with the job's explicit ``efficiency``, the roofline
   ``min(batch * hbm_bytes_per_s / weight_bytes, flops_per_s * efficiency / flops_per_token)``;
 * GPU i -> GPU j when i's range ends where j's begins, of capacity the link bandwidth between
   them (NVLink inside a server, the NIC across) over the activation bytes of one token.
@@ -32,7 +34,8 @@ import numpy as np
 from flowherd.errors import ConfigError, InfeasibleError
 from flowherd.fabric.core import Fabric
 from flowherd.planning.predict import fabric_view
-from flowherd.workload.gpus import get_gpu
+from flowherd.workload import compute as cm
+from flowherd.workload.gpus import GpuSpec, get_gpu
 from flowherd.workload.inference import InferenceJob
 
 __all__ = ["HelixPlacement", "helix_place", "helix_throughput"]
@@ -59,6 +62,13 @@ class HelixPlacement:
     flow_tokens_per_s: dict[tuple[int, int], float]
 
 
+def _layer_decode_s(job: InferenceJob, spec: GpuSpec) -> float:
+    """One (dense) layer's decode step of ``max_batch`` tokens on one GPU, seconds
+    (`flowherd.workload.compute.layer_ops` without the attention core)."""
+    ops = cm.layer_ops(job.model, 0, spec, micro_batch=job.max_batch, seq_len=1, dtype_bytes=job.dtype_bytes)
+    return sum(o.fwd_s for o in ops if o.name != "attention") / cm.kernel_model(spec).sustained_fraction
+
+
 def _gpu_rates(fabric: Fabric, job: InferenceJob, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray,
                                                                                np.ndarray, float, float]:
     """Per-GPU (tokens per second for one layer, max layers by memory), server, bytes/layer, act bytes."""
@@ -69,8 +79,11 @@ def _gpu_rates(fabric: Fabric, job: InferenceJob, gpus: np.ndarray) -> tuple[np.
     cap = np.empty(len(gpus), np.int64)
     for i, g in enumerate(gpus.tolist()):
         spec = get_gpu(fabric.gpu_type[int(fabric.gpu_server[g])])
-        rate[i] = min(job.max_batch * spec.memory_bytes_per_s / layer_bytes,
-                      spec.peak_bf16_flops * job.efficiency / layer_flops)
+        if job.efficiency is None:  # the kernel model: one layer's decode step at the full batch
+            rate[i] = job.max_batch / _layer_decode_s(job, spec)
+        else:
+            rate[i] = min(job.max_batch * spec.memory_bytes_per_s / layer_bytes,
+                          spec.peak_bf16_flops * job.efficiency / layer_flops)
         cap[i] = int(_WEIGHT_SHARE * spec.memory_bytes // layer_bytes)
     act = m.hidden * job.dtype_bytes
     return rate, cap, fabric.gpu_server[gpus], layer_bytes, act

@@ -140,6 +140,16 @@ from flowherd.workload.attention_measurements import (
     causal_backward_ratio,
 )
 from flowherd.workload.context_parallel import merge_elements
+from flowherd.workload.frameworks import (
+    CE_EAGER_BWD_BYTES,
+    CE_EAGER_FWD_BYTES,
+    CE_MEGATRON_BWD_BYTES,
+    CE_MEGATRON_FWD_BYTES,
+    Framework,
+    eager_elementwise_bytes,
+    get_framework,
+    per_op_recompute_linears,
+)
 from flowherd.workload.gpus import GpuSpec
 from flowherd.workload.models import ModelShape
 
@@ -421,14 +431,22 @@ class LayerTimes:
     Attributes:
         fwd_s: Forward pass.
         bwd_s: Backward pass (without recomputation).
-        attn_core_fwd_s: The forward of the attention core alone (what selective recomputation
-            repeats, Korthikanti et al. 2022 section 5).
+        attn_core_fwd_s: The forward of the attention core alone (what Megatron's selective
+            recomputation repeats, Korthikanti et al. 2022 section 5).
+        selective_fwd_s: What the framework's selective recomputation repeats before the backward
+            (`flowherd.workload.frameworks`: the attention core, or per-op checkpointing's share).
+        tp_overlap_fwd_s, tp_overlap_bwd_s: The GEMMs Transformer Engine's userbuffers overlap with
+            a 16-SM reduce-scatter ("pipeline": attention output and MLP down projection, forward)
+            or bulk transfer (QKV and MLP up projection, backward); `flowherd.workload.pipeline`.
         kernels: Kernels of the forward pass.
     """
 
     fwd_s: float
     bwd_s: float
     attn_core_fwd_s: float = 0.0
+    selective_fwd_s: float = 0.0
+    tp_overlap_fwd_s: float = 0.0
+    tp_overlap_bwd_s: float = 0.0
     kernels: int = 0
 
 
@@ -485,7 +503,8 @@ def _unfused_attention(m: ModelShape, gpu: GpuSpec, *, t: float, seq_len: int, t
 def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
               tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
               dtype_bytes: int = 2, attention: str = "flash", param_bytes: int | None = None,
-              precision: str = "bf16") -> tuple[OpTime, ...]:
+              precision: str = "bf16", framework: str | Framework = "megatron",
+              cp_ring: bool = True) -> tuple[OpTime, ...]:
     """The ops of layer ``layer`` for one micro-batch on one rank, timed in isolation.
 
     ``attention`` is "flash" (fused, causal blocks skipped) or "unfused" (module docstring).
@@ -493,7 +512,10 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
     when it differs from ``dtype_bytes`` (FP32 weights under autocast) every forward casts each
     weight matrix to the compute dtype and every backward casts its gradient back ("weight-cast").
     ``precision`` "fp8": the projections in FP8 and their operands' cast-transposes ("fp8-cast";
-    module docstring).
+    module docstring). ``framework``: a framework without fused kernels runs the norms, rotary
+    embedding and activation as eager ATen kernels (`flowherd.workload.frameworks`). ``cp_ring``
+    False: context parallelism by all-gather (one attention kernel over the gathered K/V, no
+    ring merges).
 
     The rank holds ``micro_batch * seq_len / cp`` tokens; its GEMMs are Megatron's column/row
     parallel halves (``n`` or ``k`` divided by ``tp``); norms and residual adds run on ``1 / tp`` of
@@ -511,12 +533,13 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
                                       dtype_bytes=dtype_bytes))
     elif attention in ("flash", "triton", "cudnn"):
         core = t * m.attention_score_flops(seq_len) / tp
-        extra = (cp - 1) * kernel_model(gpu).kernel_overhead_s  # one kernel per ring step
+        ring = cp_ring and cp > 1
+        extra = (cp - 1) * kernel_model(gpu).kernel_overhead_s if ring else 0.0  # a kernel per ring step
         ops.append(OpTime(name="attention", flops=0.5 * core,
                           fwd_s=attention_time_s(core, seq_len, gpu, kernel=attention) + extra,
                           bwd_s=attention_time_s(2.0 * core, seq_len, gpu, backward=True, kernel=attention)
-                          + extra, kernels=cp))
-        if cp > 1:  # Transformer Engine's ring merges (`flowherd.workload.context_parallel`)
+                          + extra, kernels=cp if ring else 1))
+        if ring:  # Transformer Engine's ring merges (`flowherd.workload.context_parallel`)
             qk = m.head_dim + (m.rope_head_dim if m.kv_lora_rank else 0)
             kv = m.heads if m.kv_lora_rank else m.kv_heads  # MLA materializes per-head K and V
             f_el, b_el, f_k, b_k = merge_elements(tokens=t, cp=cp, heads=m.heads / tp, kv_heads=kv / tp,
@@ -550,10 +573,16 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
     # elements read + written per token: 2 norms (2h each), 2 residual adds (3h each), rotary on
     # the local Q and K heads, the activation (gated: reads 2 widths, writes 1; GELU: 1 and 1)
     tok_sp = t / tp if sequence_parallel else t
-    rope = 2 * (m.heads + m.kv_heads) * m.head_dim / tp
-    elems = tok_sp * 10 * h + t * (rope + (up + 1) * act_width + permute)
-    ew_f = memory_time_s(elems * dtype_bytes, gpu, kernels=5)
-    ops.append(OpTime(name="elementwise", flops=0.0, fwd_s=ew_f, bwd_s=2.0 * ew_f, kernels=5))
+    if get_framework(framework).fused_kernels:
+        rope = 2 * (m.heads + m.kv_heads) * m.head_dim / tp if m.rotary else 0.0
+        elems = tok_sp * 10 * h + t * (rope + (up + 1) * act_width + permute)
+        ew_bytes, ew_kernels = elems * dtype_bytes, 5
+    else:
+        ew_bytes, ew_kernels = eager_elementwise_bytes(m, tokens=t, tokens_sp=tok_sp, tp=tp,
+                                                       act_width=act_width, up=up, permute=permute,
+                                                       dtype_bytes=dtype_bytes)
+    ew_f = memory_time_s(ew_bytes, gpu, kernels=ew_kernels)
+    ops.append(OpTime(name="elementwise", flops=0.0, fwd_s=ew_f, bwd_s=2.0 * ew_f, kernels=ew_kernels))
     if precision == "fp8":
         # Transformer Engine casts each FP8 GEMM's input (forward) and output gradient (backward):
         # read BF16, write FP8 and its transpose, 4 bytes per element, one kernel per GEMM
@@ -577,27 +606,48 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
 def layer_times(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
                 tp: int = 1, cp: int = 1, ep: int = 1, sequence_parallel: bool = False,
                 dtype_bytes: int = 2, attention: str = "flash", param_bytes: int | None = None,
-                precision: str = "bf16") -> LayerTimes:
+                precision: str = "bf16", framework: str | Framework = "megatron",
+                cp_ring: bool = True) -> LayerTimes:
     """Kernel times of layer ``layer`` for one micro-batch on one rank: the sum of its
-    `layer_ops` over the GPU's ``sustained_fraction`` (module docstring)."""
+    `layer_ops` over the GPU's ``sustained_fraction`` (module docstring); ``selective_fwd_s`` what
+    the framework's selective recomputation repeats (`flowherd.workload.frameworks`)."""
+    fw = get_framework(framework)
     ops = layer_ops(model, layer, gpu, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, ep=ep,
                     sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes, attention=attention,
-                    param_bytes=param_bytes, precision=precision)
+                    param_bytes=param_bytes, precision=precision, framework=fw, cp_ring=cp_ring)
     k = 1.0 / kernel_model(gpu).sustained_fraction
     core = next(o.fwd_s for o in ops if o.name == "attention")
+    if fw.selective == "per-op":  # every other matmul and every kernel whose output is not saved
+        share = per_op_recompute_linears(model, model.layer_is_moe(layer))
+        again = sum(o.fwd_s * share.get(o.name, 0.0) for o in ops)
+        again += sum(o.fwd_s for o in ops if o.name in ("elementwise", "fp8-cast", "weight-cast", "cp-merge"))
+    else:
+        again = core
+    ub_fwd = sum(o.fwd_s for o in ops if o.name in ("attn-out", "mlp-down", "shared-down"))
+    ub_bwd = sum(o.bwd_s for o in ops if o.name in ("qkv", "mlp-up", "shared-up"))
     return LayerTimes(fwd_s=sum(o.fwd_s for o in ops) * k, bwd_s=sum(o.bwd_s for o in ops) * k,
-                      attn_core_fwd_s=core * k, kernels=sum(o.kernels for o in ops))
+                      attn_core_fwd_s=core * k, selective_fwd_s=again * k, tp_overlap_fwd_s=ub_fwd * k,
+                      tp_overlap_bwd_s=ub_bwd * k, kernels=sum(o.kernels for o in ops))
 
 
 def head_ops(model: ModelShape, gpu: GpuSpec, *, micro_batch: int, seq_len: int, tp: int = 1,
-             cp: int = 1, dtype_bytes: int = 2, param_bytes: int | None = None) -> tuple[OpTime, ...]:
+             cp: int = 1, dtype_bytes: int = 2, param_bytes: int | None = None,
+             framework: str | Framework = "megatron") -> tuple[OpTime, ...]:
     """The output projection and vocabulary-parallel cross-entropy, timed in isolation
-    (``param_bytes``: the weight cast of `layer_ops`, here of the output matrix)."""
+    (``param_bytes``: the weight cast of `layer_ops`, here of the output matrix; ``framework``
+    without fused kernels: eager ``cross_entropy`` over an FP32 copy of the logits)."""
     t = micro_batch * seq_len / cp
     logits = _gemm_op("logits", t, model.vocab / tp, model.hidden, gpu)
-    # FP32 logits: softmax statistics (read), loss (read, write); backward writes the gradient
-    ce = memory_time_s(3 * t * model.vocab / tp * 4, gpu, kernels=3)
-    ops = (logits, OpTime(name="cross-entropy", flops=0.0, fwd_s=ce, bwd_s=2 * ce / 3, kernels=3))
+    n = t * model.vocab / tp
+    if get_framework(framework).fused_kernels:  # Megatron's passes over FP32 logits
+        ce_op = OpTime(name="cross-entropy", flops=0.0, kernels=6,
+                       fwd_s=memory_time_s(CE_MEGATRON_FWD_BYTES * n, gpu, kernels=6),
+                       bwd_s=memory_time_s(CE_MEGATRON_BWD_BYTES * n, gpu, kernels=2))
+    else:
+        ce_op = OpTime(name="cross-entropy", flops=0.0, kernels=3,
+                       fwd_s=memory_time_s(CE_EAGER_FWD_BYTES * n, gpu, kernels=3),
+                       bwd_s=memory_time_s(CE_EAGER_BWD_BYTES * n, gpu, kernels=3))
+    ops = (logits, ce_op)
     if param_bytes is not None and param_bytes != dtype_bytes:
         cast = memory_time_s(model.vocab * model.hidden / tp * (param_bytes + dtype_bytes), gpu)
         ops += (OpTime(name="weight-cast", flops=0.0, fwd_s=cast, bwd_s=cast),)
@@ -605,10 +655,11 @@ def head_ops(model: ModelShape, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
 
 
 def head_times(model: ModelShape, gpu: GpuSpec, *, micro_batch: int, seq_len: int, tp: int = 1,
-               cp: int = 1, dtype_bytes: int = 2, param_bytes: int | None = None) -> LayerTimes:
+               cp: int = 1, dtype_bytes: int = 2, param_bytes: int | None = None,
+               framework: str | Framework = "megatron") -> LayerTimes:
     """Output projection and vocabulary-parallel cross-entropy for one micro-batch on one rank."""
     ops = head_ops(model, gpu, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp,
-                   dtype_bytes=dtype_bytes, param_bytes=param_bytes)
+                   dtype_bytes=dtype_bytes, param_bytes=param_bytes, framework=framework)
     k = 1.0 / kernel_model(gpu).sustained_fraction
     return LayerTimes(fwd_s=sum(o.fwd_s for o in ops) * k, bwd_s=sum(o.bwd_s for o in ops) * k,
                       kernels=sum(o.kernels for o in ops))

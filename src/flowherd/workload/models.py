@@ -51,6 +51,9 @@ class ModelShape:
         tied_embeddings: Output head shares the input embedding matrix.
         biases: Linear layers carry biases (GPT-3); counted in parameters, not in FLOPs.
         learned_positions: Length of a learned position-embedding table (0 for rotary).
+        rotary: Rotary position embeddings on Q and K (their elementwise kernels); None: when there
+            is no learned table. False for ALiBi models (MPT, BLOOM), whose bias lives in the
+            attention kernel.
         experts: Routed experts per MoE layer (0: dense model).
         top_k: Routed experts per token.
         moe_ffn_hidden: Width of one expert; defaults to ``ffn_hidden``.
@@ -76,6 +79,7 @@ class ModelShape:
     tied_embeddings: bool = False
     biases: bool = False
     learned_positions: int = 0
+    rotary: bool | None = None
     experts: int = 0
     top_k: int = 0
     moe_ffn_hidden: int | None = None
@@ -96,6 +100,10 @@ class ModelShape:
                   "q_lora_rank", "kv_lora_rank", "rope_head_dim"):
             _check_int(getattr(self, f), f, where, minimum=0)
         _check_int(self.moe_every, "moe_every", where, minimum=1)
+        if self.rotary is None:
+            object.__setattr__(self, "rotary", self.learned_positions == 0)
+        if not isinstance(self.rotary, bool):
+            raise ConfigError(f"{where}: rotary must be true or false, got {self.rotary!r} (rotary)")
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
         _check_int(self.kv_heads, "kv_heads", where, minimum=1)

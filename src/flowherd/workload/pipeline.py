@@ -57,6 +57,7 @@ import numpy as np
 from flowherd.collectives.ops import Collective, Op
 from flowherd.errors import SimulationError
 from flowherd.workload import compute as cm
+from flowherd.workload.frameworks import get_framework, per_op_recompute_linears
 from flowherd.workload.opgraph import GraphBuilder, OpGraph
 
 __all__ = ["DEEPSPEED_ALLREDUCE_ELEMENTS", "build_iteration", "schedule_order"]
@@ -64,6 +65,11 @@ __all__ = ["DEEPSPEED_ALLREDUCE_ELEMENTS", "build_iteration", "schedule_order"]
 # deepspeed/runtime/engine.py: MEMORY_OPT_ALLREDUCE_SIZE, the elements per buffer of the pipeline
 # engine's gradient all-reduce (buffered_allreduce_fallback)
 DEEPSPEED_ALLREDUCE_ELEMENTS = 500_000_000
+# transformer_engine/pytorch/module/base.py (NVIDIA/TransformerEngine@d0067d0da), initialize_ub's
+# get_default_config: "num_sm": 16 for the "pipeline" and "bulk" overlap methods (1 for
+# "ring_exchange", which moves data with the copy engines), "num_splits": 4 for "pipeline"
+UB_SMS = 16
+UB_PIPELINE_SPLITS = 4
 
 
 def schedule_order(pp: int, p: int, m: int, virtual_stages: int) -> list[tuple[str, int, int]]:
@@ -121,6 +127,8 @@ class _Builder:
         self._coll_cache: dict[tuple, tuple[Collective, ...]] = {}
         self._groups_cache: dict[tuple[int, str], np.ndarray] = {}
         self._lt: dict[int, cm.LayerTimes] = {}
+        self.fw = get_framework(j.framework)
+        self._per_op: dict[bool, float] = {}
         self.units = {(p, v): self._units(p, v) for p in range(j.pp) for v in range(self.V)}
         self.last: list[tuple[int, ...]] = [() for _ in range(j.pp)]
         self.zero_tail: list[int | None] = [None] * j.pp
@@ -128,7 +136,15 @@ class _Builder:
         self.dangling: list[list[int]] = [[] for _ in range(j.pp)]
         # DeepSpeed's pipeline engine: all-reduce after the last backward (module docstring)
         self._deepspeed_sync = j.pipeline_engine == "deepspeed"
+        # sends that hold the sender until delivered: DeepSpeed's engine, and Megatron's 1F1B without
+        # interleaving (`flowherd.workload.frameworks`)
+        self.blocking_sends = self._deepspeed_sync or (self.V == 1 and self.fw.blocking_p2p)
         self.buckets = ({k: self._buckets(k) for k in self.units} if j.zero_stage < 3 else None)
+        # ZeRO-1/2 with overlap_param_gather: (stage, virtual stage, unit) -> the all-gather of its
+        # bucket's updated weights, which the first forward of those layers waits for
+        self.param_ag: dict[tuple[int, int, int], int] | None = None
+        if 1 <= j.zero_stage <= 2 and j.overlap_param_gather and not self._deepspeed_sync:
+            self.param_ag = self._param_gathers()
 
     # ---- per-chunk quantities --------------------------------------------------------------
     def _layer_times(self, i: int) -> cm.LayerTimes:
@@ -138,8 +154,41 @@ class _Builder:
             self._lt[key] = cm.layer_times(j.model, i, j.gpu, micro_batch=j.micro_batch, seq_len=j.seq_len,
                                            tp=j.tp, cp=j.cp, ep=j.ep, sequence_parallel=j.sequence_parallel,
                                            dtype_bytes=j.dtype_bytes, attention=j.attention,
-                                           param_bytes=j.param_bytes, precision=j.precision)
+                                           param_bytes=j.param_bytes, precision=j.precision,
+                                           framework=j.framework, cp_ring=j.cp_comm == "p2p")
         return self._lt[key]
+
+    def _per_op_flops(self, i: int) -> float:
+        """Forward FLOPs per token of layer ``i`` that per-op checkpointing recomputes on a rank."""
+        j, m = self.job, self.job.model
+        moe = m.layer_is_moe(i)
+        if moe not in self._per_op:
+            share = per_op_recompute_linears(m, moe)
+            ops = cm.layer_ops(m, i, j.gpu, micro_batch=1, seq_len=j.seq_len, tp=j.tp, ep=j.ep)
+            self._per_op[moe] = sum(o.flops * share.get(o.name, 0.0) for o in ops) / j.seq_len
+        return self._per_op[moe]
+
+    def _param_gathers(self) -> dict[tuple[int, int, int], int]:
+        """The all-gathers of the updated weights at the start of the iteration, bucket by bucket in
+        forward order (Megatron's ``--overlap-param-gather``: the previous step's gathers run while
+        the forward of the layers before them computes)."""
+        j, out = self.job, {}
+        for p in range(j.pp):
+            prev = None
+            for v in range(self.V):
+                u = self.units[(p, v)]
+                for k, bucket in reversed(list(enumerate(self.buckets[(p, v)]))):
+                    dense = float(u["dense_loc"][bucket].sum()) * j.param_bytes
+                    expert = float(u["expert_loc"][bucket].sum()) * j.param_bytes
+                    colls = self._param_colls(p, Op.ALLGATHER, dense, expert)
+                    if not colls:
+                        continue
+                    vt = f"v{v}/" if self.V > 1 else ""
+                    prev = self.b.comm(f"s{p}/{vt}zero-ag/bucket{k}", colls, (prev,), group="zero", stage=p,
+                                       phase="step")
+                    for unit in bucket:
+                        out[(p, v, unit)] = prev
+        return out
 
     def _units(self, p: int, v: int) -> dict[str, np.ndarray]:
         j, m = self.job, self.job.model
@@ -163,6 +212,8 @@ class _Builder:
             fwd = fwd_flops / rate
             bwd = 2.0 * fwd
             core = attn / rate
+            if self.fw.selective == "per-op":  # the share of each matmul per-op checkpointing repeats
+                core = np.array([self._per_op_flops(i) for i in layers]) * tokens / rate
             if last and n:
                 head = m.logit_flops() * tokens / rate
                 fwd[-1] += head
@@ -171,10 +222,16 @@ class _Builder:
             lt = [self._layer_times(i) for i in layers]
             fwd = np.array([x.fwd_s for x in lt])
             bwd = np.array([x.bwd_s for x in lt])
-            core = np.array([x.attn_core_fwd_s for x in lt])
+            core = np.array([x.selective_fwd_s for x in lt])
+            if j.tp_comm_overlap and j.tp > 1:
+                # the GEMMs that run beside userbuffers' 16-SM reduce-scatters and bulk overlaps lose
+                # those SMs (TE's initialize_ub: num_sm 16 with set_sm_margin for "pipeline" and "bulk")
+                km = cm.kernel_model(j.gpu)
+                fwd = fwd + UB_SMS / km.sm_count * np.array([x.tp_overlap_fwd_s for x in lt])
+                bwd = bwd + UB_SMS / km.sm_count * np.array([x.tp_overlap_bwd_s for x in lt])
             if last and n:
                 h = cm.head_times(m, j.gpu, micro_batch=j.micro_batch, seq_len=j.seq_len, tp=j.tp, cp=j.cp,
-                                  dtype_bytes=j.dtype_bytes, param_bytes=j.param_bytes)
+                                  dtype_bytes=j.dtype_bytes, param_bytes=j.param_bytes, framework=j.framework)
                 fwd[-1] += h.fwd_s
                 bwd[-1] += h.bwd_s
             if j.grad_accumulation == "fp32-buffer":  # a cast-and-add per layer after each backward
@@ -273,6 +330,8 @@ class _Builder:
             return [[k] for k in order]
         if phase == "bwd" and self.buckets is not None and self._syncs(mb) and not self._deepspeed_sync:
             return self.buckets[key]
+        if phase == "fwd" and mb == 0 and self.param_ag is not None:  # wait bucket by bucket
+            return [list(reversed(bk)) for bk in reversed(self.buckets[key])]
         return [order] if n else []
 
     def _syncs(self, mb: int) -> bool:
@@ -303,14 +362,21 @@ class _Builder:
                                 stage=p, count=n, micro_batch=mb, phase=phase)
                     self.zero_tail[p] = ag
                     pre.append(ag)
+            if self.param_ag is not None and phase == "fwd" and mb == 0:
+                pre += [self.param_ag[(p, v, k)] for k in units if (p, v, k) in self.param_ag]
             overlapped = []
+            blocking: list[tuple[str, Op, float, int]] = []
             if j.cp > 1:
                 cp_ops = [Op.ALLGATHER] if phase == "fwd" else [Op.ALLGATHER, Op.REDUCESCATTER]
                 for op in cp_ops:
                     again = op == Op.ALLGATHER and phase == "bwd" and j.recompute != "none"
+                    cnt = n * (2 if again else 1)
+                    if j.cp_comm == "all-gather":  # the attention waits for the whole K/V
+                        blocking.append(("cp", op, self.cp_bytes, cnt))
+                        continue
                     colls = self._colls(p, "cp", op, self.cp_bytes)
                     overlapped.append(b.comm(f"{lbl}/cp-{op}", colls, entry, group="cp", stage=p,
-                                             count=n * (2 if again else 1), micro_batch=mb, phase=phase))
+                                             count=cnt, micro_batch=mb, phase=phase))
             dur = float(u["fwd_s" if phase == "fwd" else "bwd_s"][units].sum())
             if syncing and j.efficiency is None and prev_bucket:
                 # the previous bucket's DP collective runs beside this bucket's backward: NCCL's
@@ -322,8 +388,18 @@ class _Builder:
             for k in units:
                 done_at[k] = c
             tail: tuple[int, ...] = (c, *overlapped)
-            blocking: list[tuple[str, Op, float, int]] = []
-            if j.tp > 1:
+            if j.tp > 1 and j.tp_comm_overlap:
+                # Transformer Engine's userbuffers (module docstring): the all-gathers and
+                # reduce-scatters run beside the GEMMs; the forward's "pipeline" reduce-scatters
+                # (attention output, MLP down) finish one of their UB_PIPELINE_SPLITS chunks after it
+                both = (self._colls(p, "tp", Op.ALLGATHER, self.act_bytes)
+                        + self._colls(p, "tp", Op.REDUCESCATTER, self.act_bytes))
+                if both:
+                    tail = (*tail, b.comm(f"{lbl}/tp-overlap", both, pre, group="tp", stage=p,
+                                          count=2 * n * reps, micro_batch=mb, phase=phase))
+                    if phase == "fwd":
+                        blocking.append(("tp", Op.REDUCESCATTER, self.act_bytes / UB_PIPELINE_SPLITS, 2 * n))
+            elif j.tp > 1:
                 if j.sequence_parallel:
                     blocking.append(("tp", Op.ALLGATHER, self.act_bytes, 2 * n * reps))
                     blocking.append(("tp", Op.REDUCESCATTER, self.act_bytes, 2 * n * reps))
@@ -444,7 +520,7 @@ class _Builder:
                     dst = self._peer(p, v, phase, out=True)
                     if dst is not None:
                         sends[(p, v, phase, mb)] = sent = self._send(p, dst[0], phase, mb, end)
-                        if j.pipeline_engine == "deepspeed":  # blocking send (module docstring)
+                        if self.blocking_sends:  # the sender's next pass waits (module docstring)
                             self.last[p] = (*self.last[p], sent)
                     ptr[p] += 1
                     remaining -= 1
@@ -465,7 +541,7 @@ class _Builder:
             step = b.compute(f"s{p}/optimizer", cm.optimizer_step_s(shard, j.gpu),
                              (*self.last[p], *self.dangling[p]), stage=p, phase="step")
             ends.append(step)
-            if 1 <= j.zero_stage <= 2:
+            if 1 <= j.zero_stage <= 2 and self.param_ag is None:
                 nb = sum(len(self.buckets[(p, v)]) for v in range(self.V))
                 colls = self._param_colls(p, Op.ALLGATHER, dense * j.param_bytes / nb,
                                           expert * j.param_bytes / nb)

@@ -64,6 +64,7 @@ Schedules (1F1B, interleaved) and the optimizer step: `flowherd.workload.pipelin
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,7 +76,8 @@ import numpy as np
 from flowherd.collectives.ops import busbw_factor
 from flowherd.errors import ConfigError
 from flowherd.units import MiB
-from flowherd.workload.compute import ATTENTION, PRECISIONS, fp8_peak_flops
+from flowherd.workload.compute import ATTENTION, PRECISIONS, fp8_peak_flops, layer_ops
+from flowherd.workload.frameworks import FRAMEWORKS, per_op_recompute_linears
 from flowherd.workload.gpus import GpuSpec, get_gpu
 from flowherd.workload.models import ModelShape, get_model
 from flowherd.workload.opgraph import OpGraph, Task, TaskKind
@@ -144,8 +146,28 @@ class TrainingJob:
             data-parallel AllReduce of the gradients after the pipeline's last backward;
             `flowherd.workload.pipeline`). Needs ``zero_stage <= 1`` and ``virtual_stages == 1``
             (DeepSpeed's pipeline has neither ZeRO-2/3 nor interleaving).
-        bucket_bytes: DDP bucket cap (25 MiB as PyTorch); ``math.inf`` makes one bucket per stage,
-            i.e. the gradient sync starts after the whole backward pass (no overlap).
+        bucket_bytes: Gradient bucket cap, bytes; None: the named framework's (Megatron-Core
+            ``max(4e7, 1e6 * dp)`` parameters, PyTorch DDP 25 MiB, NeMo 125 MiB;
+            `flowherd.workload.frameworks`), 25 MiB when none is named; ``math.inf`` makes one
+            bucket per stage, i.e. the gradient sync starts after the whole backward pass.
+        overlap_grad_reduce: Reduce the gradients bucket by bucket during the last backward (True)
+            or in one bucket after it (False: Megatron without ``--overlap-grad-reduce``); None: the
+            framework's default.
+        framework: The training framework, a `flowherd.workload.frameworks.FRAMEWORKS` name
+            ("megatron", "nemo", "deepspeed", "torchtitan", "pytorch" / "fsdp" / "eager"): its
+            kernels (fused or eager), what ``recompute: selective`` repeats, whether 1F1B sends
+            block, its gradient buckets and the defaults of the overlap switches below. None
+            (default): Megatron-LM's, with PyTorch DDP's 25 MiB buckets (`DDP_BUCKET_BYTES`).
+        tp_comm_overlap: Transformer Engine's userbuffers overlap of the sequence-parallel TP
+            collectives with the GEMMs (`flowherd.workload.pipeline`); needs
+            ``sequence_parallel``. None: the framework's default.
+        overlap_param_gather: ZeRO-1's all-gather of the updated weights overlapped with the next
+            forward, bucket by bucket (Megatron's ``--overlap-param-gather``); None: the
+            framework's default.
+        cp_comm: How context parallelism exchanges K/V: "p2p" (Transformer Engine's ring, the
+            default) or "all-gather" (every rank gathers the whole sequence's K/V before its
+            attention and reduce-scatters their gradients: TE's ``cp_comm_type="all_gather"``, Llama
+            3's context parallelism; `flowherd.workload.pipeline`).
         submit_s: Submission time, seconds.
     """
 
@@ -178,8 +200,13 @@ class TrainingJob:
     grad_bytes: int = 2
     param_bytes: int | None = None
     grad_accumulation: str = "fused"
-    pipeline_engine: str = "megatron"
-    bucket_bytes: float = 25 * MiB
+    pipeline_engine: str | None = None
+    bucket_bytes: float | None = None
+    framework: str | None = None
+    tp_comm_overlap: bool | None = None
+    overlap_param_gather: bool | None = None
+    overlap_grad_reduce: bool | None = None
+    cp_comm: str = "p2p"
     submit_s: float = 0.0
     _chunk_layers: tuple[range, ...] = field(default=(), init=False, repr=False, compare=False)
 
@@ -267,6 +294,30 @@ class TrainingJob:
         if self.grad_accumulation not in GRAD_ACCUMULATION:
             raise ConfigError(f"{w}: grad_accumulation must be one of {', '.join(GRAD_ACCUMULATION)}, got "
                               f"{self.grad_accumulation!r} (grad_accumulation)")
+        named = self.framework is not None
+        if not named:
+            object.__setattr__(self, "framework", "megatron")
+        if not isinstance(self.framework, str) or self.framework not in FRAMEWORKS:
+            close = difflib.get_close_matches(str(self.framework), list(FRAMEWORKS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{w}: framework must be one of {', '.join(FRAMEWORKS)}, got "
+                              f"{self.framework!r}{hint} (framework)")
+        fw = FRAMEWORKS[self.framework]
+        if self.pipeline_engine is None:
+            object.__setattr__(self, "pipeline_engine", fw.pipeline_engine)
+        for f in ("tp_comm_overlap", "overlap_param_gather", "overlap_grad_reduce"):
+            v = getattr(self, f)
+            if v is None:
+                object.__setattr__(self, f, getattr(fw, f))
+            elif not isinstance(v, bool):
+                raise ConfigError(f"{w}: {f} must be true or false, got {v!r} ({f})")
+        if self.tp_comm_overlap and self.tp > 1 and not self.sequence_parallel:
+            raise ConfigError(f"{w}: tp_comm_overlap needs sequence_parallel (Transformer Engine overlaps "
+                              "the sequence-parallel all-gathers and reduce-scatters), got "
+                              "sequence_parallel=False (tp_comm_overlap)")
+        if self.cp_comm not in CP_COMM:
+            raise ConfigError(f"{w}: cp_comm must be one of {', '.join(CP_COMM)}, got {self.cp_comm!r} "
+                              "(cp_comm)")
         if self.pipeline_engine not in PIPELINE_ENGINES:
             raise ConfigError(f"{w}: pipeline_engine must be one of {', '.join(PIPELINE_ENGINES)}, got "
                               f"{self.pipeline_engine!r} (pipeline_engine)")
@@ -278,6 +329,10 @@ class TrainingJob:
         if self.efficiency is not None and not (
                 isinstance(self.efficiency, int | float) and 0 < self.efficiency <= 1):
             raise ConfigError(f"{w}: efficiency must be in (0, 1], got {self.efficiency!r} (efficiency)")
+        if self.bucket_bytes is None:
+            cap = (fw.bucket_bytes(dp=self.dp * self.cp, grad_bytes=self.grad_bytes) if named
+                   else DDP_BUCKET_BYTES)
+            object.__setattr__(self, "bucket_bytes", cap if self.overlap_grad_reduce else math.inf)
         if not (isinstance(self.bucket_bytes, int | float) and self.bucket_bytes > 0):
             raise ConfigError(f"{w}: bucket_bytes must be positive, got {self.bucket_bytes!r} (bucket_bytes)")
         if not (math.isfinite(self.submit_s) and self.submit_s >= 0):
@@ -313,11 +368,21 @@ class TrainingJob:
     def iteration_flops(self) -> float:
         """Hardware FLOPs of one iteration over all GPUs (the HFU numerator): model FLOPs plus what
         recomputation repeats: every layer's forward (``full``; 96 instead of 72 in Korthikanti et
-        al. 2022's ``B s l h^2`` count) or the attention core's forward (``selective``)."""
+        al. 2022's ``B s l h^2`` count), the attention core's forward (``selective`` under Megatron)
+        or per-op checkpointing's matmuls (``selective`` under PyTorch;
+        `flowherd.workload.frameworks`)."""
         m, s = self.model, self.seq_len
         tokens = self.global_batch * s
         if self.recompute == "full":
             extra = m.forward_flops_per_token(s) - m.logit_flops()
+        elif self.recompute == "selective" and FRAMEWORKS[self.framework].selective == "per-op":
+            extra = 0.0
+            for moe in {m.layer_is_moe(i) for i in range(m.layers)}:
+                i = next(k for k in range(m.layers) if m.layer_is_moe(k) == moe)
+                share = per_op_recompute_linears(m, moe)
+                ops = layer_ops(m, i, self.gpu, micro_batch=1, seq_len=s, ep=self.ep)
+                n = sum(m.layer_is_moe(k) == moe for k in range(m.layers))
+                extra += n * sum(o.flops * share.get(o.name, 0.0) for o in ops) / s
         elif self.recompute == "selective":
             extra = m.layers * m.attention_score_flops(s)
         else:
@@ -368,6 +433,8 @@ class TrainingJob:
 
 
 RECOMPUTE = ("none", "selective", "full")
+DDP_BUCKET_BYTES = 25 * MiB  # PyTorch DDP's bucket_cap_mb = 25: the bucket of a job that names no framework
+CP_COMM = ("p2p", "all-gather")
 GRAD_ACCUMULATION = ("fused", "fp32-buffer")
 PIPELINE_ENGINES = ("megatron", "deepspeed")
 PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "virtual_stages", "sequence_parallel", "zero", "fsdp")

@@ -1,0 +1,163 @@
+"""Training frameworks: kernels, selective recomputation, overlap switches (flowherd.workload.frameworks)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from flowherd.collectives.ops import Op
+from flowherd.errors import ConfigError
+from flowherd.experiments.scenario import scenario_from_mapping
+from flowherd.workload import TaskKind, TrainingJob, get_model
+from flowherd.workload import compute as cm
+from flowherd.workload.frameworks import (
+    FRAMEWORKS,
+    RMSNORM_EAGER_BYTES,
+    ROPE_EAGER_BYTES,
+    SWIGLU_EAGER_BYTES,
+    eager_elementwise_bytes,
+    per_op_recompute_linears,
+)
+from flowherd.workload.gpus import get_gpu
+
+_H100 = get_gpu("h100")
+_GPT = {"name": "gpt", "layers": 4, "hidden": 2048, "heads": 16, "ffn_hidden": 8192, "vocab": 50304,
+        "gated_mlp": False, "rotary": False}
+
+
+def _fwd(model, framework: str) -> float:
+    return cm.layer_times(get_model(model), 0, _H100, micro_batch=1, seq_len=4096, framework=framework).fwd_s
+
+
+def _starts_with_a_compute(g, task) -> bool:
+    """Whether ``task`` has the dependencies of a compute task of its pass (runs beside it)."""
+    return any(t.kind == TaskKind.COMPUTE and t.deps == task.deps and t.phase == task.phase
+               and t.micro_batch == task.micro_batch for t in g.tasks)
+
+
+def test_eager_kernels_slow_llama_layers_but_not_layernorm_gelu_ones():
+    # RMSNorm, complex rotary and SwiGLU are chains of ATen kernels in eager PyTorch; LayerNorm and
+    # GELU are single native kernels there too (frameworks module docstring)
+    assert _fwd("llama3-8b", "pytorch") > 1.10 * _fwd("llama3-8b", "megatron")
+    assert _fwd(_GPT, "pytorch") == pytest.approx(_fwd(_GPT, "megatron"), rel=0.01)
+
+
+def test_eager_elementwise_bytes_closed_form():
+    m = get_model({"name": "t", "layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2, "ffn_hidden": 128,
+                   "vocab": 100})
+    got, _ = eager_elementwise_bytes(m, tokens=10, tokens_sp=10, tp=1, act_width=128, up=2, permute=0,
+                                     dtype_bytes=2)
+    norms = 2 * RMSNORM_EAGER_BYTES * 64 * 10
+    act = SWIGLU_EAGER_BYTES * 128 * 10
+    rope = ROPE_EAGER_BYTES * (4 + 2) * 16 * 10
+    repeat_kv = 2 * (2 + 4) * 16 * 2 * 10
+    residual = 2 * 3 * 64 * 2 * 10
+    assert got == norms + act + rope + repeat_kv + residual
+
+
+def test_per_op_checkpointing_recomputes_every_second_matmul():
+    # torchtitan's policy: in wq, wk, wv, wo, w1, w3, w2 the 2nd, 4th and 6th (wk, wo, w3) run again
+    m = get_model("llama3-8b")
+    q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+    assert per_op_recompute_linears(m, False) == pytest.approx(
+        {"qkv": kv / (q + 2 * kv), "attn-out": 1.0, "mlp-up": 0.5})
+    # a fused Wqkv, out, up, down block: out and down
+    assert per_op_recompute_linears(get_model(_GPT), False) == {"attn-out": 1.0, "mlp-down": 1.0}
+
+
+def test_selective_means_what_the_framework_recomputes():
+    kw = dict(model="llama3-8b", gpus=8, fsdp=True, seq_len=8192, global_batch=8, recompute="selective")
+    mega, titan = TrainingJob(**kw, framework="megatron"), TrainingJob(**kw, framework="torchtitan")
+    m, tokens = mega.model, 8 * 8192
+    # Megatron: the attention core's forward; per-op: a third of the layer's matmul FLOPs and more
+    assert mega.iteration_flops() - mega.model_flops() == pytest.approx(
+        m.layers * m.attention_score_flops(8192) * tokens)
+    extra = (titan.iteration_flops() - titan.model_flops()) / tokens / m.layers
+    mm = m.attention_matmul_flops() + m.mlp_flops(0)
+    assert 0.3 * mm < extra < 0.45 * mm
+    lt = cm.layer_times(m, 0, _H100, micro_batch=1, seq_len=8192, framework="torchtitan")
+    assert lt.selective_fwd_s > 0.3 * lt.fwd_s and lt.selective_fwd_s < lt.fwd_s
+
+
+def test_unknown_framework_names_the_field_and_the_closest():
+    with pytest.raises(ConfigError, match=r"did you mean 'nemo'.*\(framework\)"):
+        TrainingJob(model="llama3-8b", gpus=8, framework="nemmo")
+
+
+def test_gradient_buckets_follow_the_framework():
+    # Megatron-Core: max(40000000, 1000000 * dp) parameters; one bucket without overlap_grad_reduce;
+    # PyTorch DDP 25 MiB; NeMo (Apex distributed_fused_adam) 125 MiB
+    j = TrainingJob(model="llama3-8b", gpus=64 * 8, tp=8, dp=64, framework="megatron")
+    assert j.bucket_bytes == 64_000_000 * 2
+    assert TrainingJob(model="llama3-8b", gpus=16, tp=8, framework="megatron").bucket_bytes == 40_000_000 * 2
+    assert TrainingJob(model="llama3-8b", gpus=16, tp=8).bucket_bytes == 25 * 2**20  # no framework named
+    assert TrainingJob(model="llama3-8b", gpus=16, tp=8, overlap_grad_reduce=False).bucket_bytes == math.inf
+    assert TrainingJob(model="llama3-8b", gpus=16, tp=8, framework="pytorch").bucket_bytes == 25 * 2**20
+    assert TrainingJob(model="llama3-8b", gpus=16, tp=8, framework="nemo").bucket_bytes == 125 * 2**20
+    assert TrainingJob(model="llama3-8b", gpus=16, tp=8, bucket_bytes=1e6).bucket_bytes == 1e6
+
+
+def test_tp_comm_overlap_runs_the_collectives_beside_the_gemms():
+    kw = dict(model="llama3-8b", gpus=8, tp=8, sequence_parallel=True, global_batch=2, seq_len=4096)
+    plain, ub = TrainingJob(**kw), TrainingJob(**kw, tp_comm_overlap=True)
+    assert ub.estimate_iteration_s() < plain.estimate_iteration_s()
+    g = ub.iteration_graph()
+    beside = [t for t in g.tasks if t.name.endswith("tp-overlap")]
+    assert beside and all(_starts_with_a_compute(g, t) for t in beside)
+    assert not any(_starts_with_a_compute(g, t) for t in plain.iteration_graph().tasks if t.group == "tp")
+    # the same TP bytes in all, plus the forward's last reduce-scatter chunk after the GEMM
+    tp = g.bytes_by_group_op()
+    base = plain.iteration_graph().bytes_by_group_op()
+    assert tp[("tp", Op.ALLGATHER)] == pytest.approx(base[("tp", Op.ALLGATHER)])
+    assert tp[("tp", Op.REDUCESCATTER)] > base[("tp", Op.REDUCESCATTER)]
+    with pytest.raises(ConfigError, match=r"\(tp_comm_overlap\)"):
+        TrainingJob(model="llama3-8b", gpus=8, tp=8, tp_comm_overlap=True)
+
+
+def test_overlapped_param_gather_feeds_the_first_forward():
+    kw = dict(model="llama3-8b", gpus=16, tp=8, zero_stage=1, global_batch=4)
+    late = TrainingJob(**kw).iteration_graph()
+    early = TrainingJob(**kw, overlap_param_gather=True).iteration_graph()
+    assert any(t.name.endswith("zero-ag-params") for t in late.tasks)
+    gathers = [t for t in early.tasks if t.group == "zero"]
+    assert gathers and not any(t.name.endswith("zero-ag-params") for t in early.tasks)
+    assert not gathers[0].deps  # right after the previous iteration's step
+    first = [t for t in early.tasks if t.kind == TaskKind.COMPUTE and t.phase == "fwd" and t.micro_batch == 0]
+    ids = {t.id for t in gathers}
+    assert len(first) > 1 and all(ids & set(t.deps) for t in first)
+    assert early.bytes_by_group()["zero"] == pytest.approx(late.bytes_by_group()["zero"])
+
+
+def test_all_gather_context_parallelism_waits_for_the_gather():
+    kw = dict(model="llama3-8b", gpus=2, cp=2, seq_len=8192, global_batch=1)
+    # TE's ring moves K/V beside the attention; an all-gather completes before the attention uses it
+    for mode, beside in (("p2p", True), ("all-gather", False)):
+        g = TrainingJob(**kw, cp_comm=mode).iteration_graph()
+        cp = [t for t in g.tasks if t.group == "cp"]
+        assert cp and all(_starts_with_a_compute(g, t) == beside for t in cp), mode
+
+
+def test_yaml_keys_reach_the_job():
+    sc = scenario_from_mapping({
+        "name": "t", "fabric": {"kind": "leaf-spine", "servers": 2, "gpus_per_server": 8, "leaves": 1,
+                                "spines": 1},
+        "workload": {"jobs": [{"name": "a", "model": "llama3-8b", "gpus": 16, "framework": "torchtitan",
+                               "parallelism": {"pp": 4, "dp": 4}, "first_stage_layers": 6,
+                               "last_stage_layers": 6, "reduce_dtype": "fp32", "bucket_bytes": "50MiB",
+                               "overlap_grad_reduce": True, "global_batch": 16}]}})
+    j = sc.jobs[0]
+    assert j.framework == "torchtitan" and j.grad_bytes == 4 and j.bucket_bytes == 50 * 2**20
+    assert [len(j.stage_layers(p)) for p in range(4)] == [6, 10, 10, 6]
+    bad = {"name": "a", "model": "llama3-8b", "gpus": 8, "reduce_dtype": "fp32", "grad_bytes": 2}
+    fabric = {"kind": "leaf-spine", "servers": 1, "gpus_per_server": 8, "leaves": 1, "spines": 1}
+    with pytest.raises(ConfigError, match=r"reduce_dtype"):
+        scenario_from_mapping({"name": "t", "fabric": fabric, "workload": {"jobs": [bad]}})
+
+
+def test_every_framework_builds_an_iteration():
+    for name in FRAMEWORKS:
+        j = TrainingJob(model="llama3-8b", gpus=16, tp=2, pp=2, global_batch=8, framework=name,
+                        recompute="selective")
+        g = j.iteration_graph()
+        assert g.critical_path_s() > 0 and j.hfu(1.0) > j.mfu(1.0)
