@@ -171,7 +171,7 @@ def test_a_sweep_grid_is_refused_before_its_points_are_made(tmp_path):
 
 
 def test_sweep_points_share_the_base_and_equal_full_copies(monkeypatch):
-    from flowherd.experiments import sweep as sweep_mod
+    from flowherd.experiments import sweep_file as sweep_mod
 
     base = _scen()
     before = json.dumps(base, sort_keys=True)
