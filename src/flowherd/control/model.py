@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 
 from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
+from flowherd.control import paths_agent
 from flowherd.control.agent import ACTION_SPACES, action_space_size, decide, prepare
 from flowherd.control.herd import NUM_FEATURES, OBS_BOUND, HerdController, HerdParams, asks_agent, features
 from flowherd.errors import ConfigError
 
-__all__ = ["ModelController", "PolicyController", "greedy_action", "load_controller", "load_policy",
-           "numpy_actor", "numpy_logits"]
+__all__ = ["ModelController", "PathsPolicyController", "PolicyController", "greedy_action", "load_controller",
+           "load_policy", "numpy_actor", "numpy_logits"]
 
 
 def _masked_argmax(logits: np.ndarray, mask: np.ndarray) -> int:
@@ -123,6 +124,43 @@ class PolicyController:
         return decide(self.actions, a, ctx, self.structured, point, view)
 
 
+class PathsPolicyController:
+    """An in-memory SB3 actor-critic policy over a paths space (`flowherd.control.paths_agent`) as a
+    `Controller`: at an agent point the most likely allowed action, else no decision.
+
+    Args:
+        policy: The policy (observations of ``obs_dim(actions)``, `paths_agent.NUM_ACTIONS` actions).
+        name: The controller's name.
+        actions: ``paths-raw`` or ``paths-index``.
+    """
+
+    def __init__(self, policy: Any, *, name: str = "rl-paths", actions: str = "paths-index"):
+        paths_agent.obs_dim(actions)  # checks the name
+        self.policy, self.name, self.actions = policy, name, actions
+        self._layers = numpy_actor(policy)
+
+    def reset(self, seed: int) -> None:
+        """The policy is deterministic."""
+
+    def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
+        if not asks_agent(point):
+            return None
+        obs, mask, _default, ctx = paths_agent.prepare(self.actions, point, view)
+        if self._layers is None:
+            a = greedy_action(self.policy, obs, mask)
+        else:
+            a = _masked_argmax(numpy_logits(self._layers, obs), mask)
+        return paths_agent.decide(self.actions, a, ctx)
+
+
+def _spaces_by_shape() -> dict[tuple[tuple[int, ...], int], str]:
+    """(observation shape, number of actions) -> action space, for every space a model may have."""
+    out = {((NUM_FEATURES,), action_space_size(a)): a for a in ACTION_SPACES}
+    for a in paths_agent.PATH_SPACES:
+        out[((paths_agent.obs_dim(a),), paths_agent.NUM_ACTIONS)] = a
+    return out
+
+
 def load_policy(path: str | Path) -> Any:
     """The actor-critic policy of a stable-baselines3 model file, on the CPU, in eval mode (its
     action space, `flowherd.control.agent.ACTION_SPACES`, told by its number of actions:
@@ -149,13 +187,13 @@ def load_policy(path: str | Path) -> Any:
                           f"({type(err).__name__}: {err}) (controller.name)") from None
     obs_shape = getattr(data["observation_space"], "shape", None)
     n = getattr(data["action_space"], "n", None)
-    sizes = {action_space_size(a): a for a in ACTION_SPACES}
-    if obs_shape != (NUM_FEATURES,) or n not in sizes:
+    known = _spaces_by_shape()
+    if (obs_shape, n) not in known:
+        have = ", ".join(f"{s} and {k} actions ({a})" for (s, k), a in known.items())
         raise ConfigError(f"model {str(path)!r} takes observations {obs_shape} and {n} actions; this "
-                          f"flowherd has ({NUM_FEATURES},) and {' or '.join(map(str, sizes))} (retrain it "
-                          "with flowherd train) (controller.name)")
+                          f"flowherd has {have} (retrain it with flowherd train) (controller.name)")
     policy.set_training_mode(False)
-    policy.flowherd_actions = sizes[n]
+    policy.flowherd_actions = known[(obs_shape, n)]
     return policy
 
 
@@ -176,9 +214,9 @@ class ModelController(PolicyController):
         self.path = Path(path)
 
 
-def load_controller(path: str | Path, **params: Any) -> ModelController:
-    """`ModelController` of ``path``; ``params`` are `HerdParams` fields (the scenario's
-    ``controller.params``).
+def load_controller(path: str | Path, **params: Any) -> ModelController | PathsPolicyController:
+    """`ModelController` of ``path`` (a `PathsPolicyController` for a model of a paths space);
+    ``params`` are `HerdParams` fields (the scenario's ``controller.params``).
 
     Raises:
         ConfigError: a bad file (`load_policy`) or parameters `HerdParams` does not take.
@@ -190,4 +228,9 @@ def load_controller(path: str | Path, **params: Any) -> ModelController:
         except TypeError as err:
             raise ConfigError(f"a trained model takes the flowherd policy's parameters only, got "
                               f"{sorted(params)}: {err} (controller.params)") from None
+    policy = load_policy(path)
+    if policy.flowherd_actions in paths_agent.PATH_SPACES:
+        if params:
+            raise ConfigError(f"a paths model takes no parameters, got {sorted(params)} (controller.params)")
+        return PathsPolicyController(policy, name=f"rl:{Path(path).stem}", actions=policy.flowherd_actions)
     return ModelController(path, params=herd)
