@@ -1,6 +1,20 @@
-"""Learning curves of reinforcement learning with and without the policy's structure (issue 14).
+"""Learning curves of reinforcement learning with and without the policy's structure.
 
-Three learners (arms), each with the same budget of environment steps, the same training seeds
+``--env paths`` (``flowherd/PathsDelays-v0``: the agent picks a path option and whether to hold each
+collective, `flowherd.control.paths_agent`; asked only where its actions differ) compares:
+
+* ``ppo-raw``: PPO from scratch, options in a fixed order (default ECMP routes, widest share,
+  every pair over candidate k) and each option's link features;
+* ``ppo-index``: PPO from scratch, the same decisions ranked by the index of docs/rl-structure.md
+  (Theorem 2) with Theorem 1's hold feature: the proven structure as the policy's parameterization;
+* ``bc+ppo``: the index space, warm-started by behaviour cloning of no control (the default routes,
+  never holding; ``--warm``), then PPO: what learning adds to its warm start.
+
+The references are no control, the index rule (rank 0, hold within Theorem 1's threshold) and the
+flowherd policy; "room" counts the agent's decision points and what the rule corners give.
+
+``--env buffering`` (``flowherd/Buffering-v0``) keeps the earlier comparison: three learners
+(arms), each with the same budget of environment steps, the same training seeds
 (trace windows), the same validation seeds and the same SB3 seeds, on the small cluster of
 benchmarks/scenarios/rl_small.yaml under the ``buffer`` grant, on the network given by
 ``--network`` (default ``roce``, the congestion-aware model; set here, not in the YAML):
@@ -47,6 +61,12 @@ HERE = Path(__file__).resolve().parent
 SCENARIO = HERE / "scenarios" / "rl_small.yaml"
 LEARNERS = {"ppo-raw": ("raw", False), "ppo-structured": ("structured", False),
             "bc+ppo": ("structured", True)}
+PATH_LEARNERS = {"ppo-raw": ("paths-raw", False), "ppo-index": ("paths-index", False),
+                 "bc+ppo": ("paths-index", True)}
+
+
+def learners(env: str) -> dict[str, tuple[str, bool]]:
+    return PATH_LEARNERS if env == "paths" else LEARNERS
 
 
 def _cpu_s() -> float:
@@ -106,20 +126,46 @@ def _room(source: dict, seeds) -> list[dict]:
     return out
 
 
+def _paths_room(source: dict, seeds) -> list[dict]:
+    """Per seed, the no-control episode in the paths space: agent points (where the options differ)
+    and the points where holding is possible."""
+    from flowherd.rl.paths_env import PathsEnv
+
+    env = PathsEnv(source, seeds=list(seeds), actions="paths-index", warm="none")
+    out = []
+    for s in seeds:
+        _, info = env.reset(options={"scenario_seed": int(s)})
+        n = hold = 0
+        done = False
+        while not done:
+            n += 1
+            hold += bool(info["action_mask"][1::2].any())
+            _, _, done, _, info = env.step(info["structured_action"])
+        out.append({"seed": int(s), "points": n, "choice": n, "buffered": hold})
+    env.close()
+    return out
+
+
 def reference_task(cfg: dict) -> dict:
-    """No control and the flowherd policy on the validation, test and later seeds; the room."""
+    """No control and the flowherd policy (and, for the paths environment, the index rule) on the
+    validation, test and later seeds; the room."""
     from flowherd.control import make_controller
     from flowherd.control.herd import HerdController
+    from flowherd.control.paths_agent import PathsRuleController
 
     c0 = _cpu_s()
     src = scenario_source(Path(cfg["scenario"]), cfg["network"])
     later = scenario_source(Path(cfg["scenario"]), cfg["network"], cfg["later_skip"])
     out: dict = {}
-    for name, fac in (("none", lambda: make_controller("none")), ("flowherd", lambda: HerdController())):
+    refs = [("none", lambda: make_controller("none")), ("flowherd", lambda: HerdController())]
+    if cfg.get("env") == "paths":
+        refs.append(("index rule", lambda: PathsRuleController(space="paths-index", warm="index")))
+    for name, fac in refs:
         out[name] = {"val_jct_s": _jct(fac, src, cfg["val_seeds"]),
                      "test_jct_s": _jct(fac, src, cfg["test_seeds"]),
                      "later_jct_s": _jct(fac, later, cfg["test_seeds"])}
-    out["room"] = _room(src, cfg["test_seeds"])
+    room = _paths_room if cfg.get("env") == "paths" else _room
+    out["room"] = room(src, cfg["test_seeds"])
     out["cpu_s"] = _cpu_s() - c0
     return {"kind": "reference", **out}
 
@@ -128,31 +174,44 @@ def run_task(cfg: dict) -> dict:
     """One (arm, SB3 seed): train, then its best model on the held-out seeds and windows."""
     import torch
 
-    from flowherd.control.model import PolicyController, load_policy
+    from flowherd.control.model import PathsPolicyController, PolicyController, load_policy
     from flowherd.rl.train import train
 
     torch.set_num_threads(1)
     arm, seed = cfg["arm"], int(cfg["seed"])
-    actions, warm = LEARNERS[arm]
+    actions, warm = learners(cfg.get("env", "buffering"))[arm]
     c0 = _cpu_s()
     src = scenario_source(Path(cfg["scenario"]), cfg["network"])
     out = Path(cfg["out"]) / f"{arm}_s{seed}.zip"
     r = train(src, out=out, steps=cfg["steps"], seed=seed, eval_every=cfg["eval_every"],
               train_seeds=cfg["train_seeds"], val_seeds=cfg["val_seeds"], bc_episodes=None if warm else 0,
               actions=actions, n_steps=cfg["n_steps"], choice_only=cfg.get("choice_only", False),
-              bc_balance=cfg.get("bc_balance", False),
+              bc_balance=cfg.get("bc_balance", False), warm=cfg.get("warm", "none"),
+              time_limit_s=cfg.get("time_limit_s"),
               log=lambda line: print(f"  [{arm} s{seed}] {line}", flush=True))
     train_cpu = _cpu_s() - c0
     pol = load_policy(r.model_path)
     later = scenario_source(Path(cfg["scenario"]), cfg["network"], cfg["later_skip"])
-    test = _jct(lambda: PolicyController(pol, actions=actions), src, cfg["test_seeds"])
-    late = _jct(lambda: PolicyController(pol, actions=actions), later, cfg["test_seeds"])
+    if actions.startswith("paths"):
+        def ctrl():
+            return PathsPolicyController(pol, actions=actions)
+    else:
+        def ctrl():
+            return PolicyController(pol, actions=actions)
+    test = _jct(ctrl, src, cfg["test_seeds"])
+    late = _jct(ctrl, later, cfg["test_seeds"])
+    start_pol = load_policy(r.model_path.with_name(f"{r.model_path.stem}_start.zip"))
+    if actions.startswith("paths"):
+        start_test = _jct(lambda: PathsPolicyController(start_pol, actions=actions), src, cfg["test_seeds"])
+    else:
+        start_test = _jct(lambda: PolicyController(start_pol, actions=actions), src, cfg["test_seeds"])
     print(f"{arm} s{seed}: {r.steps} steps, {train_cpu:.0f} CPU-s training, curve "
           + ", ".join(f"{p.steps}:{p.mean_jct_s:.3f}" for p in r.curve), flush=True)
     return {"kind": "run", "arm": arm, "seed": seed, "steps": r.steps, "best_steps": r.best_steps,
             "bc_accuracy": r.bc_accuracy, "bc_samples": r.bc_samples, "n_steps": r.n_steps,
             "curve": [{"steps": p.steps, "mean_jct_s": p.mean_jct_s, "cpu_s": p.cpu_s} for p in r.curve],
-            "test_jct_s": test, "later_jct_s": late, "train_cpu_s": train_cpu, "cpu_s": _cpu_s() - c0}
+            "test_jct_s": test, "later_jct_s": late, "start_test_jct_s": start_test, "train_cpu_s": train_cpu,
+            "cpu_s": _cpu_s() - c0}
 
 
 def _task(cfg: dict) -> dict:
@@ -167,8 +226,9 @@ def _commit() -> str:
         return "unknown"
 
 
-def report(data: dict, tol: float, figure: Path | None) -> None:
-    """Print the table (and draw the figure) of stored results."""
+def report(data: dict, tol: float, figure: Path | None, name: str | None = None) -> None:
+    """Print the table (and draw the figure) of stored results; with ``name``, save the headline
+    figures and the table as benchmarks/results/NAME.json (`record.save`)."""
     from flowherd.rl.curves import format_table, mean_ci, summarize
 
     cfg, ref = data["config"], data["reference"]
@@ -179,8 +239,9 @@ def report(data: dict, tol: float, figure: Path | None) -> None:
     if path.is_file() and not scenario_source(path, None)["workload"].get("traces"):
         # no trace: the "later window" is the test seeds again, not another window
         runs = [{**r, "later_jct_s": []} for r in runs]
-        ref = {**ref, **{k: {**ref[k], "later_jct_s": []} for k in ("none", "flowherd")}}
-    fh_val = float(np.mean(ref["flowherd"]["val_jct_s"]))
+        ref = {**ref, **{k: {**ref[k], "later_jct_s": []} for k in ref if isinstance(ref[k], dict)}}
+    policies = [k for k in ref if isinstance(ref[k], dict) and "val_jct_s" in ref[k]]
+    fh_val = min(float(np.mean(ref[k]["val_jct_s"])) for k in policies if k != "none")
     none_val = float(np.mean(ref["none"]["val_jct_s"]))
     best_run = min((min(p["mean_jct_s"] for p in r["curve"]), r["arm"], r["seed"]) for r in runs)
     target = min(best_run[0], fh_val)
@@ -193,15 +254,16 @@ def report(data: dict, tol: float, figure: Path | None) -> None:
           f"validation seeds {cfg['val_seeds']}, test "
           f"seeds {cfg['test_seeds']}, later window = test seeds {cfg['later_skip']} trace jobs on; SB3 "
           f"seeds {sorted({r['seed'] for r in runs})}")
-    print(f"validation mean JCT: no control {none_val:.3f} s, flowherd policy {fh_val:.3f} s; best run "
+    print("validation mean JCT: " + ", ".join(f"{k} {float(np.mean(ref[k]['val_jct_s'])):.3f} s"
+                                               for k in policies) + "; best run "
           f"{best_run[0]:.3f} s ({best_run[1]} seed {best_run[2]}); target (best policy) {target:.3f} s, "
           f"within {round(100 * tol)}% = {(1 + tol) * target:.3f} s")
     rows = summarize(runs, target=target, tol=tol)
     horizon_s = float(cfg["horizon_s"])
     print(format_table(rows, horizon_s=horizon_s, tol=tol))
-    for name in ("none", "flowherd"):
-        t, la = mean_ci(ref[name]["test_jct_s"]), mean_ci(ref[name]["later_jct_s"])
-        print(f"{name + ' (policy)':<15} test seeds {t[0]:.3f} s, later window "
+    for pol in policies:
+        t, la = mean_ci(ref[pol]["test_jct_s"]), mean_ci(ref[pol]["later_jct_s"])
+        print(f"{pol + ' (policy)':<15} test seeds {t[0]:.3f} s, later window "
               f"{'-' if math.isnan(la[0]) else f'{la[0]:.3f} s'} (one run per seed)")
     print("\nheld-out, paired per test seed against the flowherd policy (each run's best model; mean over "
           "SB3 seeds, 95% CI over test seeds):")
@@ -232,9 +294,95 @@ def report(data: dict, tol: float, figure: Path | None) -> None:
               "buffered; per seed " + ", ".join(f"{x['seed']}: {x['choice']}/{x['points']}" for x in room))
     total = sum(r["cpu_s"] for r in runs) + ref.get("cpu_s", 0.0)
     print(f"CPU: {total:.0f} CPU-s in all ({len(runs)} runs and the references)")
+    figures, warm_rows = _headline(runs, rows, cfg, tol, ref)
+    figures["CPU, runs and references"] = {"value": round(total, 1), "unit": "CPU-s"}
     if figure is not None:
         _figure(runs, cfg, fh_val, none_val, figure)
         print(f"figure: {figure}")
+    if name is not None:
+        sys.path.insert(0, str(HERE))
+        import record
+
+        cols = ["arm", "seeds", "val JCT step 0 (s)", "val JCT final (s)", "val JCT best (s)",
+                "steps to within 5% (per seed)", "test JCT (s)", "test JCT vs warm start (%)", "ci95"]
+        table_rows = []
+        for r in rows:
+            w = warm_rows.get(r.arm, (math.nan, math.nan))
+            table_rows.append([r.arm, len(r.seeds), round(r.start[0], 4), round(r.final[0], 4),
+                               round(r.best[0], 4),
+                               ", ".join("not reached" if s is None else str(s) for s in r.steps_to),
+                               round(r.test[0], 4), round(w[0], 3), round(w[1], 3)])
+        for pol in policies:
+            table_rows.append([f"{pol} (policy)", "", round(float(np.mean(ref[pol]["val_jct_s"])), 4), "", "",
+                               "",
+                               round(float(np.mean(ref[pol]["test_jct_s"])), 4), "", ""])
+        title = f"{Path(cfg['scenario']).name}, env {cfg.get('env', 'buffering')}, grant buffer"
+        record.save(name, figures, tables=[record.table(title, cols, table_rows)],
+            notes=f"{cfg['steps']} steps per run, train seeds {cfg['train_seeds']}, validation "
+                  f"{cfg['val_seeds']}, held-out test seeds {cfg['test_seeds']}")
+
+
+def _headline(runs: list[dict], rows, cfg: dict, tol: float, ref: dict) -> tuple[dict, dict]:
+    """The two criteria of the comparison, printed and as record figures: each arm's best model
+    against its own warm start on the held-out seeds (paired per test seed, mean over the SB3 seeds,
+    95% CI over the test seeds), and the steps the structured arm needs to come within ``tol`` of
+    its best against the unstructured arm's."""
+    from flowherd.rl.curves import mean_ci, steps_to_within
+
+    figures: dict = {}
+    warm: dict = {}
+    print("\nheld-out, each run's best model against its own warm start (its step-0 model), paired per "
+          "test seed:")
+    for arm in cfg["arms"]:
+        rs = [r for r in runs if r["arm"] == arm and r.get("start_test_jct_s")]
+        if not rs:
+            continue
+        best = np.mean([np.asarray(r["test_jct_s"]) for r in rs], axis=0)
+        start = np.mean([np.asarray(r["start_test_jct_s"]) for r in rs], axis=0)
+        m, h = mean_ci(100 * (best / start - 1))
+        warm[arm] = (m, h)
+        met = m <= -3.0 and m + h < 0
+        kind = "its random initialization"
+        if arm.startswith("bc"):
+            kind = "a clone of " + cfg.get("warm", "none")
+        none = np.asarray(ref["none"]["test_jct_s"])
+        mn, hn = mean_ci(100 * (best / none - 1))
+        print(f"  {arm:<15} {m:+.2f} +-{h:.2f}% mean JCT against its warm start ({kind}; criterion: <= -3% "
+              f"with a CI excluding 0: {'met' if met else 'not met'}); {mn:+.2f} +-{hn:.2f}% against no "
+              "control")
+        figures[f"{arm}: held-out mean JCT vs its warm start ({kind})"] = {
+            "value": round(m, 3), "unit": "%", "ci95": round(h, 3), "target": "<= -3%, CI excluding 0",
+            "met": bool(met)}
+        figures[f"{arm}: held-out mean JCT vs no control"] = {"value": round(mn, 3), "unit": "%",
+                                                              "ci95": round(hn, 3)}
+    struct, raw = ("ppo-index", "ppo-raw") if cfg.get("env") == "paths" else ("ppo-structured", "ppo-raw")
+    per = {}
+    for arm in (struct, raw):
+        rs = [r for r in runs if r["arm"] == arm]
+        if not rs:
+            continue
+        steps = []
+        for r in rs:
+            s = [int(p["steps"]) for p in r["curve"]]
+            v = [float(p["mean_jct_s"]) for p in r["curve"]]
+            hit = steps_to_within(s, v, min(v), tol=tol)
+            steps.append(math.inf if hit is None else hit)
+        per[arm] = steps
+    if struct in per and raw in per:
+        a, b = np.mean(per[struct]), np.mean(per[raw])
+        if math.isinf(a):
+            met = False
+        elif math.isinf(b):
+            met = True  # the unstructured arm never came within; the structured one did
+        else:
+            met = bool(a <= b / 3) if b > 0 else bool(a == 0)
+        print(f"steps to within {round(100 * tol)}% of its own best: {struct} {per[struct]} (mean {a:.0f}), "
+              f"{raw} {per[raw]} (mean {b:.0f}); criterion (at most a third): {'met' if met else 'not met'}")
+        figures[f"steps to within {round(100 * tol)}% of its best: {struct} over {raw}"] = {
+            "value": round(float(a / b), 3) if b > 0 and math.isfinite(b) else None, "unit": "ratio",
+            "target": "<= 1/3",
+            "met": met}
+    return figures, warm
 
 
 def _figure(runs: list[dict], cfg: dict, fh_val: float, none_val: float, path: Path) -> None:
@@ -280,7 +428,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bc-balance", action="store_true",
                     help="weight behaviour cloning by the inverse frequency of each structured action")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="SB3 / torch seeds, one run each")
-    ap.add_argument("--arms", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
+    ap.add_argument("--env", choices=["buffering", "paths"], default="buffering",
+                    help="the environment: flowherd/Buffering-v0 or flowherd/PathsDelays-v0")
+    ap.add_argument("--warm", choices=["none", "index"], default="none",
+                    help="paths environment: the policy bc+ppo clones (none: no control)")
+    ap.add_argument("--time-limit", type=float, default=None, help="wall seconds per training run")
+    ap.add_argument("--name", default=None,
+                    help="save the headline figures and table as benchmarks/results/NAME.json (record.save)")
+    ap.add_argument("--arms", nargs="+", default=None,
+                    help="learners (buffering: ppo-raw ppo-structured bc+ppo; paths: ppo-raw ppo-index "
+                         "bc+ppo)")
     # seed s is the window of trace jobs 5s..5s+4 (seed_stride 5; the filtered trace has about 128)
     ap.add_argument("--train-seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--val-seeds", type=int, nargs="+", default=[4, 5])
@@ -297,6 +454,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tol", type=float, default=0.05)
     ap.add_argument("--figure", type=Path, default=None, help="write the learning-curve figure here")
     args = ap.parse_args(argv)
+    known = learners(args.env)
+    args.arms = list(known) if args.arms is None else args.arms
+    bad = [a for a in args.arms if a not in known]
+    if bad:
+        ap.error(f"--arms {bad[0]!r} is not a learner of --env {args.env}; expected {', '.join(known)}")
 
     from flowherd.experiments.scenario import scenario_from_mapping
 
@@ -306,18 +468,20 @@ def main(argv: list[str] | None = None) -> int:
            "bc_balance": args.bc_balance, "train_seeds": args.train_seeds,
            "val_seeds": args.val_seeds,
            "test_seeds": args.test_seeds, "later_skip": args.later_skip, "arms": args.arms,
-           "horizon_s": scenario_from_mapping(src).horizon_s, "out": str(args.out)}
+           "horizon_s": scenario_from_mapping(src).horizon_s, "out": str(args.out), "env": args.env,
+           "warm": args.warm, "time_limit_s": args.time_limit}
     data = {"config": cfg, "commit": _commit(), "reference": None, "runs": []}
     if args.reuse is not None:
         old = json.loads(args.reuse.read_text())
         same = ("network", "steps", "eval_every", "n_steps", "choice_only", "bc_balance", "train_seeds",
-                "val_seeds", "test_seeds", "later_skip")
+                "val_seeds", "test_seeds", "later_skip", "env", "warm")
         if args.report_only:
             old["config"]["arms"] = [a for a in args.arms if any(r["arm"] == a for r in old["runs"])]
-            report(old, args.tol, args.figure)
+            report(old, args.tol, args.figure, args.name)
             return 0
+        defaults = {"env": "buffering", "warm": "none"}
         if Path(old["config"]["scenario"]).name != args.scenario.name \
-                or any(old["config"].get(k, False) != cfg[k] for k in same):
+                or any(old["config"].get(k, defaults.get(k, False)) != cfg[k] for k in same):
             print(f"error: {args.reuse} was run with other settings; pass the same ones (--reuse)",
                   file=sys.stderr)
             return 2
@@ -342,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntrained {len(tasks)} tasks: {time.perf_counter() - t0:.0f} s wall, "
           f"{ru.ru_utime + ru.ru_stime + _cpu_s() - c0:.0f} CPU-s (this process and its workers)\n")
     data["config"]["arms"] = [a for a in args.arms if any(r["arm"] == a for r in data["runs"])]
-    report(data, args.tol, args.figure)
+    report(data, args.tol, args.figure, args.name)
     return 0
 
 

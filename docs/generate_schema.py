@@ -113,6 +113,9 @@ MEANING = {
     "workload.jobs[].efficiency": "Fraction of the GPU's peak FLOP/s the compute reaches, in (0, 1].",
     "workload.jobs[].submit": "Submission time (`30s`, `2min`, or seconds).",
     "workload.jobs[].serving": "An inference job's service (keys of the serving table below).",
+    "workload.slo": "Objectives of every inference service without its own `serving.slo` (arrivals, "
+                    "generator): `{ttft: 450ms, tpot: 40ms}`, bounds on the 99th percentile of the time to "
+                    "first token and per output token (flowherd.workload.slo).",
     "workload.arrivals": "Job arrival processes.",
     "workload.arrivals[].process": "Arrival process (Poisson).",
     "workload.arrivals[].rate": "Mean arrivals (`60/h`, `1/min`, or per second).",
@@ -385,6 +388,8 @@ def render() -> tuple[str, list[str]]:
         "",
         "| key | type | default | meaning |\n|---|---|---|---|",
         *_dataclass_rows(InferenceJob, ("model", "gpu", "name", "tenant", "submit_s", "efficiency")),
+        "| `slo` | mapping | `None` | Objectives: `{ttft: 450ms, tpot: 40ms}`, bounds on the 99th percentile "
+        "of the time to first token and per output token (MLPerf's server rule; flowherd.workload.slo). |",
         "",
         "## Inline model shape (`workload.jobs[].model` as a mapping)",
         "",

@@ -188,6 +188,7 @@ def _print_run(run: Any) -> None:
                       cell(j["mean_iteration_s"], 3), cell(j["slowdown"]),
                       cell(j["comm_share"], 1, scale=100))
     con.print(table)
+    _print_services(con, run)
     s = run.summary
     con.print(f"finished {s['jobs_finished']}/{s['jobs_total']} jobs; mean JCT {_fmt(s['mean_jct_s'])}, "
               f"p99 JCT {_fmt(s['p99_jct_s'])}, makespan {_fmt(s['makespan_s'])}, "
@@ -207,6 +208,39 @@ def _print_run(run: Any) -> None:
                   f"(without control {_fmt(jain0, 'x')}); refused decisions "
                   f"{sum(i.refused for i in run.cluster.controller_issues)}",
                   markup=False, highlight=False, soft_wrap=True)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _print_services(con: Any, run: Any) -> None:
+    """The inference services' table (time to first token, per output token, SLO attainment) and a
+    warning line per overloaded service."""
+    from rich.table import Table
+
+    from flowherd.cli.checks import plain
+
+    services = run.summary.get("services") or []
+    if not services:
+        return
+    table = Table(title="inference services (p99 objectives as MLPerf's server rule; attainment: share of "
+                        "requests within)")
+    for col in ("service", "requests", "rate/s", "capacity/s", "mean TTFT", "p99 TTFT", "TTFT SLO",
+                "mean TPOT", "p99 TPOT", "TPOT SLO", "TTFT att.", "TPOT att.", "SLO att.", "SLO met",
+                "comm share"):
+        table.add_column(col, justify="left" if col == "service" else "right")
+    for sv in services:
+        met = sv["slo_met"]
+        table.add_row(plain(sv["name"]), str(sv["requests"]), _fmt(sv["request_rate_per_s"], "x"),
+                      _fmt(sv["capacity_per_s"], "x"), _fmt(sv["mean_ttft_s"]), _fmt(sv["p99_ttft_s"]),
+                      _fmt(sv["ttft_slo_s"]), _fmt(sv["mean_tpot_s"]), _fmt(sv["p99_tpot_s"]),
+                      _fmt(sv["tpot_slo_s"]), _pct(sv["ttft_attainment"]), _pct(sv["tpot_attainment"]),
+                      _pct(sv["slo_attainment"]), "-" if met is None else ("yes" if met else "no"),
+                      _fmt(sv["comm_share"], "x"))
+    con.print(table)
+    for line in run.summary.get("warnings") or []:
+        con.print("warning: " + line, style="yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed: int | None,

@@ -23,6 +23,7 @@ from flowherd.cluster.control_types import (
     JobState,
     Levers,
     NetworkView,
+    TransferState,
     _i64,
     check_levers,
     levers_from,
@@ -32,7 +33,7 @@ from flowherd.errors import ConfigError
 
 __all__ = ["DECISION_KINDS", "GRANTS", "ON_CONTROLLER_ERROR", "CoflowState", "ControlHook", "Controller",
            "ControllerIssue", "Decision", "DecisionPoint", "JobState", "Levers", "NetworkView",
-           "check_levers", "levers_from", "validate"]
+           "TransferState", "check_levers", "levers_from", "validate"]
 
 _EMPTY_I = np.zeros(0, np.int64)
 _EMPTY_F = np.zeros(0, np.float64)
@@ -140,6 +141,10 @@ class ControlHook:
         self._cpm: dict[int, tuple] = {}
         self._cap = np.asarray(fabric.link_capacity_bytes_per_s, dtype=np.float64)
         self._pacers = dict(pacers or {})
+        # latency-critical transfers (watch_transfer), per job in the order of their earliest start:
+        # [entries, index of the first one not known to be finished]
+        self._watched: dict[str, list] = {}
+        self._watch_of: dict[int, list] = {}
         controller.reset(int(seed))
 
     # -- job life ---------------------------------------------------------------------------------
@@ -159,6 +164,55 @@ class ControlHook:
         """``k`` iterations of a job ran without the controller (fast-forwarded): counted as done."""
         if name in self._jobs:
             self._jobs[name].iterations_done += int(k)
+
+    def watch_transfer(self, coflow: int, *, job: str, name: str, routes, size_bytes: np.ndarray,
+                       not_before_s: float = 0.0, expected_start_s: float | None = None) -> None:
+        """List coflow ``coflow`` (an inference service's KV-cache transfer, added to the engine
+        ahead) in every view's ``transfers`` once its start is expected (``expected_start_s``, or
+        later `expect_transfer`) and until it ends. A job's transfers must be watched in the order
+        of ``not_before_s`` (a time before which it cannot be expected: its batch's close), so that
+        a view looks only at the ones that may have begun."""
+        lens = np.diff(routes.ptr)
+        lk, inv = np.unique(np.asarray(routes.link, dtype=np.int64), return_inverse=True)
+        size = np.asarray(size_bytes, dtype=np.float64)
+        entry = [float(not_before_s), int(coflow), name, routes, size, lens, lk, inv, expected_start_s]
+        self._watched.setdefault(job, [[], 0])[0].append(entry)
+        self._watch_of[int(coflow)] = entry
+
+    def expect_transfer(self, coflow: int, start_s: float) -> None:
+        """A watched transfer is now expected to start at ``start_s`` (its prefill has begun)."""
+        entry = self._watch_of.get(int(coflow))
+        if entry is not None:
+            entry[8] = float(start_s)
+
+    def _transfers(self, now_s: float) -> tuple[TransferState, ...]:
+        eng = self.engine
+        out = []
+        for job, entries in self._watched.items():
+            items, head = entries
+            while head < len(items) and eng.coflow_finish_s(items[head][1]) is not None:
+                self._watch_of.pop(items[head][1], None)
+                head += 1
+            entries[1] = head
+            for k in range(head, len(items)):
+                nb, cid, name, routes, size, lens, lk, inv, expected = items[k]
+                if nb > now_s:
+                    break
+                if eng.coflow_finish_s(cid) is not None:
+                    continue
+                start = eng.coflow_start_s(cid)
+                if start is None:
+                    if expected is None:
+                        continue
+                    rem, started, when = size, False, expected
+                else:
+                    rem, started, when = self._remaining(cid), True, start
+                per_link = np.repeat(rem, lens) * routes.frac
+                out.append(TransferState(name=name, job=job, started=started, start_s=float(when),
+                                         remaining_bytes=float(rem.sum()), link_idx=lk,
+                                         link_remaining_bytes=np.bincount(inv, weights=per_link,
+                                                                          minlength=lk.size)))
+        return tuple(out)
 
     def job_finished(self, name: str, *, now_s: float) -> None:
         """A job leaves (a "departure" decision point)."""
@@ -236,7 +290,8 @@ class ControlHook:
         flows = np.asarray(eng._b_len, dtype=np.int64).copy() if hasattr(eng, "_b_len") else None
         return NetworkView(now_s=float(now_s), link_capacity_bytes_per_s=self._cap, link_utilization=util,
                            coflows=tuple(coflows), jobs=jobs, history_window_s=float(hist),
-                           levers=self.levers, link_flows=flows)
+                           levers=self.levers, link_flows=flows,
+                           transfers=self._transfers(now_s) if self._watched else ())
 
     def engine_priority(self, cls: int | None) -> int:
         """The engine priority of a job's class (None: unmarked, the background's level 0)."""

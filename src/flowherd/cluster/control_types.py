@@ -36,7 +36,7 @@ from flowherd.errors import ConfigError, SimulationError, check_fields
 
 __all__ = ["DECISION_KINDS", "GRANTS", "MARKED_PRIORITY_BASE", "ON_CONTROLLER_ERROR", "CoflowState",
            "Controller", "ControllerIssue", "Decision", "DecisionPoint", "JobState", "Levers", "NetworkView",
-           "check_levers", "levers_from", "validate"]
+           "TransferState", "check_levers", "levers_from", "validate"]
 
 DECISION_KINDS = ("collective", "arrival", "departure", "tick")
 ON_CONTROLLER_ERROR = ("stop", "skip")
@@ -138,6 +138,39 @@ class CoflowState:
             raise ConfigError(f"coflow {self.name!r}: link_idx and link_remaining_bytes must have one "
                               f"length, got {self.link_idx.size} and {self.link_remaining_bytes.size} "
                               "(CoflowState.link_remaining_bytes)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class TransferState:
+    """A latency-critical transfer of an inference service (a KV-cache transfer from a prefill
+    to a decode replica), in flight or about to start: what a controller protects.
+
+    Attributes:
+        name: Its name.
+        job: The service.
+        started: In flight (True), or waiting for its prefill to end (False).
+        start_s: When it started, or when it is expected to (its prefill's start plus the time that
+            prefill takes alone), seconds.
+        remaining_bytes: Bytes left to send.
+        link_idx: ``int64[k]``: directed links it crosses (its routes, fixed).
+        link_remaining_bytes: ``float64[k]``: bytes it still has to put on each of them.
+    """
+
+    name: str
+    job: str
+    started: bool
+    start_s: float
+    remaining_bytes: float
+    link_idx: np.ndarray = field(default_factory=lambda: _EMPTY_I)
+    link_remaining_bytes: np.ndarray = field(default_factory=lambda: _EMPTY_F)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "link_idx", _i64(self.link_idx))
+        object.__setattr__(self, "link_remaining_bytes", _f64(self.link_remaining_bytes))
+        if self.link_idx.shape != self.link_remaining_bytes.shape:
+            raise ConfigError(f"transfer {self.name!r}: link_idx and link_remaining_bytes must have one "
+                              f"length, got {self.link_idx.size} and {self.link_remaining_bytes.size} "
+                              "(TransferState.link_remaining_bytes)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -319,6 +352,9 @@ class NetworkView:
         levers: What the controller is granted (a decision outside it is refused).
         link_flows: ``int64[L]``: active flows on each directed link now, background flows
             included (what a switch's flow table shows); None when not known.
+        transfers: The inference services' KV-cache transfers in flight or about to start (their
+            prefill running), which the controller may protect by holding its own collectives
+            back or routing them elsewhere (`TransferState`).
     """
 
     now_s: float
@@ -329,6 +365,7 @@ class NetworkView:
     history_window_s: float = 0.0
     levers: Levers = field(default_factory=lambda: GRANTS["buffer"])
     link_flows: np.ndarray | None = None
+    transfers: tuple[TransferState, ...] = ()
 
     def __post_init__(self) -> None:
         cap = _f64(self.link_capacity_bytes_per_s)
@@ -341,6 +378,7 @@ class NetworkView:
         object.__setattr__(self, "link_capacity_bytes_per_s", cap)
         object.__setattr__(self, "link_utilization", util)
         object.__setattr__(self, "coflows", tuple(self.coflows))
+        object.__setattr__(self, "transfers", tuple(self.transfers))
         object.__setattr__(self, "jobs", dict(self.jobs))
         if self.link_flows is not None:
             n = np.asarray(self.link_flows, dtype=np.int64).ravel()

@@ -11,6 +11,7 @@ import numpy as np
 from flowherd.cluster.executor import PreparedGraph, add_graph, contract_graph, prepare_graph
 from flowherd.cluster.quiet import Snapshot, Window, close_window, open_window, snapshot
 from flowherd.cluster.records import JobRecord, JobRequest
+from flowherd.cluster.service import ServiceRun
 from flowherd.engine.core import Engine
 from flowherd.fabric.core import LinkKind
 from flowherd.routing.base import Routes
@@ -72,6 +73,7 @@ class JobRun:
         self.resumed_s = -1.0  # when a quiet window last put its held flows back
         self.quiet_fails = 0  # looks for a quiet window that failed in a row
         self.quiet_skip = 0  # iterations to simulate before the next look
+        self.service = None  # an inference job's `flowherd.cluster.service.ServiceRun`, once started
 
     # -- training --------------------------------------------------------------------------------
     def start_training(self, now: float) -> None:
@@ -299,65 +301,7 @@ class JobRun:
 
     # -- inference -------------------------------------------------------------------------------
     def start_inference(self, now: float) -> None:
-        sim = self.sim
-        spec: InferenceJob = self.spec
-        mapping = rank_to_gpu(spec, self.gpus, sim.gpus_per_server, gpu_server=sim.fabric.gpu_server)
-        arr = spec.request_arrivals(sim.job_rng(self.index)) - spec.submit_s + now
-        closes, sizes = spec.batch_requests(arr)
-        self.planned = len(closes)
-        self.window_end = now + spec.duration_s
-        self.batches_left = len(closes)
-        self.batch_close = closes
-        self.busy_of: dict[int, float] = {}
-        n_dec = spec.decode_instances if spec.disaggregated else spec.instances
-        graphs: dict[tuple, PreparedGraph] = {}
-        fp: list[np.ndarray] = []
-
-        def prep(key, make, *args, **kw):
-            if key not in graphs:
-                graphs[key] = prepare_graph(make(*args, **kw), mapping, sim.cache)
-                fp.append(graphs[key].footprint_links)
-            return graphs[key]
-
-        last_prefill: dict[int, int] = {}
-        last_decode: dict[int, int] = {}
-        co = []
-        fid = "collective" if sim.fidelity == "phase" else sim.fidelity
-        for b, (close, size) in enumerate(zip(closes.tolist(), sizes.tolist(), strict=True)):
-            size = int(size)
-            p, d = b % spec.instances, b % n_dec
-            pg = prep(("p", size, p), spec.prefill_graph, size, replica=p)
-            dg = prep(("d", size, d), spec.decode_graph, size, replica=d, steps=spec.output_tokens)
-            after = (last_prefill[p],) if p in last_prefill else ()
-            end = add_graph(sim.engine, pg, fidelity=fid, at_s=close, after=after,
-                            name=f"{self.req.name}/b{b}/prefill")
-            last_prefill[p] = end
-            if spec.disaggregated:
-                kg = prep(("k", size, p, d), spec.kv_transfer_graph, size, src=p, dst=d)
-                end = add_graph(sim.engine, kg, fidelity=fid, after=(end,), name=f"{self.req.name}/b{b}/kv")
-            after = (end,) + ((last_decode[d],) if d in last_decode else ())
-            end = add_graph(sim.engine, dg, fidelity=fid, after=after, name=f"{self.req.name}/b{b}/decode",
-                            on_done=lambda _c, t, b=b: self._batch_done(b, t))
-            last_decode[d] = end
-            co.append(pg.compute_only_s + dg.compute_only_s)
-            self.busy_of[b] = pg.gpu_busy_s + dg.gpu_busy_s
-        self.compute_only_s = float(np.mean(co)) if co else 0.0
-        self.footprint = np.unique(np.concatenate(fp)) if fp else _NO
-        # the service ends when its window is over (and its last batch is done)
-        sim.engine.add_coflow(_NO, _NO, _NO, at_s=self.window_end, name=f"{self.req.name}/window",
-                              on_done=lambda _c, t: self._maybe_end(t))
-
-    def _batch_done(self, b: int, t: float) -> None:
-        self.ends.append(np.array([t]))
-        self.durations.append(np.array([t - self.batch_close[b]]))
-        self.done_iters += 1
-        self.busy_s += self.busy_of[b]
-        self.batches_left -= 1
-        self._maybe_end(t)
-
-    def _maybe_end(self, t: float) -> None:
-        if self.finish_s is None and self.batches_left == 0 and t >= self.window_end - 1e-12:
-            self.sim.finish(self, t)
+        self.service = ServiceRun(self, now)
 
     # -- result ----------------------------------------------------------------------------------
     def record(self, horizon_s: float) -> JobRecord:
@@ -382,6 +326,7 @@ class JobRun:
                          iteration_end_s=ends, iteration_s=durs,
                          compute_only_iteration_s=float(self.compute_only_s), solo_iteration_s=self.solo_s,
                          gpu_busy_s=float(busy), fast_forwarded_iterations=int(ff_iters),
-                         footprint_links=np.asarray(self.footprint, np.int64))
+                         footprint_links=np.asarray(self.footprint, np.int64),
+                         service=None if self.service is None else self.service.record())
 
 

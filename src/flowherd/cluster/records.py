@@ -15,7 +15,7 @@ from flowherd.workload.chakra_job import ChakraJob
 from flowherd.workload.inference import InferenceJob
 from flowherd.workload.training import TrainingJob
 
-__all__ = ["BackgroundSpec", "ClusterResult", "JobRecord", "JobRequest"]
+__all__ = ["BackgroundSpec", "ClusterResult", "JobRecord", "JobRequest", "ServiceRecord"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +104,55 @@ class BackgroundSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ServiceRecord:
+    """What one inference service did, request by request (`flowherd.cluster.service`).
+
+    Attributes:
+        arrival_s: ``float64[R]``: arrival of each request, in order, seconds.
+        batch: ``int64[R]``: the prefill batch of each request.
+        first_token_s: ``float64[R]``: when its first token reached the client (disaggregated: its
+            KV cache landed on its decode replica; colocated: its prefill ended), seconds; NaN if
+            not by the horizon.
+        last_token_s: ``float64[R]``: when its last token was generated, seconds; NaN if not by
+            the horizon.
+        output_tokens: Tokens generated per request (the first one by the prefill).
+        batch_close_s: ``float64[B]``: when each prefill batch closed, seconds.
+        prefill_start_s, prefill_end_s: ``float64[B]``: its prefill's start and end (NaN if not
+            by the horizon), seconds.
+        kv_end_s: ``float64[B]``: the end of its KV-cache transfer (NaN colocated or not yet),
+            seconds.
+        exec_s: Seconds the service's steps ran (each prefill, KV transfer and decode step from
+            its start to its end, waiting for a replica not counted), summed.
+        compute_s: Of them, the seconds of compute alone (the steps' critical paths with
+            communication taking no time).
+        request_rate_per_s: Offered request rate, per second.
+        capacity_per_s: Requests per second the service sustains at most (its slowest pool with
+            full batches, each step at its time alone on the fabric); see `capacity_note`.
+        capacity_note: Which pool limits it and why, in words.
+    """
+
+    arrival_s: np.ndarray
+    batch: np.ndarray
+    first_token_s: np.ndarray
+    last_token_s: np.ndarray
+    output_tokens: int
+    batch_close_s: np.ndarray
+    prefill_start_s: np.ndarray
+    prefill_end_s: np.ndarray
+    kv_end_s: np.ndarray
+    exec_s: float
+    compute_s: float
+    request_rate_per_s: float
+    capacity_per_s: float
+    capacity_note: str
+
+    @property
+    def overloaded(self) -> bool:
+        """True when requests arrive faster than the service can serve them."""
+        return self.request_rate_per_s > self.capacity_per_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class JobRecord:
     """What one job did.
 
@@ -127,6 +176,8 @@ class JobRecord:
         fast_forwarded_iterations: Iterations advanced by fast-forward (``phase`` fidelity).
         footprint_links: ``int64[k]``: the directed links its collectives' routes cross (as placed,
             before any controller's path choice; empty if it never started or moves nothing).
+        service: An inference service's requests (time to first token, per output token ...);
+            None for a training job or a service that never started.
     """
 
     name: str
@@ -144,6 +195,7 @@ class JobRecord:
     gpu_busy_s: float
     fast_forwarded_iterations: int
     footprint_links: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    service: ServiceRecord | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

@@ -27,6 +27,7 @@ from flowherd.control.baselines import (
     decide_varys,
 )
 from flowherd.control.herd import HerdController, HerdParams
+from flowherd.control.kvguard import KvGuardController, KvGuardParams
 from flowherd.control.mltcp import MltcpController, MltcpParams
 from flowherd.control.periodic import InterleaveController, InterleaveParams
 from flowherd.control.threshold import ThresholdController, ThresholdParams, tune
@@ -35,6 +36,7 @@ from flowherd.registry import Registry
 
 __all__ = ["CONTROLLERS", "FLOWHERD_POLICIES", "LITERATURE_BASELINES", "Controller", "Decision",
            "DecisionPoint", "HerdController", "HerdParams", "InterleaveController", "InterleaveParams",
+           "KvGuardController", "KvGuardParams",
            "NetworkView", "ThresholdController",
            "ThresholdParams", "make_controller", "tune", "validate"]
 
@@ -63,6 +65,10 @@ def _herd(**params) -> Controller:
     return HerdController(HerdParams(**params))
 
 
+def _kv_guard(**params) -> Controller:
+    return KvGuardController(KvGuardParams(**params))
+
+
 CONTROLLERS: Registry[Callable[..., Controller]] = Registry("controller", {
     "none": _pure("none", decide_none),
     "adaptive": _pure("adaptive", decide_adaptive),
@@ -74,6 +80,7 @@ CONTROLLERS: Registry[Callable[..., Controller]] = Registry("controller", {
     "threshold": _threshold,
     "interleave": _interleave,
     "flowherd": _herd,
+    "kv-guard": _kv_guard,
 })
 LITERATURE_BASELINES = ("adaptive", "cassini", "crux", "sincronia", "varys", "mltcp")
 FLOWHERD_POLICIES = ("flowherd", "interleave", "threshold")  # best first on ties

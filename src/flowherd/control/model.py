@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 
 from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
+from flowherd.control import paths_agent
 from flowherd.control.agent import ACTION_SPACES, action_space_size, decide, prepare
 from flowherd.control.herd import NUM_FEATURES, OBS_BOUND, HerdController, HerdParams, asks_agent, features
 from flowherd.errors import ConfigError
 
-__all__ = ["ModelController", "PolicyController", "greedy_action", "load_controller", "load_policy",
-           "numpy_actor", "numpy_logits"]
+__all__ = ["ModelController", "PathsPolicyController", "PolicyController", "greedy_action", "load_controller",
+           "load_policy", "numpy_actor", "numpy_logits"]
 
 
 def _masked_argmax(logits: np.ndarray, mask: np.ndarray) -> int:
@@ -123,6 +124,43 @@ class PolicyController:
         return decide(self.actions, a, ctx, self.structured, point, view)
 
 
+class PathsPolicyController:
+    """An in-memory SB3 actor-critic policy over a paths space (`flowherd.control.paths_agent`) as a
+    `Controller`: at an agent point the most likely allowed action, else no decision.
+
+    Args:
+        policy: The policy (observations of ``obs_dim(actions)``, `paths_agent.NUM_ACTIONS` actions).
+        name: The controller's name.
+        actions: ``paths-raw`` or ``paths-index``.
+    """
+
+    def __init__(self, policy: Any, *, name: str = "rl-paths", actions: str = "paths-index"):
+        paths_agent.obs_dim(actions)  # checks the name
+        self.policy, self.name, self.actions = policy, name, actions
+        self._layers = numpy_actor(policy)
+
+    def reset(self, seed: int) -> None:
+        """The policy is deterministic."""
+
+    def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
+        if not asks_agent(point):
+            return None
+        obs, mask, _default, ctx = paths_agent.prepare(self.actions, point, view)
+        if self._layers is None:
+            a = greedy_action(self.policy, obs, mask)
+        else:
+            a = _masked_argmax(numpy_logits(self._layers, obs), mask)
+        return paths_agent.decide(self.actions, a, ctx)
+
+
+def _spaces_by_shape() -> dict[tuple[tuple[int, ...], int], str]:
+    """(observation shape, number of actions) -> action space, for every space a model may have."""
+    out = {((NUM_FEATURES,), action_space_size(a)): a for a in ACTION_SPACES}
+    for a in paths_agent.PATH_SPACES:
+        out[((paths_agent.obs_dim(a),), paths_agent.NUM_ACTIONS)] = a
+    return out
+
+
 def load_policy(path: str | Path) -> Any:
     """The actor-critic policy of a stable-baselines3 model file, on the CPU, in eval mode (its
     action space, `flowherd.control.agent.ACTION_SPACES`, told by its number of actions:
@@ -144,19 +182,22 @@ def load_policy(path: str | Path) -> Any:
         raise ConfigError(f"no trained model file {str(path)!r} (controller.name); expected an existing .zip "
                           "written by flowherd train")
     schema = read_model_file(p)  # before anything is loaded
-    sizes = {action_space_size(a): a for a in ACTION_SPACES}
-    if schema.num_features != NUM_FEATURES or schema.num_actions not in sizes:
+    known = _spaces_by_shape()
+    key = ((schema.num_features,), schema.num_actions)
+    if key not in known:
+        have = ", ".join(f"{s} and {k} actions ({a})" for (s, k), a in known.items())
         raise ConfigError(f"model {str(path)!r} takes observations ({schema.num_features},) and "
-                          f"{schema.num_actions} actions; this flowherd has ({NUM_FEATURES},) and "
-                          f"{' or '.join(map(str, sizes))} (retrain it with flowherd train) "
-                          "(controller.name)")
+                          f"{schema.num_actions} actions; this flowherd has {have} (retrain it with "
+                          "flowherd train) (controller.name)")
     state = load_weights(schema, p)
     from gymnasium import spaces
     from stable_baselines3.common.policies import ActorCriticPolicy
 
     try:
+        # both observation spaces are clipped to the same bound (herd.OBS_BOUND, paths_agent's)
         policy = ActorCriticPolicy(
-            observation_space=spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(NUM_FEATURES,), dtype=np.float32),
+            observation_space=spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(schema.num_features,),
+                                         dtype=np.float32),
             action_space=spaces.Discrete(schema.num_actions), lr_schedule=lambda _: 0.0,
             **schema.policy_kwargs)
         policy.load_state_dict(state)
@@ -166,7 +207,7 @@ def load_policy(path: str | Path) -> Any:
                           "flowherd train: its weights do not fit its declared policy "
                           f"({type(err).__name__}: {first}) (controller.name)") from None
     policy.set_training_mode(False)
-    policy.flowherd_actions = sizes[schema.num_actions]
+    policy.flowherd_actions = known[key]
     return policy
 
 
@@ -187,9 +228,9 @@ class ModelController(PolicyController):
         self.path = Path(path)
 
 
-def load_controller(path: str | Path, **params: Any) -> ModelController:
-    """`ModelController` of ``path``; ``params`` are `HerdParams` fields (the scenario's
-    ``controller.params``).
+def load_controller(path: str | Path, **params: Any) -> ModelController | PathsPolicyController:
+    """`ModelController` of ``path`` (a `PathsPolicyController` for a model of a paths space);
+    ``params`` are `HerdParams` fields (the scenario's ``controller.params``).
 
     Raises:
         ConfigError: a bad file (`load_policy`) or parameters `HerdParams` does not take.
@@ -201,4 +242,9 @@ def load_controller(path: str | Path, **params: Any) -> ModelController:
         except TypeError as err:
             raise ConfigError(f"a trained model takes the flowherd policy's parameters only, got "
                               f"{sorted(params)}: {err} (controller.params)") from None
+    policy = load_policy(path)
+    if policy.flowherd_actions in paths_agent.PATH_SPACES:
+        if params:
+            raise ConfigError(f"a paths model takes no parameters, got {sorted(params)} (controller.params)")
+        return PathsPolicyController(policy, name=f"rl:{Path(path).stem}", actions=policy.flowherd_actions)
     return ModelController(path, params=herd)

@@ -13,7 +13,20 @@ Definitions (all times in seconds):
   alone, without queueing. An inference service runs for a set time, so its ``slowdown`` is its
   ``iteration_slowdown`` (mean batch latency over the same alone).
 * ``comm_share`` = 1 - compute_only_iteration / mean_iteration: the part of an iteration that
-  communication adds beyond the compute critical path.
+  communication adds beyond the compute critical path. An inference service: 1 - compute / execution
+  time of its steps (prefills, KV transfers, decode steps, each from its start to its end), so
+  that waiting for a busy replica (queueing) is not counted as communication.
+* Inference services (`service_metrics`; None for training jobs), over the requests that arrived
+  before the horizon: ``ttft_s`` (time to first token: arrival to the first token at the
+  client, `flowherd.cluster.service`) and ``tpot_s`` (time per output token after the first:
+  ``(last - first token) / (output_tokens - 1)``), their mean and 99th percentile (a request
+  still waiting at the horizon counted to it: a lower bound); with the scenario's objectives
+  (`flowherd.workload.slo`): ``ttft_attainment`` / ``tpot_attainment`` / ``slo_attainment``, the
+  share of the requests within the TTFT objective, the TPOT one, both (DistServe's SLO
+  attainment; a request whose outcome the horizon cuts off is left out, one already past its
+  objective counted as a miss), and ``slo_met`` (MLPerf's rule: both 99th percentiles within);
+  ``request_rate_per_s`` against ``capacity_per_s`` (what its slowest pool sustains,
+  ``overloaded`` when exceeded: `overload_warnings`).
 * ``gpu_utilization``: GPU-seconds computing over GPU-seconds held (start to finish, or to the
   horizon).
 * ``tenant_jain``: Jain's fairness index (Jain, Chiu and Hawe, DEC-TR-301, 1984),
@@ -54,10 +67,88 @@ def _p99(xs: list[float]) -> float | None:
     return float(np.percentile(xs, 99)) if xs else None
 
 
+SERVICE_KEYS = ("requests", "mean_ttft_s", "p99_ttft_s", "mean_tpot_s", "p99_tpot_s", "ttft_slo_s",
+                "tpot_slo_s", "ttft_attainment", "tpot_attainment", "slo_attainment", "slo_met",
+                "request_rate_per_s", "capacity_per_s", "overloaded")
+
+
+def _censored(done: np.ndarray, since: np.ndarray, horizon_s: float) -> np.ndarray:
+    """``done - since``, a time not reached by the horizon counted to it (a lower bound)."""
+    return np.where(np.isnan(done), horizon_s, np.minimum(done, horizon_s)) - since
+
+
+def _attained(value: np.ndarray, known: np.ndarray, slo: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per request: decided (its outcome known by the horizon) and met (within ``slo``)."""
+    if slo is None:
+        return np.zeros(value.size, bool), np.zeros(value.size, bool)
+    met = known & (value <= slo)
+    decided = known | (value > slo)  # already past the objective at the horizon: a miss
+    return decided, met
+
+
+def service_metrics(rec: JobRecord, *, horizon_s: float, slo: Any = None) -> dict[str, Any]:
+    """The request-level metrics of an inference job (module docstring), keys `SERVICE_KEYS`;
+    every value None for a training job or a service that never started. ``slo``: its
+    `flowherd.workload.slo.ServiceSlo` (None: no objectives, attainments None)."""
+    out: dict[str, Any] = dict.fromkeys(SERVICE_KEYS)
+    sv = rec.service
+    if sv is None:
+        return out
+    arrived = sv.arrival_s < horizon_s
+    arr = sv.arrival_s[arrived]
+    first = sv.first_token_s[arrived]
+    last = sv.last_token_s[arrived]
+    n = int(arr.size)
+    ttft = _censored(first, arr, horizon_s)
+    steps = max(sv.output_tokens - 1, 1)
+    tpot = np.where(np.isnan(first), np.nan, _censored(last, np.nan_to_num(first), horizon_s) / steps)
+    has_tpot = ~np.isnan(tpot)
+    ttft_slo = None if slo is None else slo.ttft_s
+    tpot_slo = None if slo is None else slo.tpot_s
+    out.update(requests=n, request_rate_per_s=_num(sv.request_rate_per_s),
+               capacity_per_s=_num(sv.capacity_per_s), overloaded=bool(sv.overloaded), ttft_slo_s=ttft_slo,
+               tpot_slo_s=tpot_slo)
+    if n:
+        out.update(mean_ttft_s=_num(ttft.mean()), p99_ttft_s=_num(np.percentile(ttft, 99)))
+    if has_tpot.any():
+        t = tpot[has_tpot]
+        out.update(mean_tpot_s=_num(np.mean(t)), p99_tpot_s=_num(np.percentile(t, 99)))
+    d1, m1 = _attained(ttft, ~np.isnan(first) & (first <= horizon_s), ttft_slo)
+    d2, m2 = _attained(np.nan_to_num(tpot, nan=0.0), ~np.isnan(last) & (last <= horizon_s), tpot_slo)
+    if ttft_slo is not None and d1.any():
+        out["ttft_attainment"] = float(m1[d1].mean())
+    if tpot_slo is not None and d2.any():
+        out["tpot_attainment"] = float(m2[d2].mean())
+    if slo is not None:
+        both_known = (d1 | (ttft_slo is None)) & (d2 | (tpot_slo is None))
+        both_met = (m1 | (ttft_slo is None)) & (m2 | (tpot_slo is None))
+        # decided: a miss on either is decided; otherwise both must be known
+        decided = both_known | (d1 & ~m1) | (d2 & ~m2)
+        if decided.any():
+            out["slo_attainment"] = float(both_met[decided].mean())
+        p99_ok = [out[f"p99_{k}_s"] <= v for k, v in (("ttft", ttft_slo), ("tpot", tpot_slo))
+                  if v is not None and out[f"p99_{k}_s"] is not None]
+        out["slo_met"] = bool(all(p99_ok)) if p99_ok else None
+    return out
+
+
+def overload_warnings(jobs: list[dict[str, Any]]) -> list[str]:
+    """One line per inference service whose requests arrive faster than it can serve them."""
+    out = []
+    for j in jobs:
+        if j.get("overloaded"):
+            out.append(f"service {j['name']!r} is overloaded: requests arrive at "
+                       f"{j['request_rate_per_s']:.3g}/s but it serves at most {j['capacity_per_s']:.3g}/s "
+                       f"({j.get('capacity_note', '')}); its "
+                       "queues grow for as long as it runs, so its latencies and SLO attainment measure the "
+                       "horizon, not the service")
+    return out
+
+
 def job_metrics(rec: JobRecord, *, solo_iteration_s: float | None, horizon_s: float,
-                spec: Any = None) -> dict[str, Any]:
+                spec: Any = None, slo: Any = None) -> dict[str, Any]:
     """The metrics of one job (module docstring), JSON-ready (None where undefined); ``spec`` is the
-    job's `TrainingJob` (for MFU and HFU)."""
+    job's `TrainingJob` (for MFU and HFU); ``slo`` an inference job's objectives."""
     it = np.asarray(rec.iteration_s, dtype=np.float64)
     finished = rec.finish_s is not None
     jct = rec.finish_s - rec.submit_s if finished else None
@@ -74,7 +165,10 @@ def job_metrics(rec: JobRecord, *, solo_iteration_s: float | None, horizon_s: fl
         elif jct is not None and rec.iterations_planned:
             slowdown = jct / (rec.iterations_planned * solo_iteration_s)
     comm_share = None
-    if mean_it and mean_it > 0:
+    if rec.service is not None:  # execution only: waiting for a replica is not communication
+        if rec.service.exec_s > 0:
+            comm_share = max(0.0, 1.0 - rec.service.compute_s / rec.service.exec_s)
+    elif mean_it and mean_it > 0:
         comm_share = max(0.0, 1.0 - rec.compute_only_iteration_s / mean_it)
     gpu_util = None
     if rec.start_s is not None and rec.gpus:
@@ -103,6 +197,8 @@ def job_metrics(rec: JobRecord, *, solo_iteration_s: float | None, horizon_s: fl
         "fast_forwarded_iterations": rec.fast_forwarded_iterations,
         "mfu": _num(spec.mfu(mean_it)) if mean_it and hasattr(spec, "mfu") else None,
         "hfu": _num(spec.hfu(mean_it)) if mean_it and hasattr(spec, "hfu") else None,
+        **service_metrics(rec, horizon_s=horizon_s, slo=slo),
+        "capacity_note": rec.service.capacity_note if rec.service is not None else None,
     }
 
 
@@ -164,7 +260,11 @@ def run_metrics(result: ClusterResult, jobs: list[dict[str, Any]]) -> dict[str, 
     }
     shares = [1.0 / t["mean_slowdown"] for t in tenant_metrics(jobs)
               if t["mean_slowdown"] is not None and t["mean_slowdown"] > 0]
+    services = [j for j in jobs if j.get("requests") is not None]
     return {
+        "warnings": overload_warnings(jobs),
+        "services": [{k: j[k] for k in ("name", "tenant", *SERVICE_KEYS, "comm_share", "capacity_note")}
+                     for j in services],
         "jobs_total": len(jobs),
         "jobs_finished": len(done),
         "mean_jct_s": _mean(jcts),

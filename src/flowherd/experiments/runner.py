@@ -8,6 +8,7 @@ measured it (``phase`` fidelity does). Alone runs are cached by job shape and GP
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from flowherd.engine.network import use_network
 from flowherd.experiments.metrics import cost_to_others, job_metrics, run_metrics, tenant_metrics
 from flowherd.experiments.scenario import Scenario
 from flowherd.workload import ChakraJob, InferenceJob, TrainingJob
+
+log = logging.getLogger(__name__)
 
 # Iterations an alone run simulates to measure a training job's steady iteration time.
 _SOLO_ITERATIONS = 2
@@ -168,8 +171,11 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
             if key not in cache:
                 cache[key] = _alone(scenario, spec, rec)
             solo_s = cache[key]
-        jobs.append(job_metrics(rec, solo_iteration_s=solo_s, horizon_s=scenario.horizon_s, spec=spec))
+        jobs.append(job_metrics(rec, solo_iteration_s=solo_s, horizon_s=scenario.horizon_s, spec=spec,
+                                slo=scenario.slos.get(spec.name)))
     summary = run_metrics(cluster, jobs)
+    for line in summary["warnings"]:
+        log.warning("%s", line)
     tenants = tenant_metrics(jobs)
     if compare_none and controller is not None:
         free = run_scenario(dataclasses.replace(scenario, controller="none", controller_params={}), solo=solo,

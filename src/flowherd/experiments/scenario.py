@@ -21,6 +21,10 @@ The contract (fields beyond these are documented on each model below)::
         #   bf16 | fp32 (FSDP's gradient reduce-scatter); cp_comm: p2p | all-gather;
         #   param_bytes: 4 for FP32 weights under autocast; efficiency: an explicit fraction
         #   of the peak (default: the compute model, flowherd.workload.compute)
+        # an inference job: {kind: inference, serving: {tp, instances, disaggregated, ...,
+        #   slo: {ttft: 450ms, tpot: 40ms}}} (flowherd.workload.slo: p99 objectives)
+      slo: null           # e.g. {ttft: 450ms, tpot: 40ms}: the objectives of every service
+                          # without its own serving.slo (arrivals, generator)
       arrivals: []        # e.g. {process: poisson, rate: 4/h, mix: [...], until: 2h}
       traces: []          # e.g. {path: philly, max_jobs: 200}; min_gpus: N (only jobs that
                           # large), skip: N (of those: another window of the trace),
@@ -86,6 +90,7 @@ from flowherd.workload import (
     merge_arrivals,
     parse_rate_per_s,
 )
+from flowherd.workload.slo import ServiceSlo, slo_from_mapping
 
 Job = TrainingJob | InferenceJob | ChakraJob
 EMBEDDED = ("default",)
@@ -230,6 +235,7 @@ class BackgroundModel(_Model):
 
 class WorkloadModel(_Model):
     jobs: list[JobModel] = []
+    slo: dict[str, Any] | None = None
     arrivals: list[ArrivalModel] = []
     traces: list[TraceModel] = []
     generator: GeneratorModel | None = None
@@ -304,6 +310,7 @@ class Scenario:
     pace: bool = False  # planner.pace, resolved (omitted: on unless the network is ideal)
     levers: Levers = dataclasses.field(default_factory=lambda: GRANTS["buffer"])
     telemetry: TelemetrySpec | None = None  # simulation.telemetry (flowherd.experiments.telemetry)
+    slos: Mapping[str, ServiceSlo] = dataclasses.field(default_factory=dict)  # by service name
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -375,7 +382,7 @@ def _time(value: str | float, field: str) -> float:
 def serving_keys() -> list[str]:
     """The keys a job's ``serving:`` mapping takes (`InferenceJob`'s fields, less the job's own)."""
     own = ("model", "gpu", "name", "tenant", "submit_s")
-    return [f.name for f in dataclasses.fields(InferenceJob) if f.name not in own]
+    return [f.name for f in dataclasses.fields(InferenceJob) if f.name not in own] + ["slo"]
 
 
 def check_serving_key(key: str, field: str) -> None:
@@ -387,6 +394,15 @@ def check_serving_key(key: str, field: str) -> None:
     close = difflib.get_close_matches(key, keys, n=1)
     hint = f"did you mean {close[0]!r}?" if close else f"expected one of {', '.join(keys)}"
     raise ConfigError(f"unknown serving field {key!r} ({field}); {hint}")
+
+
+def _slo(m: JobModel, field: str) -> ServiceSlo | None:
+    """The objectives of an inference job's ``serving.slo``, or None."""
+    if "slo" not in m.serving:
+        return None
+    if m.kind != "inference":
+        raise ConfigError(f"slo is for inference jobs, got it on a {m.kind} job ({field}.serving.slo)")
+    return slo_from_mapping(m.serving["slo"], f"{field}.serving.slo")
 
 
 def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None) -> Job:
@@ -404,8 +420,9 @@ def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None) ->
             for key in m.serving:
                 check_serving_key(key, f"{field}.serving.{key}")
             eff = {} if m.efficiency is None else {"efficiency": m.efficiency}
+            serving = {k: v for k, v in m.serving.items() if k != "slo"}
             return InferenceJob(model=m.model, gpu=gpu, name=m.name, tenant=m.tenant, submit_s=submit_s,
-                                **eff, **m.serving)
+                                **eff, **serving)
         if m.gpus is None:
             raise ConfigError(f"a training job needs gpus ({field}.gpus)")
         p = m.parallelism
@@ -488,10 +505,13 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
     horizon_s = _time(m.simulation.horizon, "simulation.horizon")
     jobs: list[Job] = [_job(j, f"workload.jobs[{i}]", default_gpu, base)
                        for i, j in enumerate(m.workload.jobs)]
+    slos = {jobs[i].name: s for i, jm in enumerate(m.workload.jobs)
+            if (s := _slo(jm, f"workload.jobs[{i}]")) is not None}
     streams: list[list[Job]] = [jobs]
     for i, a in enumerate(m.workload.arrivals):
         field = f"workload.arrivals[{i}]"
         mix = [_job(j, f"{field}.mix[{k}]", default_gpu, base) for k, j in enumerate(a.mix)]
+        mix_slo = {k: s for k, jm in enumerate(a.mix) if (s := _slo(jm, f"{field}.mix[{k}]")) is not None}
         weights = a.weights or [1.0] * len(mix)
         if len(weights) != len(mix):
             raise ConfigError(f"weights has {len(weights)} entries, expected {len(mix)} ({field}.weights)")
@@ -500,7 +520,14 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
                                start_s=_time(a.start, f"{field}.start"), prefix=a.prefix,
                                mix=tuple(MixEntry(job=j, weight=w)
                                          for j, w in zip(mix, weights, strict=True)))
-        streams.append(proc.generate(rng))
+        arrived = proc.generate(rng)
+        for j in arrived:  # an arrival of a template with an SLO keeps it (PoissonArrivals names)
+            for k, slo in mix_slo.items():
+                if j.name.endswith(f"-{mix[k].name}") and dataclasses.replace(
+                        j, name=mix[k].name, submit_s=mix[k].submit_s) == mix[k]:
+                    slos[j.name] = slo
+                    break
+        streams.append(arrived)
     gps = int(np.bincount(fabric.gpu_server).max())
     for i, t in enumerate(m.workload.traces):
         field = f"workload.traces[{i}]"
@@ -562,11 +589,15 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
     network = (load_network(m.network) if isinstance(m.network, str)
                else network_from_mapping(m.network, field="network"))
     levers = levers_from(m.controller.levers)
+    default_slo = slo_from_mapping(m.workload.slo, "workload.slo")
+    if default_slo is not None:
+        slos = {j.name: slos.get(j.name, default_slo) for j in all_jobs if isinstance(j, InferenceJob)}
+    slos = {k: v for k, v in slos.items() if k in {j.name for j in all_jobs}}
     return Scenario(name=m.name, seed=m.seed, fabric=fabric, jobs=tuple(all_jobs), background=background,
                     placement=m.placement.method, fidelity=m.simulation.fidelity, horizon_s=horizon_s,
                     routing=m.simulation.routing, controller=m.controller.name,
                     controller_params=dict(m.controller.params), on_controller_error=m.controller.on_error,
-                    source=dict(data), network=network, levers=levers,
+                    source=dict(data), network=network, levers=levers, slos=slos,
                     max_utilization=m.planner.max_utilization,
                     telemetry=telemetry_from_mapping(m.simulation.telemetry, horizon_s),
                     pace=network.model != "ideal" if m.planner.pace is None else m.planner.pace)

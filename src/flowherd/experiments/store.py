@@ -15,6 +15,10 @@ Tables (one row per ...):
 * ``links`` (link tier of a run): ``tier``, ``capacity_bytes_per_s``, ``mean_utilization``,
   ``peak_utilization``, and the series ``bin_edges_s`` / ``utilization`` (DOUBLE[]).
 * ``tenants`` (tenant of a run): the aggregates of `tenant_metrics`.
+* ``services`` (inference service of a run): its request-level metrics
+  (`flowherd.experiments.metrics.service_metrics`: time to first token and per output token,
+  their objectives and attainment, offered rate against capacity, communication share without
+  queueing). A store written before the table has it empty.
 * ``network_links`` (congested link of a run on a congestion model, `flowherd.engine.network.network_record`):
   ``model``, ``link``, ``name``, ``queue_mean_bytes``, ``queue_max_bytes``, ``pause_s``,
   ``ecn_marked_bytes``, ``drop_bytes`` and the series ``series_t_s`` / ``series_queue_bytes``
@@ -107,6 +111,14 @@ _TENANT_COLS = [
     ("tenant", "VARCHAR"), ("jobs", "INTEGER"), ("finished", "INTEGER"), ("mean_jct_s", "DOUBLE"),
     ("mean_queue_s", "DOUBLE"), ("mean_slowdown", "DOUBLE"), ("gpu_hours", "DOUBLE"),
 ]
+_SERVICE_COLS = [
+    ("name", "VARCHAR"), ("tenant", "VARCHAR"), ("requests", "INTEGER"), ("mean_ttft_s", "DOUBLE"),
+    ("p99_ttft_s", "DOUBLE"), ("mean_tpot_s", "DOUBLE"), ("p99_tpot_s", "DOUBLE"), ("ttft_slo_s", "DOUBLE"),
+    ("tpot_slo_s", "DOUBLE"), ("ttft_attainment", "DOUBLE"), ("tpot_attainment", "DOUBLE"),
+    ("slo_attainment", "DOUBLE"), ("slo_met", "BOOLEAN"), ("request_rate_per_s", "DOUBLE"),
+    ("capacity_per_s", "DOUBLE"), ("overloaded", "BOOLEAN"), ("comm_share", "DOUBLE"),
+    ("capacity_note", "VARCHAR"),
+]
 _NET_NUM = ["queue_mean_bytes", "queue_max_bytes", "pause_s", "ecn_marked_bytes", "drop_bytes"]
 _SUMMARY_COLS = ["jobs_total", "jobs_finished", "mean_jct_s", "p99_jct_s", "mean_queue_s", "mean_slowdown",
                  "makespan_s"]
@@ -128,6 +140,7 @@ CREATE TABLE IF NOT EXISTS links (
     run_id VARCHAR, tier VARCHAR, capacity_bytes_per_s DOUBLE, mean_utilization DOUBLE,
     peak_utilization DOUBLE, bin_edges_s DOUBLE[], utilization DOUBLE[]);
 CREATE TABLE IF NOT EXISTS tenants (run_id VARCHAR, {", ".join(f"{n} {t}" for n, t in _TENANT_COLS)});
+CREATE TABLE IF NOT EXISTS services (run_id VARCHAR, {", ".join(f"{n} {t}" for n, t in _SERVICE_COLS)});
 CREATE TABLE IF NOT EXISTS network_links (
     run_id VARCHAR, model VARCHAR, link INTEGER, name VARCHAR, queue_mean_bytes DOUBLE,
     queue_max_bytes DOUBLE, pause_s DOUBLE, ecn_marked_bytes DOUBLE, drop_bytes DOUBLE,
@@ -300,7 +313,7 @@ class ResultStore:
         con = self._con
         con.execute("BEGIN TRANSACTION")
         try:
-            for table in ("runs", "jobs", "links", "tenants", "network_links"):
+            for table in ("runs", "jobs", "links", "tenants", "network_links", "services"):
                 con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run.run_id])
             ctrl = _get(scen, "controller", "name")
             load = _get(scen, "workload", "background", "load")
@@ -341,6 +354,11 @@ class ResultStore:
                 rows = [[run.run_id, *[_num(t[n]) for n, _ in _TENANT_COLS]] for t in result["tenants"]]
                 if rows:
                     con.executemany("INSERT INTO tenants VALUES (" + ", ".join(["?"] * len(rows[0])) + ")",
+                                    rows)
+                rows = [[run.run_id, *[_num(sv.get(n)) for n, _ in _SERVICE_COLS]]
+                        for sv in result.get("services", [])]
+                if rows:
+                    con.executemany("INSERT INTO services VALUES (" + ", ".join(["?"] * len(rows[0])) + ")",
                                     rows)
                 net = record.get("network") or {}
                 rows = [[run.run_id, net["model"], r["link"], r["name"], *[_num(r[k]) for k in _NET_NUM],
@@ -421,6 +439,17 @@ class ResultStore:
             return []
         return self.query("SELECT * FROM network_links WHERE run_id = ? ORDER BY link", [run_id])
 
+    def services(self, run_ids: list[str] | None = None) -> list[dict[str, Any]]:
+        """Inference-service rows, of the given runs (default: all); none from a store older than
+        the table."""
+        if not self._con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
+                                 "'services'").fetchone()[0]:
+            return []
+        if run_ids is None:
+            return self.query("SELECT * FROM services ORDER BY run_id, name")
+        return self.query("SELECT * FROM services WHERE list_contains(?, run_id) ORDER BY run_id, name",
+                          [list(run_ids)])
+
     def tenants(self) -> list[dict[str, Any]]:
         """Tenant rows of all runs."""
         return self.query("SELECT * FROM tenants ORDER BY run_id, tenant")
@@ -430,8 +459,9 @@ class ResultStore:
 
         Two executions of the same sweep give equal lists (the resume test compares them).
         """
-        if table not in ("runs", "jobs", "links", "tenants"):
-            raise ConfigError(f"table must be one of runs, jobs, links, tenants, got {table!r} (table)")
+        if table not in ("runs", "jobs", "links", "tenants", "services"):
+            raise ConfigError(f"table must be one of runs, jobs, links, tenants, services, got {table!r} "
+                              "(table)")
         exclude = {"wall_s", "finished_at", "summary"} if table == "runs" else set()
         cols = [r[0] for r in self._execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = ? "

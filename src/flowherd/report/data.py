@@ -138,6 +138,8 @@ class ReportData:
         tenants: ``tenants`` rows of the ok runs, each with the run's ``method``.
         detail: One representative run per method (at most `MAX_REPRESENTATIVE`): the ok run at the
             highest background load, lowest seed.
+        services: ``services`` rows (inference services: time to first token and per output token,
+            SLO attainment) of the ok runs, each with the run's ``method``.
     """
 
     source: Path
@@ -146,6 +148,7 @@ class ReportData:
     jobs: list[dict[str, Any]]
     tenants: list[dict[str, Any]]
     detail: list[RunView] = field(default_factory=list)
+    services: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -205,6 +208,10 @@ def load_report_data(results: str | Path, *, run_id: str | None = None,
                    if t["run_id"] in by_id and by_id[t["run_id"]]["status"] == "ok"]
         for t in tenants:
             t["method"] = by_id[t["run_id"]]["method"]
+        services = [s for s in store.services()
+                    if s["run_id"] in by_id and by_id[s["run_id"]]["status"] == "ok"]
+        for s in services:
+            s["method"] = by_id[s["run_id"]]["method"]
         if run_id is not None:
             if run_id not in by_id or by_id[run_id]["status"] != "ok":
                 known = [r["run_id"] for r in ok][:5]
@@ -225,7 +232,25 @@ def load_report_data(results: str | Path, *, run_id: str | None = None,
                                   links=store.links(r["run_id"]), scenario=json.loads(r["scenario_json"]),
                                   network=store.network_links(r["run_id"])))
         return ReportData(source=store.path, runs=runs, methods=methods, jobs=jobs, tenants=tenants,
-                          detail=detail)
+                          detail=detail, services=services)
+
+
+def service_tradeoff(data: ReportData) -> list[tuple[str, float, float, float]]:
+    """Per method with inference services: (method, mean TTFT attainment of its services, mean SLO
+    attainment, mean JCT of its training jobs in seconds), each a mean over the method's runs; NaN
+    where undefined. The points of the trade-off between the services and the training jobs."""
+    out = []
+    for m in data.methods:
+        sv = [s for s in data.services if s["method"] == m]
+        if not sv:
+            continue
+        att = [s["ttft_attainment"] for s in sv if s["ttft_attainment"] is not None]
+        slo = [s["slo_attainment"] for s in sv if s["slo_attainment"] is not None]
+        jct = [j["jct_s"] for j in data.jobs if j["method"] == m and j["kind"] == "training"
+               and j["jct_s"] is not None]
+        out.append((m, float(np.mean(att)) if att else math.nan, float(np.mean(slo)) if slo else math.nan,
+                    float(np.mean(jct)) if jct else math.nan))
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

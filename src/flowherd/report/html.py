@@ -36,6 +36,7 @@ from flowherd.report.data import (
     network_panels,
     paired_comparisons,
     seeds_phrase,
+    service_tradeoff,
     slowdown_vs_load,
     tenant_axis_scale,
     tenant_slowdowns,
@@ -346,6 +347,54 @@ def _headline(data: ReportData) -> str:
             "(<code>controller.levers</code>).</p>")
 
 
+def _services_table(data: ReportData) -> str:
+    """Inference services per method: requests, time to first token and per output token, SLO
+    attainment; nothing without services."""
+    if not data.services:
+        return ""
+    rows = []
+    for m in data.methods:
+        sv = [s for s in data.services if s["method"] == m]
+        if not sv:
+            continue
+
+        def mean(key: str, sv: list[dict[str, Any]] = sv, scale: float = 1.0) -> float | None:
+            xs = [s[key] * scale for s in sv if s[key] is not None]
+            return float(np.mean(xs)) if xs else None
+
+        over = sum(bool(s["overloaded"]) for s in sv)
+        rows.append(f"<tr><td>{_e(m)}</td><td class=num>{len(sv)}</td>"
+                    f"<td class=num>{_fmt(mean('requests'))}</td>"
+                    f"<td class=num>{_fmt(mean('p99_ttft_s', scale=1e3), ' ms')}</td>"
+                    f"<td class=num>{_fmt(mean('ttft_slo_s', scale=1e3), ' ms')}</td>"
+                    f"<td class=num>{_fmt(mean('p99_tpot_s', scale=1e3), ' ms')}</td>"
+                    f"<td class=num>{_fmt(mean('tpot_slo_s', scale=1e3), ' ms')}</td>"
+                    f"<td class=num>{_fmt(mean('ttft_attainment', scale=100), '%')}</td>"
+                    f"<td class=num>{_fmt(mean('slo_attainment', scale=100), '%')}</td>"
+                    f"<td class=num>{_fmt(mean('comm_share'))}</td><td class=num>{over}</td></tr>")
+    return ("<h2>Inference services</h2><table><tr><th>method</th><th>services</th><th>requests</th>"
+            "<th>p99 TTFT</th><th>TTFT SLO</th><th>p99 TPOT</th><th>TPOT SLO</th><th>TTFT attainment</th>"
+            "<th>SLO attainment</th><th>comm share</th><th>overloaded</th></tr>" + "".join(rows) +
+            "</table><p class=note>Means over the method's runs of each service's figures: time to first "
+            "token (TTFT) and per output token after it (TPOT), their 99th percentiles against the "
+            "objectives (MLPerf's server rule), and the share of requests within them; communication share "
+            "of the steps' execution, queueing excluded. Overloaded: services whose requests arrive faster "
+            "than their slowest pool serves them (their latencies measure the horizon).</p>")
+
+
+def plot_service_tradeoff(data: ReportData) -> go.Figure | None:
+    """Services' TTFT attainment against the training jobs' mean JCT, one point per method."""
+    pts = service_tradeoff(data)
+    if not pts:
+        return None
+    fig = go.Figure()
+    for m, att, slo, jct in pts:
+        fig.add_trace(go.Scatter(x=[jct], y=[100 * att], mode="markers", name=_e(m),
+                                 hovertext=[f"SLO attainment {100 * slo:.1f}%"]))
+    return _layout(fig, "Inference beside training: TTFT attainment against training JCT",
+                   xaxis_title="training jobs' mean JCT (s)", yaxis_title="TTFT attainment (% of requests)")
+
+
 def _failed_table(data: ReportData) -> str:
     if not data.failed:
         return "<p>No run failed.</p>"
@@ -368,6 +417,12 @@ def render_html(data: ReportData, *, title: str | None = None) -> str:
         ("Per-tenant fairness", "Each tenant's mean slowdown, averaged over the method's runs.",
          plot_tenants(data)),
     ]
+    tradeoff = plot_service_tradeoff(data)
+    if tradeoff is not None:
+        sections.append(("Services against training", "Per method, the inference services' share of "
+                         "requests within their TTFT objective against the training jobs' mean JCT: the "
+                         "trade-off a controller that holds training collectives for KV transfers moves "
+                         "along (kv-guard's hold threshold).", tradeoff))
     if data.detail:
         sections.append(("Link utilization", "Bytes carried by each link tier per time bin over the tier's "
                          "capacity, in one representative run per method (highest load, lowest seed).",
@@ -392,7 +447,7 @@ def render_html(data: ReportData, *, title: str | None = None) -> str:
         f"<script>{_HEAD_JS}</script>", f"<script>{get_plotlyjs()}</script>", "</head><body>",
         f"<h1>{_e(heading)}</h1>",
         f"<p>{n_ok} runs finished, {len(data.failed)} failed; from <code>{_e(data.source)}</code>.</p>",
-        _headline(data), "<h2>Methods</h2>", _methods_table(data),
+        _headline(data), "<h2>Methods</h2>", _methods_table(data), _services_table(data),
     ]
     for k, (name, note, fig) in enumerate(sections):
         div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fh-fig-{k}",

@@ -278,7 +278,7 @@ class BufferingEnv(gymnasium.Env):
         self._carry = 0.0
         self._steps = 0
         self._to_env, self._to_sim = queue.Queue(), queue.Queue()
-        bridge = _Bridge(self._to_env, self._to_sim, self.params, self.actions, self.choice_only)
+        bridge = self._make_bridge()
         self._thread = threading.Thread(target=_work, args=(self.scenario, bridge, self._to_env),
                                         name=f"flowherd-env-{s}", daemon=True)
         self._live = True
@@ -286,7 +286,7 @@ class BufferingEnv(gymnasium.Env):
         msg = self._next()
         if msg[0] == "done":
             self._pending = msg
-            self._obs = np.zeros(NUM_FEATURES, np.float32)
+            self._obs = np.zeros(self.observation_space.shape, np.float32)
             self._mask = np.ones(self._num_actions, bool)
             self._default = 0
             return self._obs.copy(), self._info()
@@ -319,6 +319,10 @@ class BufferingEnv(gymnasium.Env):
             return self._obs.copy(), reward, False, False, {**self._info(), "projected": projected}
         obs, reward, term, trunc, info = self._finish(msg[1], projected)
         return obs, carry + reward, term, trunc, info
+
+    def _make_bridge(self):
+        """The controller the worker thread's simulation calls (`_Bridge`)."""
+        return _Bridge(self._to_env, self._to_sim, self.params, self.actions, self.choice_only)
 
     def action_masks(self) -> np.ndarray:
         """``bool[n]``: the actions that apply at the pending point (sb3-contrib name)."""

@@ -15,6 +15,9 @@ ENV_ID = "flowherd/Buffering-v0"
 ENTRY_POINT = "flowherd.rl.env:BufferingEnv"
 #: The id with its registering module: `gymnasium.make` imports the module first (any Gymnasium).
 ENV_ID_WITH_MODULE = f"flowherd.rl:{ENV_ID}"
+#: The paths-and-delays environment (`flowherd.rl.paths_env.PathsEnv`).
+PATHS_ENV_ID = "flowherd/PathsDelays-v0"
+PATHS_ENTRY_POINT = "flowherd.rl.paths_env:PathsEnv"
 
 
 def register_envs() -> None:
@@ -25,3 +28,5 @@ def register_envs() -> None:
 
     if ENV_ID not in registry:
         register(id=ENV_ID, entry_point=ENTRY_POINT)
+    if PATHS_ENV_ID not in registry:
+        register(id=PATHS_ENV_ID, entry_point=PATHS_ENTRY_POINT)

@@ -15,8 +15,9 @@ Flat on purpose (CleanRL's ``ppo.py`` is the model): `train` reads top to bottom
    (a job unfinished at the horizon counted to the horizon) is the learning curve.
 
 The model saved at ``out`` is the one with the best validation mean JCT seen (the cloned one at
-step 0 included); ``<out stem>_last.zip`` is the final one and ``<out stem>_curve.csv`` the curve
-(steps, wall_s, mean_jct_s, cpu_s).
+step 0 included); ``<out stem>_start.zip`` is the one at step 0 (the warm start), ``<out
+stem>_last.zip`` the final one and ``<out stem>_curve.csv`` the curve (steps, wall_s, mean_jct_s,
+cpu_s).
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ import numpy as np
 
 from flowherd import atomic
 from flowherd.control.herd import HerdController, HerdParams
-from flowherd.control.model import PolicyController, greedy_action
+from flowherd.control.model import PathsPolicyController, PolicyController, greedy_action
+from flowherd.control.paths_agent import PATH_SPACES, PathsRuleController
 from flowherd.errors import ConfigError
 from flowherd.experiments.scenario import Scenario
 from flowherd.registry import Registry
 from flowherd.rl.env import BufferingEnv
+from flowherd.rl.paths_env import PathsEnv
 
 __all__ = ["ALGOS", "CurvePoint", "TrainResult", "behaviour_clone", "collect_structured", "evaluate", "train"]
 
@@ -238,7 +241,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
           bc_smoothing: float = 0.1, ent_coef: float = 0.0, time_limit_s: float | None = None,
           gamma: float = 0.999, learning_rate: float = 3e-4, net_arch: Sequence[int] = (64, 64),
           num_threads: int = 1, actions: str = "structured", n_steps: int | None = None,
-          choice_only: bool = False, bc_balance: bool = False,
+          choice_only: bool = False, bc_balance: bool = False, warm: str = "none",
           progress: Callable[[int, int, CurvePoint | None], None] | None = None,
           log: Callable[[str], None] | None = None) -> TrainResult:
     """Behaviour cloning of the structured policy, then RL (module docstring).
@@ -268,7 +271,12 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         net_arch: Hidden layers of the policy and value networks.
         num_threads: torch threads (at most 2 on this machine's two cores).
         actions: The agent's action space, ``structured`` or ``raw``
-            (`flowherd.control.agent.ACTION_SPACES`; ``bc_episodes=0`` trains from scratch).
+            (`flowherd.control.agent.ACTION_SPACES`, environment ``flowherd/Buffering-v0``) or
+            ``paths-raw`` / ``paths-index`` (`flowherd.control.paths_agent`, environment
+            ``flowherd/PathsDelays-v0``, always asked only where it has a choice); ``bc_episodes=0``
+            trains from scratch.
+        warm: In a paths space, the policy behaviour cloning copies and the reference the curve
+            is read against: ``none`` (no control) or ``index`` (the rule of docs/rl-structure.md).
         n_steps: PPO's rollout length per update, a multiple of 64 (default: about one cloned
             episode, 64 without cloning); a comparison of learners passes the same to each.
         choice_only: The agent is asked only where its actions make different decisions
@@ -316,10 +324,24 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     overlap = set(train_seeds) & set(val_seeds)
     if overlap:
         raise ConfigError(f"validation seeds must be held out, got {sorted(overlap)} in both (val_seeds)")
-    env = BufferingEnv(scenario, seeds=train_seeds, horizon_s=horizon_s, actions=actions,
-                       choice_only=choice_only)
-    val_env = BufferingEnv(scenario, seeds=val_seeds, horizon_s=horizon_s, actions=actions)
+    paths = actions in PATH_SPACES
+
+    def make_env(seeds: Sequence[int], ask_only: bool) -> BufferingEnv:
+        if paths:
+            return PathsEnv(scenario, seeds=seeds, horizon_s=horizon_s, actions=actions, warm=warm)
+        return BufferingEnv(scenario, seeds=seeds, horizon_s=horizon_s, actions=actions, choice_only=ask_only)
+
+    env = make_env(train_seeds, choice_only)
+    val_env = make_env(val_seeds, False)
     params = HerdParams()
+
+    def reference():
+        return PathsRuleController(space=actions, warm=warm) if paths else HerdController(params=params)
+
+    def learnt():
+        if paths:
+            return PathsPolicyController(model.policy, actions=actions)
+        return PolicyController(model.policy, params=params, actions=actions)
 
     # -- 1. episodes of the structured policy ------------------------------------------------------
     n_bc = len(train_seeds) if bc_episodes is None else bc_episodes
@@ -348,8 +370,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     else:  # A2C: short rollouts, one gradient step each
         n_steps = 64
         kwargs.update(n_steps=n_steps, gae_lambda=0.95, ent_coef=ent_coef)
-    rl_env = Monitor(BufferingEnv(scenario, seeds=train_seeds, horizon_s=horizon_s, actions=actions,
-                                  choice_only=choice_only))
+    rl_env = Monitor(make_env(train_seeds, choice_only))
     rl_env.reset(seed=seed)
     model = algo_cls("MlpPolicy", rl_env, **kwargs)
 
@@ -361,7 +382,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         f"samples ({time.perf_counter() - t0:.0f} s in)")
 
     # -- reference points on the validation seeds --------------------------------------------------
-    structured = evaluate(lambda: HerdController(params=params), val_env, val_seeds)
+    structured = evaluate(reference, val_env, val_seeds)
     from flowherd.control import make_controller
 
     none = evaluate(lambda: make_controller("none"), val_env, val_seeds)
@@ -378,8 +399,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
 
     def validate(done: int) -> CurvePoint:
         v0 = time.perf_counter()
-        jct = evaluate(lambda: PolicyController(model.policy, params=params, actions=actions), val_env,
-                       val_seeds)
+        jct = evaluate(learnt, val_env, val_seeds)
         cost["validate_s"] = max(cost["validate_s"], time.perf_counter() - v0)
         point = CurvePoint(steps=done, wall_s=time.perf_counter() - t0, mean_jct_s=jct,
                            cpu_s=time.process_time() - cpu0)
@@ -412,6 +432,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
             return True
 
     validate(0)
+    model.save(_companion(out, "_start.zip"))  # the warm start (after cloning), for held-out comparisons
     say(f"RL ({algo}): {steps} steps, validating every {every} ({time.perf_counter() - t0:.0f} s in)")
     model.learn(total_timesteps=steps, callback=Validation())
     done = int(model.num_timesteps)
