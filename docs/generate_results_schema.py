@@ -23,6 +23,7 @@ TABLE_MEANING = {
     "jobs": "One row per job of a finished run.",
     "tenants": "One row per tenant of a finished run.",
     "links": "One row per link tier of a finished run (NVLink, host-leaf, leaf-spine ...).",
+    "services": "One row per inference service of a finished run (`flowherd.experiments.metrics`).",
     "network_links": "One row per congested link of a finished run on a congestion model (`roce`, "
                      "`tcp`); none for `ideal` runs.",
 }
@@ -114,6 +115,32 @@ MEANING: dict[str, dict[str, str]] = {
         "peak_utilization": "Highest utilization of one time bin (fraction).",
         "bin_edges_s": "Edges of the time bins of `utilization` (a list).",
         "utilization": "Utilization per time bin (a list of fractions).",
+    },
+    "services": {
+        "run_id": "The run (`runs.run_id`).",
+        "name": "The service's job name.",
+        "tenant": "Its tenant.",
+        "requests": "Requests that arrived before the horizon.",
+        "mean_ttft_s": "Mean time to first token: arrival to the first token at the client.",
+        "p99_ttft_s": "99th percentile of the time to first token (a request still waiting at the "
+                      "horizon counted to it: a lower bound).",
+        "mean_tpot_s": "Mean time per output token after the first: (last - first token) / "
+                       "(output tokens - 1).",
+        "p99_tpot_s": "99th percentile of the time per output token.",
+        "ttft_slo_s": "The scenario's objective for the 99th-percentile TTFT (empty: none).",
+        "tpot_slo_s": "The scenario's objective for the 99th-percentile TPOT (empty: none).",
+        "ttft_attainment": "Share of the requests within the TTFT objective (empty: no objective).",
+        "tpot_attainment": "Share of the requests within the TPOT objective.",
+        "slo_attainment": "Share of the requests within both objectives (DistServe's SLO attainment).",
+        "slo_met": "MLPerf's rule: both 99th percentiles within their objectives.",
+        "request_rate_per_s": "The service's request arrival rate.",
+        "capacity_per_s": "Requests per second its slowest pool sustains with full batches, each step "
+                          "at its time alone on the fabric.",
+        "overloaded": "Whether the arrival rate exceeds the capacity (its queues grow for as long as "
+                      "it runs).",
+        "comm_share": "1 - compute / execution time of its steps: what communication adds, queueing "
+                      "for a busy replica not counted.",
+        "capacity_note": "Which pool limits the capacity and why, in words.",
     },
     "network_links": {
         "run_id": "The run (`runs.run_id`).",
