@@ -210,8 +210,10 @@ def _print_run(run: Any) -> None:
                   markup=False, highlight=False, soft_wrap=True)
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+def _cells(row: dict[str, Any], *keys: str, digits: int, scale: float) -> str:
+    from flowherd.cli.columns import cell
+
+    return " / ".join(cell(row[k], digits, scale=scale) for k in keys)
 
 
 def _print_services(con: Any, run: Any) -> None:
@@ -220,24 +222,27 @@ def _print_services(con: Any, run: Any) -> None:
     from rich.table import Table
 
     from flowherd.cli.checks import plain
+    from flowherd.cli.columns import cell
 
     services = run.summary.get("services") or []
     if not services:
         return
     table = Table(title="inference services (p99 objectives as MLPerf's server rule; attainment: share of "
                         "requests within)")
-    for col in ("service", "requests", "rate/s", "capacity/s", "mean TTFT", "p99 TTFT", "TTFT SLO",
-                "mean TPOT", "p99 TPOT", "TPOT SLO", "TTFT att.", "TPOT att.", "SLO att.", "SLO met",
-                "comm share"):
+    for col in ("service", "requests", "rate\n(1/s)", "capacity\n(1/s)", "TTFT (ms)\nmean / p99",
+                "TPOT (ms)\nmean / p99", "SLO (ms)\nTTFT / TPOT", "within SLO (%)\nTTFT / TPOT / both",
+                "SLO\nmet", "comm\nshare (%)"):
         table.add_column(col, justify="left" if col == "service" else "right")
     for sv in services:
         met = sv["slo_met"]
-        table.add_row(plain(sv["name"]), str(sv["requests"]), _fmt(sv["request_rate_per_s"], "x"),
-                      _fmt(sv["capacity_per_s"], "x"), _fmt(sv["mean_ttft_s"]), _fmt(sv["p99_ttft_s"]),
-                      _fmt(sv["ttft_slo_s"]), _fmt(sv["mean_tpot_s"]), _fmt(sv["p99_tpot_s"]),
-                      _fmt(sv["tpot_slo_s"]), _pct(sv["ttft_attainment"]), _pct(sv["tpot_attainment"]),
-                      _pct(sv["slo_attainment"]), "-" if met is None else ("yes" if met else "no"),
-                      _fmt(sv["comm_share"], "x"))
+
+        table.add_row(plain(sv["name"]), str(sv["requests"]), cell(sv["request_rate_per_s"], 2),
+                      cell(sv["capacity_per_s"], 2),
+                      _cells(sv, "mean_ttft_s", "p99_ttft_s", digits=1, scale=1e3),
+                      _cells(sv, "mean_tpot_s", "p99_tpot_s", digits=2, scale=1e3),
+                      _cells(sv, "ttft_slo_s", "tpot_slo_s", digits=1, scale=1e3),
+                      _cells(sv, "ttft_attainment", "tpot_attainment", "slo_attainment", digits=1, scale=100),
+                      "-" if met is None else ("yes" if met else "no"), cell(sv["comm_share"], 1, scale=100))
     con.print(table)
     for line in run.summary.get("warnings") or []:
         con.print("warning: " + line, style="yellow", markup=False, highlight=False, soft_wrap=True)
