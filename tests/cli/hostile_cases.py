@@ -316,7 +316,7 @@ CASES: list[Case] = [
     # 2.3 kB a point measured: under 4 GiB the million points fit (and the sweep runs, with progress)
     Case("memory-sweep-grid-1000x1000", ["sweep", "w.yaml", "--inline", "--out", "o"], ("(axes)",),
          files={"w.yaml": GRID, "s.yaml": TINY}, limit_as_bytes=2 * GiB, slow=True),
-    Case("sweep-ray-under-6gib", ["sweep", "w.yaml", "--out", "o"], ("ulimit", "--inline"),
+    Case("sweep-ray-under-6gib", ["sweep", "w.yaml", "--out", "o", "--ray"], ("ulimit", "--inline"),
          files={"w.yaml": SMALL_SWEEP, "s.yaml": TINY}, limit_as_bytes=6 * GiB, slow=True),
     # ---- signals ----------------------------------------------------------------------------------------------
     # SIGINT once a simulation has finished ("[1/10] ..."; about 30 s in on a quiet machine)
