@@ -18,13 +18,16 @@ default ``buffer``: delays and paths only); decisions outside it are refused and
 ("refused"). --network sets the network model of every run (ideal, roce, tcp; default: the
 scenario's, ``roce`` in every scenario of benchmarks/scenarios/: a GPU back-end fabric is lossless
 RoCE; each run's JSON row names its model, and a row of an older file that says "scenario" ran
-the ideal engine, those scenarios' network until 2026-12-02). The isolated bound is each job
-alone on the fabric (its planned iterations times its iteration time alone, no queue), averaged
-over the jobs; "gap closed" is the paired per-seed
-share of the gap between no control and that bound that a controller closes. The queue-aware
-bound (`queue_bound_jct_s`) keeps the cluster's FIFO queue for GPUs and lets every job run at its
-solo speed: no network controller does better, so "gap (queue)", the share of the gap to it that
-a controller closes, is the part of the gap a controller can be asked for. Each run's per-job
+the ideal engine, those scenarios' network until 2026-12-02). The isolated bound
+(`control_bounds.py`) is each job alone with every collective at the least time any routing over
+any path gives its bytes (an LP, HiGHS), its planned iterations at that pace from its submission,
+averaged over the jobs: no controller beats it, and the table says so or names the runs that
+did. "gap closed" is the paired per-seed share of the gap between no control and that bound that
+a controller closes, printed only where the gap exceeds the seed spread. The queue-aware bound
+keeps the cluster's FIFO queue for GPUs: no network controller does better, so "gap (queue)",
+the share of the gap to it that a controller closes, is the part of the gap a controller can be
+asked for. Each job's time alone on its default routes (its solo time, ECMP) is printed beside
+them and is not a bound (a path choice beats its hash collisions). Each run's per-job
 submit, start, finish, GPUs (their count and ids), iterations and solo iteration time are in the
 JSON (``job_detail``; `control_ceiling.py` reads the ids to time each job alone on its GPUs),
 and each table is followed by where the mean JCT goes (`breakdown`): the wait in the queue for
@@ -73,6 +76,9 @@ import numpy as np
 from scipy import stats
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import control_bounds as bounds  # noqa: E402  (beside this script)
+
 SCENARIOS = {lvl: HERE / "scenarios" / f"control_{lvl}.yaml" for lvl in ("light", "medium", "heavy")}
 # (label, controller name, params): every registered controller, and one ablation of flowherd's
 CONTROLLERS = [
@@ -286,20 +292,6 @@ def queue_bound_jct_s(detail: list[dict], horizon_s: float, num_gpus: int) -> fl
     return float(np.mean(jct)) if jct else math.nan
 
 
-def ceiling_closed(rows: list[dict]) -> np.ndarray:
-    """Per seed with a no-control run, the share of its gap between no control and the isolated
-    bound that the queue-aware bound closes, percent: the jobs still wait for GPUs in the FIFO
-    queue however fast the network makes them (`queue_bound_jct_s`), so no network controller
-    closes more of the isolated-bound gap than this (up to the bound's looseness: a job whose
-    paths beat the scenario's routing can run a little faster than its solo time)."""
-    out = []
-    for n in (r for r in rows if r["controller"] == "none"):
-        qbs = [r["queue_bound_jct_s"] for r in rows if r["seed"] == n["seed"] and "queue_bound_jct_s" in r]
-        if qbs and n["mean_jct_s"] > n["isolated_jct_s"]:
-            out.append(100 * (n["mean_jct_s"] - min(qbs)) / (n["mean_jct_s"] - n["isolated_jct_s"]))
-    return np.array(out)
-
-
 def ci95(x: np.ndarray) -> tuple[float, float]:
     """Mean and the half-width of its 95% confidence interval (Student t over the samples)."""
     x = np.asarray(x, dtype=float)
@@ -319,17 +311,11 @@ def _paired_change(rs: list[dict], none_of: dict[int, dict], key: str) -> str:
     return f"{m:+.1f}%" if not math.isfinite(h) else f"{m:+.1f}+-{h:.1f}%"
 
 
-def _gap_closed(rs: list[dict], none_of: dict[int, dict], bound: str = "isolated_jct_s") -> str:
-    """Mean +- 95% CI over seeds of the share of the gap between no control and a bound (``bound``:
-    the isolated one, or the queue-aware one) that a controller closes on the same seed, percent."""
-    g = []
-    for r in rs:
-        n = none_of.get(r["seed"])
-        if n is not None and n["mean_jct_s"] > n.get(bound, math.inf):
-            g.append(100 * (n["mean_jct_s"] - r["mean_jct_s"]) / (n["mean_jct_s"] - n[bound]))
-    if not g:
+def _pm(g: np.ndarray) -> str:
+    """Mean +- 95% CI of per-seed percentages ("n/a" for none)."""
+    if not len(g):
         return "n/a"
-    m, h = ci95(np.array(g))
+    m, h = ci95(np.asarray(g))
     return f"{m:+.1f}%" if not math.isfinite(h) else f"{m:+.1f}+-{h:.1f}%"
 
 
@@ -506,33 +492,39 @@ def main(argv: list[str] | None = None) -> int:
                          if r["controller"] == "none"])
         print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}, grant {args.grant!r}, network "
               f"{nets[lvl]}{'' if bg else ', no background'}: mean +- 95% CI over seeds ==")
-        iso = [r["isolated_jct_s"] for r in sub if r["controller"] == "none"]
+        sub = [bounds.run_bounds(r, levels[lvl]) for r in sub]
+        seeds_run = sorted({r["seed"] for r in sub if r["controller"] == "none"})
+        iso = [bounds.seed_bound(sub, sd, "bound_jct_s") for sd in seeds_run]
+        qb = [bounds.seed_bound(sub, sd, "bound_queue_jct_s") for sd in seeds_run]
+        gap_ok, gap_s, spread_s = bounds.gap_exceeds_spread(sub)
         if iso:
             im, ih = ci95(iso)
-            print(f"isolated bound (each job alone on the fabric, no queue): mean JCT {im:.2f} +-{ih:.2f} s")
-        qb = [min(r["queue_bound_jct_s"] for r in sub if r["seed"] == sd and "queue_bound_jct_s" in r)
-              for sd in sorted({r["seed"] for r in sub if "queue_bound_jct_s" in r})]
-        if qb:
+            bad = bounds.beaten(sub) + [(r["controller"], r["seed"], j) for r in sub
+                                        for j in bounds.beaten_jobs(r)]
+            em, eh = ci95([r["isolated_jct_s"] for r in sub if r["controller"] == "none"])
+            print(f"isolated bound (each job alone, every collective at the least time any routing gives "
+                  f"its bytes, LP; no queue, no background): mean JCT {im:.2f} +-{ih:.2f} s; "
+                  + (f"BEATEN by {bad[:4]}" if bad else "no run nor job beats it"))
+            print(f"each job alone on its default routes (its solo time; ECMP, not a bound): mean JCT "
+                  f"{em:.2f} +-{eh:.2f} s")
             qm, qh = ci95(qb)
-            print(f"queue-aware bound (each job alone on the fabric while it runs, the same FIFO queue for "
-                  f"GPUs): mean JCT {qm:.2f} +-{qh:.2f} s; no control waits "
+            most = bounds.gap_shares([r for r in sub if r["controller"] == "none"], sub)
+            q_share = [100 * (n["mean_jct_s"] - q) / (n["mean_jct_s"] - i) for n, q, i in
+                       zip(sorted((r for r in sub if r["controller"] == "none"), key=lambda r: r["seed"]),
+                           qb, iso, strict=True) if n["mean_jct_s"] > i] if most.size else []
+            cm, ch = ci95(q_share) if q_share else (math.nan, math.nan)
+            print(f"queue-aware bound (the same, waiting in the FIFO queue for GPUs): mean JCT {qm:.2f} "
+                  f"+-{qh:.2f} s; the most of the isolated gap any network controller closes: {cm:+.1f} "
+                  f"+-{ch:.1f}%; no control waits "
                   f"{np.mean([r['mean_wait_s'] for r in sub if r['controller'] == 'none']):.2f} s per job")
-            ceiling = ceiling_closed(sub)
-            if ceiling.size:
-                cm, ch = ci95(ceiling)
-                print(f"the most of the gap to the isolated bound any network controller closes (the "
-                      f"queue-aware bound's share of it, paired by seed): {cm:+.1f} +-{ch:.1f}%")
+            print(f"gap between no control and the isolated bound {gap_s:.2f} s (mean over seeds), seed "
+                  f"spread (std of no control's mean JCT) {spread_s:.2f} s: gap closed "
+                  + ("printed" if gap_ok else "not printed (the gap is within the seed spread)"))
         print(f"{'controller':<18} {'mean JCT s':>16} {'vs none':>8} {'gap closed':>14} {'gap (queue)':>14} "
               f"{'p99 JCT s':>16} "
               f"{'iter slowdown':>16} {'finished':>9} {'decision us':>11} {'refused':>8} "
               f"{'bg FCT vs none':>15} {'bg p99 vs none':>15} {'worst tenant':>12} {'Jain':>6}")
         none_of = {r["seed"]: r for r in sub if r["controller"] == "none"}
-        # the queue-aware bound of a seed: the tightest any run of it gives (a job that never
-        # started in a run has no solo time there and counts as waiting to the horizon)
-        for sd, n in list(none_of.items()):
-            qbs = [r["queue_bound_jct_s"] for r in sub if r["seed"] == sd and "queue_bound_jct_s" in r]
-            if qbs:
-                none_of[sd] = {**n, "queue_bound_jct_s": min(qbs)}
         for label, *_ in ctrls:
             rs = sorted((r for r in sub if r["controller"] == label), key=lambda r: r["seed"])
             m, h = ci95([r["mean_jct_s"] for r in rs])
@@ -544,8 +536,8 @@ def main(argv: list[str] | None = None) -> int:
             dec = np.mean([r["decision_us"] for r in rs])
             bgm, bgp = (_paired_change(rs, none_of, key) for key in ("bg_mean_fct_s", "bg_p99_fct_s"))
             jain = np.nanmean([r.get("tenant_jain", math.nan) for r in rs]) if rs else math.nan
-            gap = _gap_closed(rs, none_of)
-            gapq = _gap_closed(rs, none_of, "queue_bound_jct_s") if qb else "n/a"
+            gap = _pm(bounds.gap_shares(rs, sub)) if gap_ok else "n/a"
+            gapq = _pm(bounds.gap_shares(rs, sub, "bound_queue_jct_s")) if gap_ok else "n/a"
             refused = "all" if any(r.get("same_run_as") for r in rs) else sum(r.get("refused", 0) for r in rs)
             worst = np.nanmean([max(r["tenant_slowdown"].values(), default=math.nan) for r in rs
                                 if r.get("tenant_slowdown")] or [math.nan])

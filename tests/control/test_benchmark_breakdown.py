@@ -32,17 +32,24 @@ def test_wait_solo_and_contention_add_up_to_the_censored_mean_jct():
     assert sum(b.values()) == pytest.approx(sum(censored) / 3)
 
 
-def test_the_ceiling_is_the_queue_bounds_share_of_the_isolated_gap_paired_by_seed():
-    # seed 0: no control 100 s, isolated bound 20 s, queue-aware bound 60 s (the tightest of the
-    # seed's runs: 70 s in the no-control run, 60 s in another) -> (100 - 60) / (100 - 20) = 50%;
-    # seed 1: no control 50 s, isolated 10 s, queue bound 40 s -> 25%; seed 2: no gap (skipped)
-    def row(ctl, seed, jct, iso, qb):
-        return {"controller": ctl, "seed": seed, "mean_jct_s": jct, "isolated_jct_s": iso,
-                "queue_bound_jct_s": qb}
+def test_a_seeds_bound_is_the_least_of_its_runs_and_gap_closed_needs_a_gap_above_the_spread():
+    # seed 0: no control 100 s, bounds 20 s (no control's run) and 18 s (x's run: other GPUs):
+    # the seed's bound is 18 s, x closes (100 - 59) / (100 - 18) = 50%; seed 1: no control 50 s,
+    # bound 10 s, x 30 s: 50%
+    def row(ctl, seed, jct, bound):
+        return {"controller": ctl, "seed": seed, "mean_jct_s": jct, "bound_jct_s": bound}
 
-    rows = [row("none", 0, 100.0, 20.0, 70.0), row("x", 0, 80.0, 20.0, 60.0),
-            row("none", 1, 50.0, 10.0, 40.0), row("none", 2, 10.0, 10.0, 10.0)]
-    assert bench.ceiling_closed(rows).tolist() == pytest.approx([50.0, 25.0])
+    rows = [row("none", 0, 100.0, 20.0), row("x", 0, 59.0, 18.0), row("none", 1, 50.0, 10.0),
+            row("x", 1, 30.0, 10.0)]
+    assert bench.bounds.seed_bound(rows, 0, "bound_jct_s") == 18.0
+    x = [r for r in rows if r["controller"] == "x"]
+    assert bench.bounds.gap_shares(x, rows).tolist() == pytest.approx([50.0, 50.0])
+    ok, gap, spread = bench.bounds.gap_exceeds_spread(rows)
+    # gaps 82 and 40 s (mean 61) against no control's spread over seeds (std of 100 and 50: 35.4)
+    assert ok and gap == pytest.approx(61.0) and spread == pytest.approx(35.355, rel=1e-3)
+    small = [row("none", 0, 100.0, 99.0), row("none", 1, 50.0, 49.0)]  # 1 s gaps, 35 s spread
+    assert not bench.bounds.gap_exceeds_spread(small)[0]
+    assert bench.bounds.beaten(rows) == [] and bench.bounds.beaten([row("none", 0, 9.0, 10.0)])
 
 
 def test_a_no_op_controllers_rows_are_no_controls_of_the_same_scenario_and_seed():
