@@ -107,6 +107,7 @@ OURS = ("threshold", "interleave", "flowherd")
 _ALL = ("buffer", "weighted", "priority")
 SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cassini", "threshold",
                                                          "interleave")},
+            "crux": {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")},
             **{lab: {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")}
                for lab in ("flowherd", "flowherd/1-class", "flowherd/spray", "flowherd/yield",
                           "flowherd/util-paths", "flowherd/drain-yield")},
@@ -114,14 +115,12 @@ SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cas
             # level, under `priority` as under `weighted` (`ControlHook`)
             "mltcp": {"weighted": ("weighted", "priority"), "priority": ("priority", "weighted")}}
 
-# Controllers that under a grant are no control by construction: every decision they make uses a
-# lever the grant lacks, and `ControlHook` refuses the whole decision (Crux: classes and paths;
-# Sincronia: classes; Varys: classes and a weight), or they decide nothing without it (MLTCP:
-# weights only). Their run there is no control's run on the same seed, and is not repeated: the
-# table lists them with no control's figures and "all" refused (tests/control/test_levers.py
-# checks both on the two-job case).
-NO_OP = {"crux": ("buffer", "weighted"), "sincronia": ("buffer", "weighted"),
-         "varys": ("buffer", "weighted"), "mltcp": ("buffer",)}
+# Controllers that under a grant are no control by construction: they decide nothing without
+# their lever (Sincronia and Varys order coflows by classes, MLTCP by weights). Their run there
+# is no control's run on the same seed, and is not repeated: the table lists them with no
+# control's figures and "lever" in the refused column (tests/control/test_levers.py checks it on
+# the two-job case). Crux acts under every grant: its paths need only the paths lever.
+NO_OP = {"sincronia": ("buffer", "weighted"), "varys": ("buffer", "weighted"), "mltcp": ("buffer",)}
 
 
 def scenario_network(path: Path) -> str | dict:
@@ -538,7 +537,8 @@ def main(argv: list[str] | None = None) -> int:
             jain = np.nanmean([r.get("tenant_jain", math.nan) for r in rs]) if rs else math.nan
             gap = _pm(bounds.gap_shares(rs, sub)) if gap_ok else "n/a"
             gapq = _pm(bounds.gap_shares(rs, sub, "bound_queue_jct_s")) if gap_ok else "n/a"
-            refused = "all" if any(r.get("same_run_as") for r in rs) else sum(r.get("refused", 0) for r in rs)
+            refused = ("no lever" if any(r.get("same_run_as") for r in rs)
+                       else sum(r.get("refused", 0) for r in rs))
             worst = np.nanmean([max(r["tenant_slowdown"].values(), default=math.nan) for r in rs
                                 if r.get("tenant_slowdown")] or [math.nan])
             print(f"{label:<18} {m:>9.2f} +-{h:>5.2f} {vs:>8} {gap:>14} {gapq:>14} {p:>9.2f} +-{ph:>5.2f} "
