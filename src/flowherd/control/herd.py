@@ -14,7 +14,15 @@ has delays and paths). At a collective about to start it decides:
 * **Priority** (only under a grant with priority classes: which transfer goes first on a shared
   link). Jobs are ranked by their predicted remaining time alone, ``(iterations left) x (solo
   iteration time)`` (`JobState.remaining_s`), and the rank is compressed onto the granted
-  classes (at most `NUM_CLASSES`), shortest first.
+  classes (at most `NUM_CLASSES`), shortest first, on links the running jobs overload: a
+  collective whose links all carry, summed over the jobs that use them, less than one link-second
+  of bytes per second (each job's bytes per iteration there over the capacity and its iteration
+  time, `_offered_load`) gets the first class whatever its job's rank. There the link carries
+  every job's bytes in time, and strict classes only reorder collisions: a collective of the
+  second job, hidden behind its backward pass under fair sharing, waits for the first job's whole
+  burst at every collision, past its slack, and its iterations lengthen for no gain of the first
+  job's worth it (two overlapping DDP jobs on 4:1 uplinks, roce: ranked second, 21% slower than
+  without control; `tests/control/test_priority_overlap.py`).
 * **Load balancing** (which path each of its GPU pairs takes). The candidate path whose most
   utilized link is least utilized, its earlier pairs counted (CONGA/LetFlow's choice, as the
   `adaptive` baseline).
@@ -116,6 +124,8 @@ class HerdParams:
         yield_burst: A yielding collective waits for the rest of the favoured job's burst too
             (its unstarted part, predicted from its last burst), not only for the bytes it has
             in flight on the shared links (False).
+        order_overloaded_only: Rank jobs by classes only on links they overload (module
+            docstring; False: on every link, an ablation).
     """
 
     theta: float = 1.0
@@ -129,6 +139,7 @@ class HerdParams:
     spray: bool = False
     path_metric: str = "share"
     yield_burst: bool = True
+    order_overloaded_only: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) \
@@ -144,7 +155,7 @@ class HerdParams:
         if self.path_metric not in ("utilization", "share", "split"):
             raise ConfigError(f"flowherd path_metric must be 'utilization', 'share' or 'split', got "
                               f"{self.path_metric!r} (controller.params.path_metric)")
-        for f in ("balance", "prioritize", "interleave", "spray", "yield_burst"):
+        for f in ("balance", "prioritize", "interleave", "spray", "yield_burst", "order_overloaded_only"):
             if not isinstance(getattr(self, f), bool):
                 raise ConfigError(f"flowherd {f} must be true or false, got {getattr(self, f)!r} "
                                   f"(controller.{f})")
@@ -178,6 +189,29 @@ def srpt_class(job: str, view: NetworkView, num_classes: int = NUM_CLASSES) -> i
     if job not in order:
         return num_classes - 1
     return rank_to_class(order.index(job), len(order), num_classes)
+
+
+def _offered_load(point: DecisionPoint, view: NetworkView) -> float:
+    """The largest offered load over the pending collective's links: per link, the sum over the
+    running jobs that use it of their bytes per iteration there over the link's capacity and
+    their iteration time (solo, else the learnt one): 1 is a link busy all the time. A job whose
+    bytes per link or period are unknown counts as keeping the link busy (inf), and so does a
+    collective that no job's footprint covers (nothing known of its links)."""
+    cap = view.link_capacity_bytes_per_s
+    load = np.zeros(point.link_idx.size)
+    seen = False
+    for j in view.jobs.values():
+        on = np.isin(j.link_idx, point.link_idx)
+        if not on.any():
+            continue
+        seen = True
+        period = j.solo_period_s if j.solo_period_s is not None else j.period_s
+        if period is None or j.link_bytes_per_iteration.size != j.link_idx.size:
+            return math.inf
+        where = np.searchsorted(point.link_idx, j.link_idx[on]) if np.all(np.diff(point.link_idx) > 0) \
+            else np.array([int(np.flatnonzero(point.link_idx == lk)[0]) for lk in j.link_idx[on]])
+        np.add.at(load, where, j.link_bytes_per_iteration[on] / cap[j.link_idx[on]] / period)
+    return float(load.max(initial=0.0)) if seen else math.inf
 
 
 def _delay(point: DecisionPoint, view: NetworkView, params: HerdParams) -> float:
@@ -363,6 +397,8 @@ def structured_action(point: DecisionPoint, view: NetworkView, params: HerdParam
     """The index in `ACTIONS` of this policy's choice at an agent point."""
     params = params or _DEFAULT
     cls = srpt_class(point.job, view, params.num_classes) if params.prioritize else NUM_CLASSES - 1
+    if params.prioritize and params.order_overloaded_only and _offered_load(point, view) <= 1.0:
+        cls = 0
     buffer = point.job in view.jobs and _delay(point, view, params) > 0
     return ACTIONS.index((cls, bool(buffer)))
 
@@ -392,6 +428,8 @@ class HerdController:
             if point.job not in view.jobs:
                 return Decision(delay_s=shift) if shift > 0 else None
             cls = srpt_class(point.job, view, classes) if prioritize else None
+            if cls is not None and self.params.order_overloaded_only and _offered_load(point, view) <= 1.0:
+                cls = 0  # the link carries every job's bytes in time: no job need wait for another
             delay = shift if shift > 0 else (_delay(point, view, self.params) if lv.delay else 0.0)
             if lv.delay and cls is None and self.params.yield_fraction > 0:  # the order, by delays
                 delay = max(delay, yield_delay_s(point, view, self.shifter.learner,

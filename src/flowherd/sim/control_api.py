@@ -56,6 +56,7 @@ class _JobTrack:
     iterations_total: int | None = None
     iterations_done: int = 0
     busiest_link_s: float | None = None  # per iteration, on its busiest scale-out link
+    link_bytes: np.ndarray = field(default_factory=lambda: _EMPTY_F)  # per iteration, on link_idx
 
 
 class ControlHook:
@@ -230,7 +231,7 @@ class ControlHook:
                 comm_bytes_per_iteration=tr.comm_bytes_per_iteration, link_idx=tr.link_idx,
                 solo_period_s=tr.solo[0], solo_comm_offsets_s=tr.solo[1], solo_comm_durations_s=tr.solo[2],
                 iterations_total=tr.iterations_total, iterations_done=tr.iterations_done,
-                busiest_link_s=tr.busiest_link_s)
+                busiest_link_s=tr.busiest_link_s, link_bytes_per_iteration=tr.link_bytes)
         hist = max((sum(tr.iterations_s[-self.history_iterations:]) for tr in self._jobs.values()),
                    default=0.0)
         # Deliberate shortcut: the engine keeps each link's active flow count (its per-link flow
@@ -354,8 +355,8 @@ class ControlHook:
 
         out = np.asarray(self.fabric.link_kind) == LinkKind.NETWORK
         busiest = float((per_link[out] / self._cap[out]).max(initial=0.0))
-        self._cpm[key] = (graph, dur, slack, profile, busiest)
-        return dur, slack, profile, busiest
+        self._cpm[key] = (graph, dur, slack, profile, busiest, per_link)
+        return dur, slack, profile, busiest, per_link
 
     def add_graph(self, graph, *, job: str, fidelity: str, name: str = "", at_s: float | None = None,
                   after=(), on_done=None, groups=None) -> None:
@@ -387,10 +388,12 @@ class _Walk:
             for d in set(t.deps):
                 self.dependents[d].append(i)
         self.left = n
-        self.dur, self.slack, profile, busiest = hook._critical(graph)
+        self.dur, self.slack, profile, busiest, per_link = hook._critical(graph)
         if job in hook._jobs:
-            hook._jobs[job].solo = profile
-            hook._jobs[job].busiest_link_s = busiest
+            tr = hook._jobs[job]
+            tr.solo = profile
+            tr.busiest_link_s = busiest
+            tr.link_bytes = per_link[tr.link_idx] if tr.link_idx.size else _EMPTY_F
         self.start_s = 0.0
         hook.engine.add_coflow(_EMPTY_I, _EMPTY_I, _EMPTY_F, at_s=at_s, after=after, name=f"{name}/start",
                                on_done=lambda _c, t: self._begin(t))

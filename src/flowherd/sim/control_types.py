@@ -170,6 +170,8 @@ class JobState:
         iterations_done: Iterations it has completed.
         busiest_link_s: The time one iteration's bytes take on its busiest scale-out link at that
             link's capacity (on its default routes), seconds: Crux's ``t_j``; None if unknown.
+        link_bytes_per_iteration: ``float64[k]``: bytes one iteration puts on each link of
+            ``link_idx`` (on its default routes; empty if unknown).
     """
 
     name: str
@@ -190,9 +192,11 @@ class JobState:
     iterations_total: int | None = None
     iterations_done: int = 0
     busiest_link_s: float | None = None
+    link_bytes_per_iteration: np.ndarray = field(default_factory=lambda: _EMPTY_F)
 
     def __post_init__(self) -> None:
         for name, conv in (("comm_offsets_s", _f64), ("comm_durations_s", _f64),
+                           ("link_bytes_per_iteration", _f64),
                            ("recent_iteration_s", _f64), ("link_idx", _i64),
                            ("solo_comm_offsets_s", _f64), ("solo_comm_durations_s", _f64)):
             object.__setattr__(self, name, conv(getattr(self, name)))
@@ -204,6 +208,10 @@ class JobState:
             raise ConfigError(f"job {self.name!r}: solo_comm_offsets_s and solo_comm_durations_s must have "
                               f"one length, got {self.solo_comm_offsets_s.size} and "
                               f"{self.solo_comm_durations_s.size} (JobState.solo_comm_durations_s)")
+        if self.link_bytes_per_iteration.size not in (0, self.link_idx.size):
+            raise ConfigError(f"job {self.name!r}: link_bytes_per_iteration must have one entry per link "
+                              f"of link_idx ({self.link_idx.size}) or none, got "
+                              f"{self.link_bytes_per_iteration.size} (JobState.link_bytes_per_iteration)")
         b = self.busiest_link_s
         if b is not None and not (isinstance(b, int | float) and math.isfinite(b) and b >= 0):
             raise ConfigError(f"job {self.name!r}: busiest_link_s must be a time >= 0 or None, got {b!r} "
