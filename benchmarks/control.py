@@ -80,6 +80,9 @@ sys.path.insert(0, str(HERE))
 import control_bounds as bounds  # noqa: E402  (beside this script)
 
 SCENARIOS = {lvl: HERE / "scenarios" / f"control_{lvl}.yaml" for lvl in ("light", "medium", "heavy")}
+# the other families, by name (--scenarios takes them, or any YAML path)
+FAMILIES = {"mixed": HERE / "scenarios" / "control_mixed_periods.yaml",
+            "contended": HERE / "scenarios" / "contended_small.yaml"}
 # (label, controller name, params): every registered controller, and one ablation of flowherd's
 CONTROLLERS = [
     ("none", "none", {}),
@@ -91,7 +94,12 @@ CONTROLLERS = [
     ("mltcp", "mltcp", {}),
     ("threshold", "threshold", {}),
     ("interleave", "interleave", {}),
+    ("gate", "gate", {}),  # the per-iteration gate alone (delays only)
+    ("gate/turns", "gate", {"deadlines": False}),  # ... its turn-taking rule alone
+    ("gate/deadlines", "gate", {"turns": False}),  # ... its deadline order alone
+    ("threshold/0", "threshold", {"theta": 0.0}),  # every collective with slack waits for the burst
     ("flowherd", "flowherd", {}),
+    ("flowherd/gate", "flowherd", {"buffering": "gate"}),  # the per-iteration gate instead of the shift
     ("flowherd/1-class", "flowherd", {"num_classes": 1}),
     ("flowherd/spray", "flowherd", {"spray": True}),  # packet spraying instead of choosing a path
     ("flowherd/util-paths", "flowherd", {"path_metric": "utilization"}),  # adaptive's path choice
@@ -100,16 +108,18 @@ CONTROLLERS = [
     ("flowherd/drain-yield", "flowherd", {"yield_fraction": 0.25, "yield_burst": False}),
 ]
 LITERATURE = ("adaptive", "cassini", "crux", "sincronia", "varys", "mltcp")
-OURS = ("threshold", "interleave", "flowherd")
+OURS = ("threshold", "interleave", "gate", "flowherd")
 # Grants a controller's run is the same under (--reuse takes a run of any of them): decisions of
 # delays and paths only are valid under every grant, and the grant changes nothing else in a run
 # (`ControlHook`); flowherd uses classes only where granted, weights never.
 _ALL = ("buffer", "weighted", "priority")
 SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cassini", "threshold",
-                                                         "interleave")},
+                                                         "interleave", "gate", "gate/turns",
+                                                         "gate/deadlines")},
             "crux": {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")},
             **{lab: {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")}
-               for lab in ("flowherd", "flowherd/1-class", "flowherd/spray", "flowherd/yield",
+               for lab in ("flowherd", "flowherd/gate", "flowherd/1-class", "flowherd/spray",
+                           "flowherd/yield",
                           "flowherd/util-paths", "flowherd/drain-yield")},
             # MLTCP sets weights only, never a class: its jobs stay unmarked, at the background's
             # level, under `priority` as under `weighted` (`ControlHook`)
@@ -435,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no model file {p} (--model)", file=sys.stderr)
             return 2
         ctrls.append((f"rl:{p.stem}", str(p), {}))
-    levels = {s: (SCENARIOS[s] if s in SCENARIOS else Path(s)) for s in args.scenarios}
+    levels = {s: (SCENARIOS.get(s) or FAMILIES.get(s) or Path(s)) for s in args.scenarios}
     nets = {lvl: network_arg(args.network) or scenario_network(path) for lvl, path in levels.items()}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     # seed by seed: a benchmark stopped early (--json-out keeps every run) has whole paired seeds

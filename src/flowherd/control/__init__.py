@@ -25,6 +25,7 @@ from flowherd.control.baselines import (
     decide_sincronia,
     decide_varys,
 )
+from flowherd.control.gate import BurstGate, GateParams
 from flowherd.control.herd import HerdController, HerdParams
 from flowherd.control.mltcp import MltcpController, MltcpParams
 from flowherd.control.periodic import InterleaveController, InterleaveParams
@@ -33,8 +34,9 @@ from flowherd.errors import ConfigError
 from flowherd.registry import Registry
 from flowherd.sim.control_api import Controller, Decision, DecisionPoint, NetworkView, validate
 
-__all__ = ["CONTROLLERS", "FLOWHERD_POLICIES", "LITERATURE_BASELINES", "Controller", "Decision",
-           "DecisionPoint", "HerdController", "HerdParams", "InterleaveController", "InterleaveParams",
+__all__ = ["CONTROLLERS", "FLOWHERD_POLICIES", "LITERATURE_BASELINES", "BurstGate", "Controller",
+           "Decision", "DecisionPoint", "GateParams", "HerdController", "HerdParams", "InterleaveController",
+           "InterleaveParams",
            "NetworkView", "ThresholdController",
            "ThresholdParams", "make_controller", "tune", "validate"]
 
@@ -59,6 +61,10 @@ def _interleave(**params) -> Controller:
     return InterleaveController(InterleaveParams(**params))
 
 
+def _gate(**params) -> Controller:
+    return BurstGate(GateParams(**params))
+
+
 def _herd(**params) -> Controller:
     return HerdController(HerdParams(**params))
 
@@ -73,10 +79,11 @@ CONTROLLERS: Registry[Callable[..., Controller]] = Registry("controller", {
     "mltcp": _mltcp,
     "threshold": _threshold,
     "interleave": _interleave,
+    "gate": _gate,
     "flowherd": _herd,
 })
 LITERATURE_BASELINES = ("adaptive", "cassini", "crux", "sincronia", "varys", "mltcp")
-FLOWHERD_POLICIES = ("flowherd", "interleave", "threshold")  # best first on ties
+FLOWHERD_POLICIES = ("flowherd", "gate", "interleave", "threshold")  # best first on ties
 
 
 def make_controller(spec: str | Controller, **params) -> Controller:

@@ -67,6 +67,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowherd.control.baselines import _least_loaded, rank_to_class
+from flowherd.control.gate import BurstGate, GateParams
 from flowherd.control.periodic import InterleaveController, InterleaveParams, yield_delay_s
 from flowherd.control.threshold import ThresholdParams, bottleneck_link, competing_burst, threshold_delay_s
 from flowherd.errors import ConfigError
@@ -126,6 +127,13 @@ class HerdParams:
             in flight on the shared links (False).
         order_overloaded_only: Rank jobs by classes only on links they overload (module
             docstring; False: on every link, an ablation).
+        buffering: How bursts are held back (with ``interleave``): ``shift`` (the default), the
+            one-time interleaving shift (`flowherd.control.periodic`), or ``gate``, a decision at
+            every collective (`flowherd.control.gate`: turns where bursts saturate the link,
+            deadline order by learnt slack). Measured (development runs): on the two-job case
+            (20 iterations, roce) the shift ends 1.042x the bound, the gate 1.059x (it converges
+            in 8 iterations, the shift in 5); on heavy seed 5 (roce) 113.05 s against 115.75 s;
+            on the mixed-period family (seeds 0-1) 16.57 s against 16.36 s, no control 16.51 s.
     """
 
     theta: float = 1.0
@@ -140,6 +148,7 @@ class HerdParams:
     path_metric: str = "share"
     yield_burst: bool = True
     order_overloaded_only: bool = True
+    buffering: str = "shift"
 
     def __post_init__(self) -> None:
         if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) \
@@ -152,6 +161,9 @@ class HerdParams:
                 or not 0 <= self.yield_fraction <= 4:
             raise ConfigError(f"flowherd yield_fraction must be in [0, 4], got {self.yield_fraction!r} "
                               "(controller.params.yield_fraction)")
+        if self.buffering not in ("gate", "shift"):
+            raise ConfigError(f"flowherd buffering must be 'gate' or 'shift', got {self.buffering!r} "
+                              "(controller.params.buffering)")
         if self.path_metric not in ("utilization", "share", "split"):
             raise ConfigError(f"flowherd path_metric must be 'utilization', 'share' or 'split', got "
                               f"{self.path_metric!r} (controller.params.path_metric)")
@@ -411,17 +423,22 @@ class HerdController:
     params: HerdParams = _DEFAULT
     name: str = "flowherd"
     shifter: InterleaveController = dataclasses.field(init=False, repr=False)
+    gate: BurstGate = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.shifter = InterleaveController(InterleaveParams(guard_fraction=self.params.guard_fraction))
+        self.gate = BurstGate(GateParams())
 
     def reset(self, seed: int) -> None:
         """Forget the learnt patterns."""
         self.shifter.reset(seed)
+        self.gate.reset(seed)
 
     def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
         lv = view.levers
-        shift = self.shifter.delay_s(point, view) if self.params.interleave else 0.0
+        shift = 0.0
+        if self.params.interleave:
+            shift = (self.gate if self.params.buffering == "gate" else self.shifter).delay_s(point, view)
         classes = min(self.params.num_classes, lv.priority_classes)
         prioritize = self.params.prioritize and classes > 0
         if asks_agent(point):

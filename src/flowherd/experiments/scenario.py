@@ -118,6 +118,7 @@ class JobModel(_Model):
     pipeline_engine: Literal["megatron", "deepspeed"] = "megatron"
     efficiency: float | None = Field(None, gt=0, le=1)  # None: the compute model
     submit: str | float = 0.0
+    submit_jitter: str | float = 0.0
     serving: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -330,6 +331,11 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
     rng = np.random.default_rng(m.seed)
     horizon_s = _time(m.simulation.horizon, "simulation.horizon")
     jobs: list[Job] = [_job(j, f"workload.jobs[{i}]", default_gpu) for i, j in enumerate(m.workload.jobs)]
+    for i, j in enumerate(m.workload.jobs):  # seeded start offsets, drawn in job order
+        jitter = _time(j.submit_jitter, f"workload.jobs[{i}].submit_jitter")
+        if jitter > 0:
+            offset = float(rng.uniform(0.0, jitter))
+            jobs[i] = dataclasses.replace(jobs[i], submit_s=jobs[i].submit_s + offset)
     streams: list[list[Job]] = [jobs]
     for i, a in enumerate(m.workload.arrivals):
         field = f"workload.arrivals[{i}]"
