@@ -34,11 +34,11 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: sudo apt-get install chromium (the HTML report test needs it)"; fi; }
 
-# The engine's kernels compiled ahead of time (flowherd.sim.aot: a collective then starts without
+# The engine's kernels compiled ahead of time (flowherd.engine.aot: a collective then starts without
 # numba). The install builds them; after an edit of a kernel module this rebuilds them (about a
 # minute of CPU); until then the kernels fall back to numba's JIT, same numbers, slower start.
 aot: $(STAMP)
-	$(BIN)/python -m flowherd.sim.aot_build --if-stale
+	$(BIN)/python -m flowherd.engine.aot_build --if-stale
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

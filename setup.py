@@ -1,4 +1,4 @@
-"""Build hook: compile the engine's numba kernels ahead of time (`flowherd.sim.aot`).
+"""Build hook: compile the engine's numba kernels ahead of time (`flowherd.engine.aot`).
 
 Everything else about the package is in pyproject.toml. The extension is optional: if the
 compile fails (no C compiler, a kernel edited so that its exported signature no longer fits),
@@ -14,18 +14,18 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 SRC = Path(__file__).resolve().parent / "src"
-AOT = "flowherd.sim._kernels_aot"
+AOT = "flowherd.engine._kernels_aot"
 
 
 def _load_aot():
-    """`flowherd.sim.aot` without running the packages' __init__ (they import scipy, pydantic
+    """`flowherd.engine.aot` without running the packages' __init__ (they import scipy, pydantic
     ...; the build environment has numba and numpy only)."""
-    for pkg in ("flowherd", "flowherd.sim"):
+    for pkg in ("flowherd", "flowherd.engine"):
         if pkg not in sys.modules:
             mod = types.ModuleType(pkg)
             mod.__path__ = [str(SRC / pkg.replace(".", "/"))]
             sys.modules[pkg] = mod
-    return importlib.import_module("flowherd.sim.aot")
+    return importlib.import_module("flowherd.engine.aot")
 
 
 class BuildKernels(build_ext):
@@ -37,7 +37,7 @@ class BuildKernels(build_ext):
               "(about a minute)", flush=True)
         try:
             _load_aot().build(out)
-        except Exception as e:  # optional: numba's JIT takes over (`flowherd.sim.aot`)
+        except Exception as e:  # optional: numba's JIT takes over (`flowherd.engine.aot`)
             print(f"flowherd: warning: ahead-of-time compile failed ({type(e).__name__}: "
                   f"{str(e).splitlines()[0] if str(e) else ''}); numba will compile the kernels "
                   "on first use", flush=True)

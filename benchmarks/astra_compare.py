@@ -16,7 +16,7 @@ benchmarks/astra_resnet.py reads it, builds flowherd's op graph and ASTRA-sim's 
 flowherd runs the same collective on the same fabric (N GPUs around one switch, 50 * 2^30 B/s
 and 1 us per link) as a whole process too: ``python -c`` importing flowherd, building the
 fabric, simulating, printing (for ResNet-50 ``python benchmarks/astra_resnet.py``, which also
-reads the text workload and walks the op graph with `flowherd.sim.executor`). Every figure is
+reads the text workload and walks the op graph with `flowherd.cluster.executor`). Every figure is
 of a whole process, start-up included: its wall time and its CPU time (user + system; on a
 shared machine the wall time is mostly waiting).
 
@@ -53,7 +53,7 @@ steps, with these substitutes for submodule pins missing from the stored snapsho
 
 With ``--floor N`` it prints instead what a process costs before it simulates anything, beside
 the whole run at N GPUs (alternated, medians): ``python -c pass``, ``import numpy``, ``import
-flowherd.sim.collective`` (the entry the child uses), the child's imports, the child's whole
+flowherd.cluster.collective`` (the entry the child uses), the child's imports, the child's whole
 AllReduce at N (step fidelity) and ASTRA-sim's (with ``--astra``). At 64 GPUs ASTRA-sim's whole
 run is about half of ``import numpy`` alone.
 
@@ -104,7 +104,7 @@ import json, sys, numpy as np
 from flowherd.collectives.ops import Collective, Op
 from flowherd.fabric.builder import FabricBuilder
 from flowherd.fabric.core import LinkKind, NodeKind
-from flowherd.sim.collective import simulate_collective
+from flowherd.cluster.collective import simulate_collective
 op, n, fid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 b = FabricBuilder(f"switch-{n}")
 gpus = b.add_gpus(servers=np.arange(n), gpu_type=["h100"] * n)
@@ -206,7 +206,7 @@ def floor(binary: Path | None, n: int, repeats: int) -> None:
     cmds: dict[str, list[str] | None] = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
-        "import flowherd.sim.collective": [sys.executable, "-c", "import flowherd.sim.collective"],
+        "import flowherd.cluster.collective": [sys.executable, "-c", "import flowherd.cluster.collective"],
         "the child's imports": [sys.executable, "-c", imports],
         f"flowherd allreduce n={n} step (whole)": [sys.executable, "-c", CHILD, "allreduce", str(n),
                                                   "step"],

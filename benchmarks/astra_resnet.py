@@ -24,7 +24,7 @@ flowherd's side (run as a child process by astra_compare.py, start-up included):
 `flowherd.workload.OpGraph` over N ranks (one stage; each AllReduce over all ranks, group "dp"),
 N GPUs around one switch (50 * 2^30 B/s, 1 us per link, as the other cases), every AllReduce a
 ring (``CollectiveCache(algorithm="ring")``, as ASTRA-sim's system config runs), walked by
-`flowherd.sim.executor` at ``step`` (`launch_graph`: each AllReduce's steps added when it starts)
+`flowherd.cluster.executor` at ``step`` (`launch_graph`: each AllReduce's steps added when it starts)
 or ``collective`` (`add_graph`) fidelity. ASTRA-sim's side: one Chakra ET per rank, byte
 for byte what ``TextConverter`` writes (`resnet_ets`). Checked in ASTRA-sim's source tree
 (apt-get install python3-protobuf; ``CH=extern/graph_frontend/chakra/schema/protobuf; protoc
@@ -33,7 +33,7 @@ et_def.proto --proto_path=$CH --python_out=$CH``), the converter's own files for
     from chakra.src.converter.text_converter import TextConverter  # PYTHONPATH=extern/graph_frontend
     TextConverter("Resnet50_DataParallel.txt", "out/resnet", 8, 1).convert()  # in /usr/bin/python3
 
-are `resnet_ets(8)` byte for byte (tests/sim/test_astra_resnet.py holds their sha256), and
+are `resnet_ets(8)` byte for byte (tests/benchmarks/test_astra_resnet.py holds their sha256), and
 ASTRA-sim aware runs them in 1,082,564,952 cycles (astra_sim_analytical.md section 7).
 """
 
@@ -131,12 +131,12 @@ def simulate(n: int, fidelity: str, path: Path = WORKLOAD, latency_model: str = 
     latencies, as the other cases run) or "fabric" (the paths' 2 us per step only)."""
     import numpy as np
 
+    from flowherd.cluster.executor import CollectiveCache, add_graph, launch_graph, prepare_graph
+    from flowherd.engine.core import Engine
+    from flowherd.engine.pages import small_pages
     from flowherd.fabric.builder import FabricBuilder
     from flowherd.fabric.core import LinkKind, NodeKind
     from flowherd.routing.policies import make_router
-    from flowherd.sim.engine import Engine
-    from flowherd.sim.executor import CollectiveCache, add_graph, launch_graph, prepare_graph
-    from flowherd.sim.pages import small_pages
     from flowherd.units import GiB, us
 
     graph = iteration_graph(read_workload(path), n)
@@ -146,7 +146,7 @@ def simulate(n: int, fidelity: str, path: Path = WORKLOAD, latency_model: str = 
     b.connect(gpus, np.repeat(sw, n), 50 * GiB, 1 * us, LinkKind.NETWORK)
     fab = b.build()
     router = make_router("shortest", fab)
-    with small_pages():  # as simulate_collective runs (flowherd.sim.pages)
+    with small_pages():  # as simulate_collective runs (flowherd.engine.pages)
         prepared = prepare_graph(graph, np.arange(n), CollectiveCache(fab, router, algorithm="ring",
                                                                  latency_model=latency_model))
         engine = Engine(fab, router, record_flows=False)

@@ -6,10 +6,10 @@
 * (b) 16,384 GPUs (2,048 servers, 128 leaves, 64 spines) and 500 jobs;
 
 both with background traffic at 20% load (web search sizes, aggregated to at most
-``--bg-flows-per-s`` flows per second, default 50, see `flowherd.sim.cluster`), `phase` fidelity
+``--bg-flows-per-s`` flows per second, default 50, see `flowherd.cluster.simulate`), `phase` fidelity
 with the "sampled" background rule (``--bg-mode``; "exact" simulates every iteration of a
 network job whose links background crosses, except in quiet windows, where the background
-coupled to its links stays the same and it fast-forwards exactly, `flowherd.sim.cluster_quiet`;
+coupled to its links stays the same and it fast-forwards exactly, `flowherd.cluster.quiet`;
 ``--no-quiet`` turns those off; "mean" fast-forwards them at their mean iteration time among
 the background; ``--compare-exact`` also runs the exact rule (under ``--bg-mode exact``: without
 quiet windows) and prints the JCT error against it, and its CPU time) and the packed placer (``--placer``;
@@ -26,7 +26,7 @@ If a horizon shorter than an hour is given, the hour's wall time is extrapolated
 the line says so.
 
 The network model (``--network``) is ``roce`` by default (lossless RoCE, PFC and DCQCN-like
-rate control, `flowherd.sim.network`: what a GPU back-end fabric is); ``--network ideal`` is the
+rate control, `flowherd.engine.network`: what a GPU back-end fabric is); ``--network ideal`` is the
 fluid max-min engine, ``--network ideal roce`` runs both and prints the cost ratio of roce.
 """
 
@@ -38,9 +38,9 @@ import time
 
 import numpy as np
 
+from flowherd.cluster.simulate import BackgroundSpec, JobRequest, simulate_cluster
+from flowherd.engine.network import load_network, use_network
 from flowherd.fabric.generators import leaf_spine
-from flowherd.sim.cluster import BackgroundSpec, JobRequest, simulate_cluster
-from flowherd.sim.network import load_network, use_network
 from flowherd.workload import TrainingJob
 
 SIZES = np.array([1, 2, 4, 8, 16, 32, 64])
@@ -107,7 +107,7 @@ def main() -> None:
                     help="print the simulated time reached and the CPU seconds so far every 1%% of "
                          "the horizon (a run cut short still tells how far it got)")
     ap.add_argument("--network", nargs="+", default=["roce"],
-                    help="network models (flowherd.sim.network) to run one after the other (default "
+                    help="network models (flowherd.engine.network) to run one after the other (default "
                          "roce: a GPU back-end fabric is lossless RoCE; ideal: fluid max-min); with "
                          "two or more the wall-time ratio to the first is printed")
     args = ap.parse_args()

@@ -17,9 +17,9 @@ import time
 import numpy as np
 
 from cluster import SCALES, job_mix
+from flowherd.cluster.simulate import BackgroundSpec, simulate_cluster
+from flowherd.engine.network import load_network, use_network
 from flowherd.fabric.generators import leaf_spine
-from flowherd.sim.cluster import BackgroundSpec, simulate_cluster
-from flowherd.sim.network import load_network, use_network
 
 
 def main() -> None:

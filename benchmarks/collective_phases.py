@@ -17,7 +17,7 @@ one object (``benchmarks/startup.py --breakdown`` takes the medians of several r
 * ``schedule``: NCCL's algorithm selection, the channels, the steps of the collective;
 * ``routing``: the router, the fabric's path index, every step's routes;
 * ``engine: add flows``, ``engine: run``: the flows checked and handed to the engine (one batch
-  of the schedule's steps, `flowherd.sim.collective.add_schedule`), its event loop;
+  of the schedule's steps, `flowherd.cluster.collective.add_schedule`), its event loop;
 * ``output``: the table (rich, imported then) or the JSON line;
 * ``rest``: the command's other lines (flag checks, the network model).
 
@@ -72,11 +72,11 @@ def measure(argv: list[str]) -> dict[str, float]:
     acc["cli import"] = time.process_time() - t
     t = time.process_time()
     import flowherd.cli.checks as checks
+    import flowherd.cluster.collective as sc
     import flowherd.collectives.nccl
+    import flowherd.engine.core as engine
+    import flowherd.engine.network
     import flowherd.routing.policies as policies
-    import flowherd.sim.collective as sc
-    import flowherd.sim.engine as engine
-    import flowherd.sim.network
 
     acc["command imports"] = time.process_time() - t
     checks.load_fabric_arg = _timed(acc, "fabric", checks.load_fabric_arg)

@@ -13,7 +13,7 @@ mean slowdown (`print_tenants`). Jobs still running at the horizon
 count with their time so far (their JCT is censored at the horizon), so a controller cannot gain
 by leaving jobs unfinished.
 
-Every controller runs under one grant of levers (--grant, `flowherd.sim.control_api.GRANTS`;
+Every controller runs under one grant of levers (--grant, `flowherd.cluster.control_api.GRANTS`;
 default ``buffer``: delays and paths only); decisions outside it are refused and counted
 ("refused"). --network sets the network model of every run (ideal, roce, tcp; default: the
 scenario's, ``roce`` in every scenario of benchmarks/scenarios/: a GPU back-end fabric is lossless
@@ -275,7 +275,7 @@ def run_one(task: tuple) -> dict:
 def queue_bound_jct_s(detail: list[dict], horizon_s: float, num_gpus: int) -> float:
     """Mean JCT (censored at the horizon, as the runs') if every job that ran took exactly its
     iterations times its solo iteration time, waiting for GPUs in the cluster's strict FIFO queue
-    (`flowherd.sim.cluster`: no backfilling; a job fits when enough GPUs are free, which is what
+    (`flowherd.cluster.simulate`: no backfilling; a job fits when enough GPUs are free, which is what
     the packed and spread placers need). No network controller can do better with this queue:
     contention only lengthens a job's run, and in a strict FIFO queue a later end never starts a
     job sooner. Jobs that never started in the run (no solo time) keep their censored JCT there
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--controllers", nargs="+", default=None, help="labels to run (default: all)")
     ap.add_argument("--model", nargs="*", default=[], help="trained RL models (.zip) to evaluate too")
     ap.add_argument("--grant", default="buffer", choices=["buffer", "weighted", "priority"],
-                    help="the levers every controller may use (flowherd.sim.control_api.GRANTS)")
+                    help="the levers every controller may use (flowherd.cluster.control_api.GRANTS)")
     ap.add_argument("--network", default=None, help="network model of every run: ideal, roce, tcp, or "
                     "an inline YAML mapping of the network: section, '{model: roce, default_queue: 7}' "
                     "(default: the scenario's)")

@@ -78,7 +78,7 @@ def leaf_groups(fabric) -> tuple[np.ndarray, np.ndarray, int]:
     of groups. Every cross-leaf byte leaves its source leaf on one of that leaf's uplinks and
     enters its destination leaf on one of its downlinks whichever spine carries it, so a group's
     bytes do not depend on the paths chosen."""
-    from flowherd.sim.cluster_background import link_tiers
+    from flowherd.cluster.background import link_tiers
 
     names, tier = link_tiers(fabric)
     links = np.flatnonzero(tier == list(names).index("leaf-spine"))
@@ -94,9 +94,9 @@ def measure_job(scenario, spec, gpus, groups: tuple[np.ndarray, np.ndarray, int]
     """One job alone: its bytes per iteration on each leaf group (no background) and its
     iteration time with the scenario's background under the flowherd policy, on ``gpus`` (None:
     the scenario's placer on the idle fabric); and the background's bytes per second per group."""
+    from flowherd.cluster.simulate import JobRequest, simulate_cluster
     from flowherd.control import make_controller
-    from flowherd.sim.cluster import JobRequest, simulate_cluster
-    from flowherd.sim.network import use_network
+    from flowherd.engine.network import use_network
 
     links, group, n = groups
 

@@ -15,9 +15,9 @@ import argparse
 
 import numpy as np
 
+from flowherd.cluster.collective import simulate_collective
 from flowherd.collectives.ops import Collective
 from flowherd.fabric.generators import leaf_spine
-from flowherd.sim.collective import simulate_collective
 from flowherd.units import format_size, format_time, parse_size
 
 

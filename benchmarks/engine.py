@@ -27,11 +27,11 @@ import numpy as np
 
 from fabric_build import build_large_fabric
 from fabric_build import main as fabric_build_main
+from flowherd.engine import Engine, max_min_rates
 from flowherd.fabric.core import Fabric
 from flowherd.fabric.generators import leaf_spine
 from flowherd.routing.base import Routes
 from flowherd.routing.policies import make_router
-from flowherd.sim import Engine, max_min_rates
 from flowherd.units import MiB
 
 

@@ -6,7 +6,7 @@ simulates the same workload twice, once with every collective at `step` fidelity
 difference and the wall-clock time of each simulation.
 
 Scenarios:
-* idle: one ring AllReduce alone (theory: equal, `sim/collective.py` docstring);
+* idle: one ring AllReduce alone (theory: equal, `cluster/collective.py` docstring);
 * idle-tree: the pipelined double binary tree alone (collective has no pipeline fill/drain);
 * two-jobs-oversub: a ring and (2 ms later) a halving-doubling AllReduce on interleaved GPUs of
   a 2:1 oversubscribed leaf-spine;
@@ -20,12 +20,12 @@ from __future__ import annotations
 import argparse
 import time
 
+from flowherd.cluster.collective import add_schedule
 from flowherd.collectives.algorithms import build_schedule
 from flowherd.collectives.ops import Collective
+from flowherd.engine.core import Engine
 from flowherd.fabric.generators import leaf_spine
 from flowherd.routing.policies import make_router
-from flowherd.sim.collective import add_schedule
-from flowherd.sim.engine import Engine
 from flowherd.units import format_time, parse_size
 
 

@@ -57,11 +57,11 @@ import time
 
 import numpy as np
 
+from flowherd.cluster.collective import simulate_collective
 from flowherd.collectives import select
 from flowherd.collectives.ops import Collective, Op, busbw_factor
 from flowherd.collectives.tuning import MODEL_OPS, Arch, Comm, Graph, choose, tune
 from flowherd.fabric.presets import preset
-from flowherd.sim.collective import simulate_collective
 from flowherd.units import GiB, KiB, MiB, format_size, parse_size
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast")

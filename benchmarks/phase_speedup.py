@@ -18,8 +18,8 @@ import argparse
 
 import numpy as np
 
+from flowherd.cluster.simulate import BackgroundSpec, JobRequest, simulate_cluster
 from flowherd.fabric.generators import leaf_spine
-from flowherd.sim.cluster import BackgroundSpec, JobRequest, simulate_cluster
 from flowherd.workload import TrainingJob
 
 

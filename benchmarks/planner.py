@@ -16,14 +16,14 @@ Simulated (``--simulate``): every variant (`VARIANTS`: the baseline placers, FIF
 routing; ``topology+backfill``; the heuristic's placement then ECMP, then the windowed MCF; the
 heuristic, routing-aware placement with the MCF routes; and ``heuristic+pacing``, the same plan
 with every scale-out GPU pair capped at the rate the plan assumed, `flowherd.planning.pacing`,
-applied as host pacers, `flowherd.sim.pacing` (what a scenario's plan is where the network
+applied as host pacers, `flowherd.cluster.pacing` (what a scenario's plan is where the network
 queues: `planner.pace` omitted is on under roce and tcp); ``heuristic+netcost``, the heuristic with each
 job's background term probed under ``--network``, `make_plan(network=)`) plans the embedded ``default``
 scenario and a trace-driven one on ``--trace-slices`` disjoint slices of the Microsoft Philly
 trace, each slice ``--seeds`` disjoint windows of `TRACE_JOBS` jobs (``skip`` the slice's start,
 ``seed_stride`` the window: the scenario's seed picks the window; arrivals compressed 1000x,
 128 GPUs in servers of 4 under a 4:1 leaf-spine of 8 leaves, spraying routes); each plan runs
-in `flowherd.sim.cluster` under ``--network`` (roce by default, stated explicitly), pinned to
+in `flowherd.cluster.simulate` under ``--network`` (roce by default, stated explicitly), pinned to
 its GPUs in its order, its routes through `ExplicitRouter`
 (`flowherd.planning.estimate.simulate_plan`). Replicates: on the default its own seed and
 ``--seeds - 1`` held-out ones (background flows and hash draws the planner did not see); on the

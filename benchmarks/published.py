@@ -107,11 +107,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowherd.cluster.executor import CollectiveCache, add_graph, prepare_graph
+from flowherd.engine.core import Engine
 from flowherd.experiments.runner import run_scenario
 from flowherd.experiments.scenario import scenario_from_mapping
 from flowherd.routing.policies import make_router
-from flowherd.sim.engine import Engine
-from flowherd.sim.executor import CollectiveCache, add_graph, prepare_graph
 from flowherd.workload import compute as cm
 from flowherd.workload.opgraph import TaskKind
 from flowherd.workload.training import Granularity, rank_to_gpu

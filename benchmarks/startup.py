@@ -12,7 +12,7 @@ no budget (the README quotes its time). The load average is printed beside the f
 busy machine every wall time is longer, and a ratio to `python -c pass` (also printed) says how
 much; the CPU seconds (user + system of the command, also medians) are what a quiet machine's
 wall time would be for these single-threaded commands, nearly whatever the load. The path the
-engine's kernels take (`flowherd.sim.aot`: compiled ahead of time, or numba's JIT) is printed
+engine's kernels take (`flowherd.engine.aot`: compiled ahead of time, or numba's JIT) is printed
 first: the JIT path costs about a second more. ``--breakdown`` adds the collective's CPU seconds
 phase by phase (`benchmarks/collective_phases.py`: imports, flag parsing, fabric, schedule,
 routing, engine, output; medians of --repeats runs), and whether Python may cache its bytecode
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     fh = _flowherd()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {' '.join(fh)}", flush=True)
-    kernels = subprocess.run([sys.executable, "-m", "flowherd.sim.aot_build", "--status"],
+    kernels = subprocess.run([sys.executable, "-m", "flowherd.engine.aot_build", "--status"],
                              capture_output=True, text=True, cwd=ROOT)
     print(f"engine kernels: {kernels.stdout.strip() or kernels.stderr.strip()[-300:]}", flush=True)
     cached = any((ROOT / "src" / "flowherd").glob("__pycache__/*.pyc"))

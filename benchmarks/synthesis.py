@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import time
 
+from flowherd.cluster.collective import add_schedule, simulate_collective
 from flowherd.collectives.ops import Collective
+from flowherd.engine.core import Engine
 from flowherd.fabric.generators import leaf_spine
 from flowherd.fabric.generators.nvlink import dgx1
 from flowherd.fabric.presets import preset
 from flowherd.planning.teccl import register_collective_algorithms, synthesize_allgather, synthesize_alltoall
 from flowherd.routing.policies import make_router
-from flowherd.sim.collective import add_schedule, simulate_collective
-from flowherd.sim.engine import Engine
 from flowherd.units import format_time, parse_size
 
 

@@ -123,7 +123,7 @@ MEANING = {
                                "(flowherd.planning.congestion).",
     "network": "The network model: ideal (fluid max-min), roce (lossless: PFC, DCQCN-like), tcp (lossy: "
                "ECN, DCTCP-like, drops and timeouts), a switch preset, or a mapping "
-               "(flowherd.sim.network.config). Omitted: ideal, so that a scenario written before keeps "
+               "(flowherd.engine.network.config). Omitted: ideal, so that a scenario written before keeps "
                "its numbers and closed-form checks stay exact; the embedded `default` and "
                "benchmarks/scenarios/ set `roce`, what a GPU back-end fabric is.",
     "controller.name": "`none`, `adaptive`, `cassini`, `crux`, `sincronia`, `varys`, `mltcp`, `threshold`, "

@@ -1,8 +1,11 @@
-"""Imports point one way (STYLE.md "Layout shows the architecture").
+"""Imports point one way (STYLE.md "Layout shows the architecture", docs/architecture.md).
 
 A subpackage may import only from its own layer or lower ones. The order is STYLE.md's, with
-`collectives` below `workload`: op graphs are made of `Collective` values, and
-`collectives` needs nothing from `workload`.
+`collectives` below `workload` (op graphs are made of `Collective` values, and `collectives`
+needs nothing from `workload`), and the simulator in two layers: `engine` (events, flows,
+rates, the congestion models of `engine.network`), which knows nothing of jobs, and `cluster`
+on top (collectives and op graphs as coflows, jobs, background, fast-forward, the control
+interface).
 """
 
 import ast
@@ -13,12 +16,13 @@ LAYERS = {
     "fabric": 1,
     "collectives": 2,
     "workload": 3, "routing": 3,
-    "sim": 4,
-    "planning": 5,
-    "control": 6,
-    "experiments": 7, "rl": 7,
-    "report": 8,
-    "cli": 9,
+    "engine": 4,
+    "cluster": 5,
+    "planning": 6,
+    "control": 7,
+    "experiments": 8, "rl": 8,
+    "report": 9,
+    "cli": 10,
 }
 SRC = Path(__file__).resolve().parents[1] / "src" / "flowherd"
 
@@ -79,16 +83,13 @@ def _module_name(path: Path) -> str:
 
 
 def _module_imports(path: Path, known: set[str]) -> set[str]:
-    """Modules of flowherd that ``path`` imports, at module level or inside functions
-    (``from pkg import name`` counts as importing ``pkg.name`` when that is a module)."""
+    """Modules of flowherd that ``path`` imports, at module level, inside functions or under
+    ``if TYPE_CHECKING:`` (a reader follows a type's import as much as any other: two modules
+    that name each other's classes are one concern in two files), where ``from pkg import
+    name`` counts as importing ``pkg.name`` when that is a module."""
     out = set()
     tree = ast.parse(path.read_text())
-    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-                   for n in ast.walk(node)}  # never executed: no circle at run time
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("flowherd"):
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
@@ -127,3 +128,29 @@ def test_no_import_circles_between_modules():
 def test_circle_finder_finds_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_typing_only_imports_count_as_edges(tmp_path):
+    a = tmp_path / "a.py"
+    a.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from flowherd.b import B\n")
+    assert _module_imports(a, {"flowherd.b"}) == {"flowherd.b"}
+
+
+def test_the_engine_knows_nothing_of_jobs_or_collectives():
+    # flowherd.engine moves flows and coflows; what they stand for (a collective's steps, a
+    # job's iteration) is the cluster package's business (docs/architecture.md)
+    bad = [f"{p.relative_to(SRC)} imports flowherd.{t}" for p in (SRC / "engine").rglob("*.py")
+           for t in _imports(p) if t in ("workload", "collectives", "cluster")]
+    assert not bad, "; ".join(bad)
+
+
+def test_the_network_models_sit_below_the_engine_core():
+    # engine.network is consulted by the event loop and the engine: it may use the kernel
+    # machinery and the engine's state protocol, never the modules that call it
+    callers = {"core", "event_loop", "coflow_batch", "hold", "bottleneck", "step_kernels"}
+    bad = []
+    for p in (SRC / "engine" / "network").rglob("*.py"):
+        for m in _module_imports(p, set(map(_module_name, SRC.rglob("*.py")))):
+            if m.startswith("flowherd.engine.") and m.split(".")[2] in callers:
+                bad.append(f"{p.relative_to(SRC)} imports {m}")
+    assert not bad, "; ".join(bad)

@@ -1,4 +1,4 @@
-"""The engine's kernels compiled ahead of time (`flowherd.sim.aot`): the same numbers as numba's
+"""The engine's kernels compiled ahead of time (`flowherd.engine.aot`): the same numbers as numba's
 JIT bit for bit, no numba imported by a collective, a JIT fallback for what does not fit.
 
 The comparisons need the compiled extension built from the current sources (`make aot`; the
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flowherd.sim import aot
+from flowherd.engine import aot
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "flowherd"
@@ -32,9 +32,9 @@ import numpy as np
 from flowherd.cli import main
 from flowherd.collectives.ops import Collective, Op
 from flowherd.fabric.presets import preset
-from flowherd.sim import aot
-from flowherd.sim.collective import simulate_collective
-from flowherd.sim.engine import Engine
+from flowherd.engine import aot
+from flowherd.cluster.collective import simulate_collective
+from flowherd.engine.core import Engine
 from flowherd.routing.policies import make_router
 
 import contextlib, io
@@ -108,7 +108,7 @@ def test_aot_kernels_give_the_jits_numbers_bit_for_bit_and_no_numba():
 
 def test_arguments_of_other_types_go_to_the_jit_not_the_compiled_code():
     _need_aot()
-    from flowherd.sim.step_kernels import soonest
+    from flowherd.engine.step_kernels import soonest
 
     txend = np.array([5.0, 3.0, 4.0, 1.0, 2.0])
     act = np.array([0, 2, 4])
@@ -120,8 +120,8 @@ def test_arguments_of_other_types_go_to_the_jit_not_the_compiled_code():
     assert soonest(act.astype(np.int32), txend) == 2.0
     assert soonest(np.array([0, 9, 2, 9, 4])[::2], txend) == 2.0
     assert soonest(act, txend.astype(np.float32)) == 2.0
-    assert aot.FALLBACKS["flowherd.sim.step_kernels.soonest"] == before.get(
-        "flowherd.sim.step_kernels.soonest", 0) + 3
+    assert aot.FALLBACKS["flowherd.engine.step_kernels.soonest"] == before.get(
+        "flowherd.engine.step_kernels.soonest", 0) + 3
 
 
 def test_edited_kernel_sources_fall_back_to_the_jit(monkeypatch):
@@ -173,10 +173,10 @@ def test_every_export_names_a_kernel_with_that_many_arguments():
 
 def test_no_module_uses_numba_njit_directly():
     """A plain @njit kernel could not call an exported one (numba cannot type pycc's wrapper):
-    every numba kernel of the package goes through `flowherd.sim.aot.kernel`."""
+    every numba kernel of the package goes through `flowherd.engine.aot.kernel`."""
     offenders = []
     for path in SRC.rglob("*.py"):
-        if path == SRC / "sim" / "aot.py":
+        if path == SRC / "engine" / "aot.py":
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from flowherd.engine.core import Engine
+from flowherd.engine.network import network_from_mapping
 from flowherd.fabric.generators import leaf_spine
 from flowherd.routing.policies import make_router
-from flowherd.sim.engine import Engine
-from flowherd.sim.network import network_from_mapping
 from flowherd.units import KB, MB, Gbps, us
 from flowherd.workload import FlowSizeCDF
 

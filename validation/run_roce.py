@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import Case, metrics, run_flowherd
 
-from flowherd.sim.network import network_from_mapping
+from flowherd.engine.network import network_from_mapping
 from flowherd.units import KB, MB
 
 HERE = Path(__file__).resolve().parent

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from flowherd.cli import main
+from flowherd.cluster.collective import simulate_collective
 from flowherd.collectives.ops import Collective, busbw_factor
 from flowherd.fabric.spec import load_fabric
-from flowherd.sim.collective import simulate_collective
 
 FABRIC_YAML = """\
 kind: leaf-spine

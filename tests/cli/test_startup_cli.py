@@ -6,7 +6,7 @@ numpy, `flowherd.fabric.sparse_rows`), pydantic 0.13 s (typer's flag coercion,
 `flowherd.cli.params`), the click package beside typer's own 0.05 s, yaml 0.03 s, numba 0.4 s
 (the kernels compiled ahead of time); and, a few hundredths each: numpy.ma (numpy 2.4's plain
 `np.unique` imports it), the congestion model and its kernels and the controller types (an ideal
-run needs only `flowherd.sim.network.config`), rich when no table is printed (``--json``), the
+run needs only `flowherd.engine.network.config`), rich when no table is printed (``--json``), the
 Lingjun preset's CSV reader, tempfile."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ _COLLECTIVE = ("import json, sys; from flowherd.cli import main; "
                "print(json.dumps(sorted(m for m in ('numba', 'llvmlite', 'highspy', "
                "'networkx', 'matplotlib', 'flowherd.fabric.spec', 'flowherd.fabric.metrics', "
                "'flowherd.planning', 'scipy', 'pydantic', 'yaml', 'click', 'numpy.ma', 'rich', "
-               "'tempfile', 'flowherd.sim.network.model', 'flowherd.sim.control_types', "
+               "'tempfile', 'flowherd.engine.network.model', 'flowherd.cluster.control_types', "
                "'flowherd.fabric.lingjun') if m in sys.modules))); "
                "sys.exit(code)")
 
@@ -41,7 +41,7 @@ def test_a_preset_collective_imports_no_scipy_pydantic_schema_planner_plotting_o
     assert out.returncode == 0, out.stderr[-2000:]
     result, modules = out.stdout.strip().splitlines()[-2:]
     assert json.loads(result)["num_gpus"] == 16
-    from flowherd.sim import aot
+    from flowherd.engine import aot
 
     expected = [] if aot.mode()[0] == "aot" else ["llvmlite", "numba"]  # the JIT path needs numba
     assert json.loads(modules) == expected

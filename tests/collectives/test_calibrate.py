@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from flowherd.cluster.collective import nccl_channels, simulate_collective
 from flowherd.collectives.algorithms import build_schedule
 from flowherd.collectives.calibrate import idle_bound_s, rate_fraction
 from flowherd.collectives.ops import Collective
 from flowherd.fabric.generators import leaf_spine
 from flowherd.fabric.presets import preset
-from flowherd.sim.collective import nccl_channels, simulate_collective
 from flowherd.units import GiB, MiB, us
 
 
@@ -102,9 +102,9 @@ def test_two_collectives_sharing_nvlink_split_it_not_their_channels_rate(dgx, fi
     # a rate limit. Two AllGathers on the same 8 GPUs at once share each GPU's NVLink port
     # (max-min: 225 GB/s each, below the cap), so each takes 7/8 S / 225 GB/s plus its latency,
     # 1.6x its time alone, not 2x (which extra wire bytes for the slower channel would give)
+    from flowherd.cluster.collective import add_schedule
+    from flowherd.engine.core import Engine
     from flowherd.routing.policies import make_router
-    from flowherd.sim.collective import add_schedule
-    from flowherd.sim.engine import Engine
 
     size = 1 * GiB
     coll = Collective(op="allgather", gpus=range(8), size_bytes=size)
@@ -129,9 +129,9 @@ def test_rate_capped_ring_beside_a_flow_gets_the_links_share(fidelity):
     # below it) and the ring's other direction waits for it (its steps in lock step), so the
     # ring takes S / 25 GB/s plus its latency; extra wire bytes for the slower channel would
     # have taken 50/48 of that
+    from flowherd.cluster.collective import add_schedule
+    from flowherd.engine.core import Engine
     from flowherd.routing.policies import make_router
-    from flowherd.sim.collective import add_schedule
-    from flowherd.sim.engine import Engine
 
     fab = leaf_spine(servers=2, gpus_per_server=1, leaves=1, spines=1)
     size = 256 * MiB

@@ -90,7 +90,7 @@ def test_one_channel_one_gpu_per_server_keeps_rank_order(dgx4):
 
 
 def test_channels_make_the_multi_server_ring_several_times_faster(dgx4):
-    from flowherd.sim.collective import simulate_collective
+    from flowherd.cluster.collective import simulate_collective
 
     coll = Collective(op="allreduce", gpus=range(16), size_bytes=1024 * MiB)
     kw = dict(algorithm="ring", fidelity="collective", latency_model="fabric")

@@ -231,8 +231,8 @@ def test_simulated_nvlstree_follows_ncclss_model(dgx, size, fidelity):
     # NVLSTree) and busBw 8 x min(NVLS 2 x 40 x .85 x 7/8, 2 x 48, perChMaxNVLSTreeBw 57.7) GB/s
     # (tuning.cc). NVIDIA/nccl#1244 measured 127.6 / 203.0 / 467.9 us at 4 / 16 / 64 MiB on 2 x 8
     # H20 (NCCL 2.21.5): 1.3-1.5x the model; benchmarks/nccl_tests.py prints them side by side.
+    from flowherd.cluster.collective import simulate_collective
     from flowherd.collectives.ops import Collective
-    from flowherd.sim.collective import simulate_collective
 
     res = simulate_collective(dgx, Collective(op="allreduce", gpus=range(16), size_bytes=size),
                               fidelity=fidelity)
@@ -245,8 +245,8 @@ def test_simulated_nvlstree_follows_ncclss_model(dgx, size, fidelity):
 def test_large_allreduce_busbw_is_the_published_one(dgx):
     # ~480 GB/s on one DGX H100 (nccl-tests#212, sjeaugey); ring across nodes 368-396 GB/s
     # (nccl-tests#290, #319: "~48GB/s from each CX7 NIC ... up to ~396GB/s with the RING protocol")
+    from flowherd.cluster.collective import simulate_collective
     from flowherd.collectives.ops import Collective
-    from flowherd.sim.collective import simulate_collective
 
     one = simulate_collective(dgx, Collective(op="allreduce", gpus=range(8), size_bytes=4 << 30))
     assert one.busbw_bytes_per_s / 1e9 == pytest.approx(480, rel=0.15)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from flowherd.cluster.collective import simulate_collective
 from flowherd.collectives import select
 from flowherd.collectives.algorithms import build_schedule
 from flowherd.collectives.ops import Collective
 from flowherd.errors import ConfigError
 from flowherd.fabric.presets import preset
-from flowherd.sim.collective import simulate_collective
 from flowherd.units import GiB, MiB
 
 

@@ -4,11 +4,11 @@ the raw one a bare delay."""
 import numpy as np
 import pytest
 
+from flowherd.cluster.control_api import GRANTS, CoflowState, DecisionPoint, JobState, Levers, NetworkView
 from flowherd.control.agent import RAW_DELAY_FRACTIONS, action_space_size, decide, distinct_decisions, prepare
 from flowherd.control.herd import ACTIONS, HerdController, HerdParams
 from flowherd.control.threshold import ThresholdController, ThresholdParams
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import GRANTS, CoflowState, DecisionPoint, JobState, Levers, NetworkView
 
 CAP = 1e10  # bytes per second
 

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
+from flowherd.cluster.simulate import JobRequest, simulate_cluster
 from flowherd.control import make_controller
 from flowherd.control.bound import IterationBound, coflow_bound_s, isolated_jct_s, queue_bound_jct_s
+from flowherd.engine.network import use_network
 from flowherd.experiments.scenario import scenario_from_mapping
 from flowherd.fabric import leaf_spine
-from flowherd.sim.cluster import JobRequest, simulate_cluster
-from flowherd.sim.network import use_network
 
 # one tp 8 x dp 2 job over two leaves and four spines: its 8 DP flows per direction cross the
 # leaf-spine tier, where ECMP hashes them onto the 4 spines unevenly

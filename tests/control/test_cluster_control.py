@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from scripted import Fixed, Raises
 
+from flowherd.cluster.control_api import Decision
+from flowherd.cluster.simulate import JobRequest, simulate_cluster
 from flowherd.control import make_controller
 from flowherd.errors import ConfigError
 from flowherd.fabric.generators import leaf_spine
-from flowherd.sim.cluster import JobRequest, simulate_cluster
-from flowherd.sim.control_api import Decision
 from flowherd.units import Gbps
 from flowherd.workload import TrainingJob
 
@@ -31,9 +31,9 @@ def _backward_end_s(name: str) -> float:
 
 def _wire_fraction(size: float) -> float:
     """Payload per wire byte of the jobs' gradient AllReduce as the simulator runs it."""
+    from flowherd.cluster.collective import choose, nccl_channels
     from flowherd.collectives.algorithms import build_schedule
     from flowherd.collectives.ops import Collective
-    from flowherd.sim.collective import choose, nccl_channels
 
     fab, coll = _fabric(), Collective(op="allreduce", gpus=(0, 2), size_bytes=size)
     algo, proto = choose(fab, coll)
@@ -43,7 +43,7 @@ def _wire_fraction(size: float) -> float:
 
 def _fabric():
     # leaf uplink U = 2 NICs * B / 4 (oversubscription 4) / 1 spine = B / 2; jobs a (servers 0, 2)
-    # and b (servers 1, 3) both cross it (tests/sim/test_cluster.py, fair-sharing case)
+    # and b (servers 1, 3) both cross it (tests/cluster/test_cluster.py, fair-sharing case)
     return leaf_spine(servers=4, gpus_per_server=1, leaves=2, spines=1, oversubscription=4)
 
 
@@ -133,7 +133,7 @@ def test_marked_traffic_goes_before_background_and_unmarked_shares_with_it():
     # DiffServ semantics of ControlHook: a job given a priority class is served before unmarked
     # traffic, so with background it runs exactly as without any; a controller that marks nothing
     # leaves the run as it is without a controller.
-    from flowherd.sim.cluster import BackgroundSpec
+    from flowherd.cluster.simulate import BackgroundSpec
 
     bg = BackgroundSpec(load=0.05, max_flows_per_s=100.0)
     jobs = [dp_job("a", iterations=3)]

@@ -5,6 +5,16 @@ import math
 import numpy as np
 import pytest
 
+from flowherd.cluster.control_api import (
+    DECISION_KINDS,
+    GRANTS,
+    CoflowState,
+    Controller,
+    DecisionPoint,
+    JobState,
+    NetworkView,
+    validate,
+)
 from flowherd.control import CONTROLLERS, make_controller
 from flowherd.control.baselines import (
     cassini_shifts,
@@ -19,16 +29,6 @@ from flowherd.control.baselines import (
     varys_order,
 )
 from flowherd.errors import ConfigError, UnknownNameError
-from flowherd.sim.control_api import (
-    DECISION_KINDS,
-    GRANTS,
-    CoflowState,
-    Controller,
-    DecisionPoint,
-    JobState,
-    NetworkView,
-    validate,
-)
 
 GBps = 1e9
 

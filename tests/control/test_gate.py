@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flowherd.cluster.control_api import GRANTS, CoflowState, DecisionPoint, NetworkView
 from flowherd.control import make_controller
 from flowherd.control.gate import BurstGate, GateParams, burst_pattern
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import GRANTS, CoflowState, DecisionPoint, NetworkView
 from flowherd.units import GBps
 
 CAP = 10 * GBps  # link 0, the shared one

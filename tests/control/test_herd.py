@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 from test_cluster_control import NIC, _run, _wire_fraction
 
+from flowherd.cluster.control_api import GRANTS, CoflowState, DecisionPoint, JobState, NetworkView
+from flowherd.cluster.simulate import JobRequest
 from flowherd.control import make_controller
 from flowherd.control.herd import (
     ACTIONS,
@@ -18,8 +20,6 @@ from flowherd.control.herd import (
     structured_action,
 )
 from flowherd.errors import ConfigError
-from flowherd.sim.cluster import JobRequest
-from flowherd.sim.control_api import GRANTS, CoflowState, DecisionPoint, JobState, NetworkView
 from flowherd.workload import TrainingJob
 
 GBps = 1e9

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 from scripted import Fixed, Raises
 
+from flowherd.cluster.control_api import ControlHook, Decision
+from flowherd.cluster.executor import PreparedGraph, PreparedTask, add_graph
 from flowherd.control import make_controller
+from flowherd.engine.core import Engine
 from flowherd.errors import ConfigError
 from flowherd.fabric.generators import leaf_spine
 from flowherd.routing.policies import make_router
-from flowherd.sim.control_api import ControlHook, Decision
-from flowherd.sim.engine import Engine
-from flowherd.sim.executor import PreparedGraph, PreparedTask, add_graph
 
 _NO = np.zeros(0, np.int64)
 

@@ -2,9 +2,9 @@
 
 import pytest
 
+from flowherd.cluster.control_api import GRANTS, Levers, levers_from
 from flowherd.errors import ConfigError
 from flowherd.experiments.scenario import scenario_from_mapping
-from flowherd.sim.control_api import GRANTS, Levers, levers_from
 
 TINY = {"name": "t",
         "fabric": {"kind": "leaf-spine", "servers": 2, "gpus_per_server": 2, "leaves": 1, "spines": 1}}

@@ -5,11 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flowherd.cluster.control_api import GRANTS, CoflowState, DecisionPoint, Levers, NetworkView
 from flowherd.control import make_controller
 from flowherd.control.mltcp import MltcpController, MltcpParams
 from flowherd.control.periodic import InterleaveController, InterleaveParams, PatternLearner
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import GRANTS, CoflowState, DecisionPoint, Levers, NetworkView
 from flowherd.units import GBps
 
 CAP = 10 * GBps  # every link's capacity, bytes per second
@@ -158,7 +158,7 @@ def test_flowherd_under_buffer_reaches_near_the_isolated_bound_on_the_two_job_ca
 
 
 def _yield_view(remaining, gpus, coflows, util=None):
-    from flowherd.sim.control_api import JobState
+    from flowherd.cluster.control_api import JobState
 
     jobs = {n: JobState(name=n, num_gpus=gpus[n], period_s=1.0, solo_period_s=1.0, iterations_total=int(r),
                         iterations_done=0) for n, r in remaining.items()}

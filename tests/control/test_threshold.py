@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from flowherd.cluster.control_api import CoflowState, DecisionPoint, JobState, NetworkView, validate
 from flowherd.control.threshold import (
     ThresholdController,
     ThresholdParams,
@@ -14,7 +15,6 @@ from flowherd.control.threshold import (
     tune,
 )
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import CoflowState, DecisionPoint, JobState, NetworkView, validate
 
 CAP = 10e9  # bytes per second
 

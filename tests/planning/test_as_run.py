@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from test_pacing import SCENARIO
 
+from flowherd.engine.network import load_network
 from flowherd.experiments.scenario import scenario_from_mapping
 from flowherd.fabric.generators.leaf_spine import leaf_spine
 from flowherd.planning.estimate import predicted_as_run, run_penalties_s
 from flowherd.planning.plan import make_plan
-from flowherd.sim.network import load_network
 from flowherd.workload import TrainingJob
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from flowherd.cluster.collective import simulate_collective
 from flowherd.collectives.ops import Collective
 from flowherd.errors import ConfigError
 from flowherd.fabric.generators import leaf_spine
 from flowherd.planning.bvn import birkhoff_von_neumann, bvn, pad_to_doubly_balanced
-from flowherd.sim.collective import simulate_collective
 from flowherd.units import MiB
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from flowherd.cluster.simulate import BackgroundSpec
 from flowherd.errors import ConfigError
 from flowherd.fabric.generators import leaf_spine
 from flowherd.planning.congestion import (
@@ -16,7 +17,6 @@ from flowherd.planning.congestion import (
 )
 from flowherd.planning.plan import Plan, make_plan
 from flowherd.planning.traffic import TrafficMatrix, link_profile
-from flowherd.sim.cluster import BackgroundSpec
 from flowherd.workload import TrainingJob
 
 

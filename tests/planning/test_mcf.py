@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from flowherd.engine.core import Engine
 from flowherd.errors import ConfigError, InfeasibleError
 from flowherd.fabric.core import NodeKind
 from flowherd.fabric.generators import leaf_spine
 from flowherd.planning.mcf import route_min_max_utilization, solve_lp
 from flowherd.planning.traffic import TrafficMatrix, link_profile
 from flowherd.routing.policies import ExplicitRouter, make_router
-from flowherd.sim.engine import Engine
 from flowherd.units import GBps
 
 

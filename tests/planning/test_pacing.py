@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from test_routes_executed import TINY
 
+from flowherd.engine.network import load_network
 from flowherd.errors import ConfigError
 from flowherd.experiments.scenario import scenario_from_mapping
 from flowherd.fabric.core import LinkKind, NodeKind
@@ -18,7 +19,6 @@ from flowherd.planning.pacing import pacing_from_plan
 from flowherd.planning.plan import Plan, SimCheck, make_plan, routes_to_splits
 from flowherd.planning.traffic import TrafficMatrix, job_traffic, link_profile
 from flowherd.routing.policies import ExplicitRouter
-from flowherd.sim.network import load_network
 
 U = 0.8
 # TINY at 4:1: each leaf's two 400G uplinks take the data-parallel rings' four flows a direction
@@ -143,7 +143,7 @@ def test_the_pacers_hold_under_a_controller(plans):
 
 def test_the_pacers_hold_when_the_controller_chooses_the_paths(plans):
     # adaptive routing under the buffer grant (delays and paths) re-routes every collective it
-    # can: its routes keep each pair's pacer (flowherd.sim.control_api.ControlHook, pacers), so
+    # can: its routes keep each pair's pacer (flowherd.cluster.control_api.ControlHook, pacers), so
     # every scale-out byte still crosses its pair's pacer, and caps far below the plan's slow the
     # job as they do without the controller
     from flowherd.control import make_controller

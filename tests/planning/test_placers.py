@@ -85,7 +85,7 @@ def test_time_overlap_scales_the_concurrent_load():
 
 
 def _simulated_iteration_s(f, jobs, gpus, router="spray"):
-    from flowherd.sim.cluster import JobRequest, simulate_cluster
+    from flowherd.cluster.simulate import JobRequest, simulate_cluster
 
     reqs = [JobRequest(name=j.name, tenant="t", spec=j, submit_s=0.0) for j in jobs]
     res = simulate_cluster(f, reqs, fidelity="collective", horizon_s=1e4, router=router,
@@ -134,10 +134,10 @@ def test_leaf_uplink_bytes_are_the_simulated_schedules_cross_leaf_wire_bytes(tp)
     # the bytes the simulator's executor puts on the wire between the two leaves per iteration
     # (every collective's NCCL schedule, protocol and per-channel cap: `CollectiveCache`), for
     # the job on one server of each leaf, are what the model offers to the uplinks
+    from flowherd.cluster.executor import CollectiveCache
     from flowherd.collectives.ops import Collective
     from flowherd.planning.predict import _graph
     from flowherd.routing.policies import make_router
-    from flowherd.sim.executor import CollectiveCache
     from flowherd.workload.training import rank_to_gpu
 
     f = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, oversubscription=8)
@@ -163,8 +163,8 @@ def test_leaf_uplink_bytes_are_the_simulated_schedules_cross_leaf_wire_bytes(tp)
 def test_background_penalty_is_the_probes_slowdown():
     # with background the profile's spread iteration grows by what the simulator measures for
     # the job alone among that background on the canonical servers; inside one server no change
+    from flowherd.cluster.simulate import BackgroundSpec
     from flowherd.planning.predict import background_penalty_s
-    from flowherd.sim.cluster import BackgroundSpec
 
     f = leaf_spine(servers=4, gpus_per_server=4, leaves=2, spines=2, oversubscription=2)
     v = fabric_view(f)
@@ -187,7 +187,7 @@ def test_overloaded_serving_job_predicted_with_its_backlog():
     # 8 requests/s against a replica that decodes batches one after another: the simulator's end
     # over 4 seeds (10.7-12.4 s for a 10 s window) is matched within 10 % of its mean, where the
     # window alone (10 s) would be the naive prediction
-    from flowherd.sim.cluster import JobRequest, simulate_cluster
+    from flowherd.cluster.simulate import JobRequest, simulate_cluster
     from flowherd.workload import InferenceJob
 
     f = leaf_spine(servers=2, gpus_per_server=4, leaves=1, spines=1)

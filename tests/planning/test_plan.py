@@ -82,7 +82,7 @@ def test_heuristic_backfills_without_delaying_the_head():
 
 
 def test_a_backfilled_plan_runs_in_the_simulator_as_planned_and_cuts_mean_jct():
-    from flowherd.sim.cluster import JobRequest, simulate_cluster
+    from flowherd.cluster.simulate import JobRequest, simulate_cluster
 
     # 16 GPUs: a (12) runs, b (16) waits for all of them, c (4, one iteration) fits beside a now.
     # FIFO puts c on GPUs b holds, after b; the backfilled plan runs c at once, b unmoved.

@@ -10,10 +10,10 @@ import dataclasses
 import numpy as np
 import pytest
 
+from flowherd.engine.network import MODELS, load_network
 from flowherd.experiments.scenario import scenario_from_mapping
 from flowherd.planning.estimate import simulate_plan
 from flowherd.planning.plan import SimCheck, make_plan
-from flowherd.sim.network import MODELS, load_network
 
 TINY = {"name": "tiny-routes", "seed": 1,
         "fabric": {"kind": "leaf-spine", "servers": 4, "gpus_per_server": 4, "gpu": "h100",
@@ -124,8 +124,8 @@ def test_the_check_splits_the_congestion_by_link_tier_and_by_jobs_sharing_a_cell
 
 @pytest.mark.parametrize("model", ["ideal", "roce"])
 def test_a_path_choosing_controller_keeps_the_plans_paths_unless_paths_are_granted(skewed, model):
+    from flowherd.cluster.control_types import levers_from
     from flowherd.control import make_controller
-    from flowherd.sim.control_types import levers_from
 
     sc, plan, spine1, used = skewed
     check = SimCheck(horizon_s=sc.horizon_s, routing="ecmp", fidelity=sc.fidelity, seed=5,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from flowherd.cluster.simulate import BackgroundSpec
 from flowherd.errors import ConfigError
 from flowherd.fabric.generators.leaf_spine import leaf_spine
 from flowherd.planning.plan import SimCheck, known_background, make_plan, simulated_mean_jct_s
-from flowherd.sim.cluster import BackgroundSpec
 from flowherd.workload import TrainingJob
 
 

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from flowherd.cluster.collective import simulate_collective
 from flowherd.collectives.algorithms import build_schedule
 from flowherd.collectives.ops import Collective
 from flowherd.errors import ConfigError
@@ -21,7 +22,6 @@ from flowherd.planning.teccl import (
     synthesize_allgather,
     synthesize_alltoall,
 )
-from flowherd.sim.collective import simulate_collective
 from flowherd.units import GBps, MiB
 
 register_collective_algorithms()

@@ -105,8 +105,8 @@ def test_fsdp_is_zero3():
 def test_interleaved_bubble_on_an_idle_fabric(v):
     # the same closed form through the simulator: one 4-GPU NVLink server; activations of 8 MiB take
     # ~20 us on NVLink against ~10 ms of compute per chunk, so the sends add under 2%
+    from flowherd.cluster.simulate import JobRequest, simulate_cluster
     from flowherd.fabric.generators import leaf_spine
-    from flowherd.sim.cluster import JobRequest, simulate_cluster
 
     p, m = 4, 8
     wide = ModelShape(name="w", layers=16, hidden=4096, heads=32, ffn_hidden=16384, vocab=2)

@@ -67,9 +67,9 @@ def collective(
 ) -> None:
     """Simulate one collective on an idle fabric; print time, algbw and busbw (nccl-tests)."""
     from flowherd.cli.checks import check_seed, load_fabric_arg
+    from flowherd.cluster.collective import FIDELITIES, simulate_collective
     from flowherd.collectives.nccl import LATENCY_MODELS
-    from flowherd.sim.collective import FIDELITIES, simulate_collective
-    from flowherd.sim.network import load_network, use_network
+    from flowherd.engine.network import load_network, use_network
 
     if algo in SYNTHESIZED:  # the planning layer's LP synthesizers; imported only when asked for
         from flowherd.planning.teccl import register_collective_algorithms

@@ -167,7 +167,7 @@ def run_and_report(scenario_name: str, *, as_json: bool, out: Path | None, seed:
         source = {**source, "seed": seed}
     if controller is not None:
         source = {**source, "controller": {**source.get("controller", {}), "name": controller}}
-    if network is not None:  # a model or switch name, or a YAML file (flowherd.sim.network)
+    if network is not None:  # a model or switch name, or a YAML file (flowherd.engine.network)
         source = {**source, "network": network}
     planned = None
     if plan is not None:

@@ -1,7 +1,7 @@
 """Online controllers: the baselines of the literature and flowherd's structured policies.
 
 The protocol and the values they exchange with the simulator (`Controller`, `DecisionPoint`,
-`NetworkView`, `Decision`, `validate`) live in `flowherd.sim.control_api`, since the simulator
+`NetworkView`, `Decision`, `validate`) live in `flowherd.cluster.control_api`, since the simulator
 must not import this package. `CONTROLLERS` maps the names used in scenarios and on the command
 line to factories; `make_controller` builds one, and a path to a trained model (``.zip``, saved by
 `flowherd.rl.train`) is loaded by `flowherd.control.model.load_controller` (torch and
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flowherd.cluster.control_api import Controller, Decision, DecisionPoint, NetworkView, validate
 from flowherd.control.baselines import (
     CassiniController,
     FunctionController,
@@ -32,7 +33,6 @@ from flowherd.control.periodic import InterleaveController, InterleaveParams
 from flowherd.control.threshold import ThresholdController, ThresholdParams, tune
 from flowherd.errors import ConfigError
 from flowherd.registry import Registry
-from flowherd.sim.control_api import Controller, Decision, DecisionPoint, NetworkView, validate
 
 __all__ = ["CONTROLLERS", "FLOWHERD_POLICIES", "LITERATURE_BASELINES", "BurstGate", "Controller",
            "Decision", "DecisionPoint", "GateParams", "HerdController", "HerdParams", "InterleaveController",

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.herd import ACTIONS, NUM_CLASSES, HerdController, _buffer_delay, _paths, srpt_class
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["ACTION_SPACES", "RAW_DELAY_FRACTIONS", "AgentContext", "action_space_size", "decide",
            "distinct_decisions", "prepare"]

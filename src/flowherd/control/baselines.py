@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from flowherd.cluster.control_api import Decision, DecisionPoint, JobState, NetworkView
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import Decision, DecisionPoint, JobState, NetworkView
 
 __all__ = ["NUM_PRIORITY_CLASSES", "CassiniController", "FunctionController", "cassini_shifts",
            "crux_order", "decide_adaptive", "decide_cassini", "decide_crux", "decide_none",

@@ -8,7 +8,7 @@ GPUs:
 
 * every communication task (a coflow: flows between GPU pairs that start together and end with
   their last byte) takes at least its pure delay (the collective's latency term) plus the larger of
-  its least duration (NCCL's channel rate, `flowherd.sim.executor.PreparedTask.min_duration_s`)
+  its least duration (NCCL's channel rate, `flowherd.cluster.executor.PreparedTask.min_duration_s`)
   and ``z*``, the least over every fractional routing of its pairs' bytes over every path of the
   fabric of ``max over links of (bytes on the link) / capacity``: a linear program (the
   multi-commodity-flow LP of `flowherd.planning.mcf.route_min_max_utilization`, solved with
@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowherd.cluster.executor import CollectiveCache, PreparedGraph, prepare_graph
 from flowherd.fabric.core import Fabric
 from flowherd.planning.mcf import route_min_max_utilization
 from flowherd.planning.traffic import TrafficMatrix
 from flowherd.routing.policies import make_router
-from flowherd.sim.executor import CollectiveCache, PreparedGraph, prepare_graph
 from flowherd.workload import TrainingJob
 from flowherd.workload.training import Granularity, rank_to_gpu
 
@@ -158,7 +158,7 @@ def isolated_jct_s(jobs: list[dict], horizon_s: float) -> float:
 
 def queue_bound_jct_s(jobs: list[dict], horizon_s: float, num_gpus: int) -> float:
     """Mean JCT (censored at the horizon) if every job ran its ``iterations`` at ``iteration_s``
-    each, waiting for GPUs in the cluster's strict FIFO queue (`flowherd.sim.cluster`: no
+    each, waiting for GPUs in the cluster's strict FIFO queue (`flowherd.cluster.simulate`: no
     backfilling; a job fits when enough GPUs are free). With each job's `IterationBound` as
     ``iteration_s`` no network controller does better: it can only lengthen a job's run, and in a
     strict FIFO queue a later end never starts a job sooner.

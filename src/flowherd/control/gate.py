@@ -59,9 +59,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.periodic import JobPattern, PatternLearner
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["BurstGate", "GateParams", "burst_pattern"]
 

@@ -66,12 +66,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.baselines import _least_loaded, rank_to_class
 from flowherd.control.gate import BurstGate, GateParams
 from flowherd.control.periodic import InterleaveController, InterleaveParams, yield_delay_s
 from flowherd.control.threshold import ThresholdParams, bottleneck_link, competing_burst, threshold_delay_s
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["ACTIONS", "FEATURE_NAMES", "NUM_CLASSES", "NUM_FEATURES", "HerdController", "HerdParams",
            "action_mask", "asks_agent", "decision_for", "features", "share_splits", "spray_splits",

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.periodic import PatternLearner
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["MltcpController", "MltcpParams"]
 

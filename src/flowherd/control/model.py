@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.agent import ACTION_SPACES, action_space_size, decide, prepare
 from flowherd.control.herd import NUM_FEATURES, OBS_BOUND, HerdController, HerdParams, asks_agent, features
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["ModelController", "PolicyController", "greedy_action", "load_controller", "load_policy",
            "numpy_actor", "numpy_logits"]

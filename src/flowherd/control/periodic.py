@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["InterleaveController", "InterleaveParams", "JobPattern", "PatternLearner", "yield_delay_s"]
 

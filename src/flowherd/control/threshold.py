@@ -53,8 +53,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.errors import ConfigError
-from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["ThresholdController", "ThresholdParams", "TuneResult", "bottleneck_link", "competing_burst",
            "threshold_delay_s", "tune"]

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from flowherd.sim.cluster import ClusterResult, JobRecord
+from flowherd.cluster.simulate import ClusterResult, JobRecord
 
 
 def _num(x: float | None) -> float | None:

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from flowherd.cluster.placement import PLACERS
+from flowherd.cluster.simulate import ClusterResult, JobRecord, JobRequest, simulate_cluster
+from flowherd.engine.network import use_network
 from flowherd.experiments.metrics import cost_to_others, job_metrics, run_metrics, tenant_metrics
 from flowherd.experiments.scenario import Scenario
-from flowherd.sim.cluster import ClusterResult, JobRecord, JobRequest, simulate_cluster
-from flowherd.sim.network import use_network
-from flowherd.sim.placement import PLACERS
 from flowherd.workload import InferenceJob, TrainingJob
 
 # Iterations an alone run simulates to measure a training job's steady iteration time.
@@ -101,7 +101,7 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
             routes, if any, route their flows: `ExplicitRouter`). Without one, a
             placement method that only the planner knows (``milp``, ``heuristic``, ``topology``,
             ``hetero``, ``random``) plans the scenario first.
-        controller: A controller object (`flowherd.sim.control_api.Controller`) that overrides
+        controller: A controller object (`flowherd.cluster.control_api.Controller`) that overrides
             the scenario's ``controller``; None: the scenario's, by registry name or, for a path
             to a trained model (.zip), through `flowherd.control.make_controller`.
         compare_none: With a controller, also run the scenario without one (same seed, same

@@ -29,7 +29,7 @@ The contract (fields beyond these are documented on each model below)::
     placement: {method: first-fit}
     simulation: {fidelity: collective, horizon: 4h}
     network: ideal        # or roce / tcp / a switch preset / {model: roce, switch: spectrum3, ...}
-                          # (flowherd.sim.network.config); omitted: ideal (a scenario written
+                          # (flowherd.engine.network.config); omitted: ideal (a scenario written
                           # before keeps its numbers); the embedded default and the benchmarks'
                           # scenarios set roce, the lossless RoCE of a GPU back-end fabric
     planner: {max_utilization: 0.9}   # the routes keep every link's predicted load under it
@@ -54,13 +54,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from flowherd.cluster.control_api import GRANTS, Levers, levers_from
+from flowherd.cluster.simulate import BackgroundSpec
+from flowherd.engine.network import NetworkConfig, load_network, network_from_mapping
 from flowherd.errors import ConfigError, FlowherdError, UnknownNameError
 from flowherd.experiments import loading
 from flowherd.fabric.core import Fabric
 from flowherd.fabric.spec import fabric_from_mapping
-from flowherd.sim.cluster import BackgroundSpec
-from flowherd.sim.control_api import GRANTS, Levers, levers_from
-from flowherd.sim.network import NetworkConfig, load_network, network_from_mapping
 from flowherd.units import parse_time
 from flowherd.workload import (
     FlowSizeCDF,
@@ -191,7 +191,7 @@ class ControllerModel(_Model):
     name: str = "none"
     params: dict[str, Any] = Field(default_factory=dict)
     on_error: Literal["skip", "stop"] = "skip"
-    levers: str | dict[str, Any] = "buffer"  # a grant name (flowherd.sim.control_api.GRANTS) or fields
+    levers: str | dict[str, Any] = "buffer"  # a grant name (flowherd.cluster.control_api.GRANTS) or fields
 
 
 class SimulationModel(_Model):

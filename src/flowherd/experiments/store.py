@@ -15,7 +15,7 @@ Tables (one row per ...):
 * ``links`` (link tier of a run): ``tier``, ``capacity_bytes_per_s``, ``mean_utilization``,
   ``peak_utilization``, and the series ``bin_edges_s`` / ``utilization`` (DOUBLE[]).
 * ``tenants`` (tenant of a run): the aggregates of `tenant_metrics`.
-* ``network_links`` (congested link of a run on a congestion model, `flowherd.sim.network.network_record`):
+* ``network_links`` (congested link of a run on a congestion model, `flowherd.engine.network.network_record`):
   ``model``, ``link``, ``name``, ``queue_mean_bytes``, ``queue_max_bytes``, ``pause_s``,
   ``ecn_marked_bytes``, ``drop_bytes`` and the series ``series_t_s`` / ``series_queue_bytes``
   and ``pause_t_s`` / ``pause_dur_s`` (DOUBLE[]); none for ``ideal`` runs.

@@ -20,15 +20,15 @@ __all__ = ["collective_timer", "schedule_cut"]
 def collective_timer(view: FabricView | None, n_servers: int, per: int) -> Any:
     """A ``timer(c, local)`` for `flowherd.planning.predict`'s graph times: the collective alone
     in the simulator's own model
-    (`flowherd.sim.collective.simulate_collective`, NCCL-like algorithm choice and latencies,
+    (`flowherd.cluster.collective.simulate_collective`, NCCL-like algorithm choice and latencies,
     spraying), inside server 0 (``local``) or on the canonical servers; None when the fabric is
     not known or too small for the canonical layout."""
     if view is None or view.fabric is None or n_servers > view.num_servers:
         return None
     if np.any(view.server_capacity[:n_servers] < per):
         return None
+    from flowherd.cluster.collective import simulate_collective
     from flowherd.collectives.ops import Collective
-    from flowherd.sim.collective import simulate_collective
 
     canon = np.concatenate([view.gpus_of(k)[:per] for k in range(n_servers)])
     local = view.gpus_of(0)
@@ -56,13 +56,13 @@ def schedule_cut(view: FabricView, n_servers: int, per: int) -> Any:
     """A ``cut(c)`` for a collective over canonical virtual GPUs (`collective_timer`'s layout):
     the wire bytes it sends across the canonical two-leaf split (servers ``< n_servers // 2``
     on one side), the larger direction. The schedule is the one the simulator runs: NCCL's
-    algorithm, protocol and channels (`flowherd.sim.collective.choose`, `nccl_channels`),
+    algorithm, protocol and channels (`flowherd.cluster.collective.choose`, `nccl_channels`),
     built by `flowherd.collectives.algorithms.build_schedule`, whose wire fraction (the
     protocol's overhead) grows every pair's bytes as the simulator's flows grow
-    (`flowherd.sim.executor`); NCCL's per-channel caps are a rate limit, not bytes."""
+    (`flowherd.cluster.executor`); NCCL's per-channel caps are a rate limit, not bytes."""
+    from flowherd.cluster.collective import choose, nccl_channels
     from flowherd.collectives.algorithms import build_schedule
     from flowherd.collectives.ops import Collective
-    from flowherd.sim.collective import choose, nccl_channels
 
     canon = np.concatenate([view.gpus_of(k)[:per] for k in range(n_servers)])
     vserver = np.full(int(canon.max()) + 1, -1, np.int64)

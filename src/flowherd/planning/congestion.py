@@ -188,7 +188,7 @@ _BG: dict[tuple[int, float], tuple[Fabric, np.ndarray]] = {}
 
 
 def background_link_bytes_per_s(fabric: Fabric, background: Any) -> np.ndarray:
-    """``float64[L]``: expected bytes per second of `flowherd.sim.cluster.BackgroundSpec`
+    """``float64[L]``: expected bytes per second of `flowherd.cluster.simulate.BackgroundSpec`
     traffic on each directed link (module docstring); zeros without background."""
     load = 0.0 if background is None else float(getattr(background, "load", 0.0))
     if load <= 0 or fabric.num_servers < 2:
@@ -294,7 +294,7 @@ def _paths(fabric: Fabric, s: int, d: int, limit: int | None) -> list[np.ndarray
 def leaf_background_bytes_per_s(fabric: Fabric, background: Any) -> np.ndarray:
     """``float64[L]``: expected background bytes per second on each leaf's uplinks, leaves in
     the order of `flowherd.planning.predict.fabric_view`."""
-    from flowherd.sim.placement import server_leaf
+    from flowherd.cluster.placement import server_leaf
 
     nodes = np.unique(server_leaf(fabric))
     bg = background_link_bytes_per_s(fabric, background)
@@ -407,7 +407,7 @@ def route_windows(fabric: Fabric, jobs: Sequence[PlannedJob], *, target: float =
         fabric: The fabric.
         jobs: The plan's jobs (`PlannedJob`).
         target: Target utilization of every link (`planner.max_utilization`), in (0, 1].
-        background: `flowherd.sim.cluster.BackgroundSpec` (its expected load), or None.
+        background: `flowherd.cluster.simulate.BackgroundSpec` (its expected load), or None.
         window_s: Window width, seconds (None: the plan's span over 50).
         edges_s: Window edges instead (e.g. the simulator's utilization bins).
         paths_per_pair: Equal-cost shortest paths per pair at most.

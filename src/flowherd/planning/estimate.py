@@ -1,7 +1,7 @@
 """The plan's estimate against the simulation: per link and window, predicted vs measured load
 and the congestion the network model saw; predicted vs simulated mean JCT.
 
-`simulate_plan` runs a plan in `flowherd.sim.cluster.simulate_cluster` (pinned GPUs, the plan's
+`simulate_plan` runs a plan in `flowherd.cluster.simulate.simulate_cluster` (pinned GPUs, the plan's
 order on every GPU, its routes through `ExplicitRouter` with the scenario's routing for every
 other flow) under `SimCheck`'s network model, with the per-link, per-bin record on
 (``link_series``). `estimate_check` compares, on the simulator's utilization bins, the plan's
@@ -57,14 +57,14 @@ def _router(fabric: Fabric, plan: Any, check: SimCheck) -> Any:
 def simulate_plan(fabric: Fabric, jobs: Sequence[Any], plan: Any, check: SimCheck, *,
                   controller: Any = None, levers: Any = None) -> PlanSimulation:
     """Run ``plan`` in the cluster simulator with ``check``'s settings (module docstring);
-    ``controller`` under the grant ``levers`` (`flowherd.sim.control_types.levers_from`; None:
+    ``controller`` under the grant ``levers`` (`flowherd.cluster.control_types.levers_from`; None:
     ``buffer``): without ``paths`` a controller's path choices are refused and every flow keeps
     the plan's route."""
     import time
 
+    from flowherd.cluster.simulate import JobRequest, simulate_cluster
+    from flowherd.engine.network import use_network
     from flowherd.planning.pacing import plan_pacing
-    from flowherd.sim.cluster import JobRequest, simulate_cluster
-    from flowherd.sim.network import use_network
 
     t0, c0 = time.perf_counter(), time.process_time()
     reqs = [JobRequest(name=j.name, tenant=getattr(j, "tenant", "default"), spec=j, submit_s=j.submit_s)
@@ -115,9 +115,9 @@ def run_penalties_s(fabric: Fabric, jobs: Sequence[Any], plan: Any, *, backgroun
     """
     import contextlib
 
+    from flowherd.cluster.simulate import JobRequest, simulate_cluster
+    from flowherd.engine.network import load_network, use_network
     from flowherd.planning.pacing import plan_pacing
-    from flowherd.sim.cluster import JobRequest, simulate_cluster
-    from flowherd.sim.network import load_network, use_network
     from flowherd.workload.training import TrainingJob
 
     by = {j.name: j for j in plan.jobs}

@@ -29,7 +29,7 @@ Chowdhury et al., SIGCOMM 2014), so where the least duration or the bottleneck l
 task's time, as it does under max-min, the cap costs no time. A pair used by several tasks (or
 jobs, one after the other) takes the largest of their rates.
 
-The simulator applies the caps as host pacers (`flowherd.sim.pacing`) under every network model.
+The simulator applies the caps as host pacers (`flowherd.cluster.pacing`) under every network model.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 
+from flowherd.cluster.collective import choose, nccl_channels
 from flowherd.collectives.algorithms import build_schedule
 from flowherd.collectives.ops import Collective
 from flowherd.fabric.core import Fabric, LinkKind, NodeKind
 from flowherd.planning.congestion import PlannedJob, background_link_bytes_per_s, check_max_utilization
 from flowherd.planning.traffic import TrafficMatrix, link_profile
 from flowherd.routing.policies import make_router
-from flowherd.sim.collective import choose, nccl_channels
 from flowherd.workload.opgraph import TaskKind
 from flowherd.workload.training import TrainingJob, rank_to_gpu
 
@@ -99,7 +99,7 @@ def _task_rates(job: TrainingJob, gpus: Sequence[int], fabric: Fabric, router: A
         used = load_w > 0
         # a port queues only where the task's flows can arrive faster than it drains: their line
         # rates (narrowest link of each path) summed over the flows that cross it, as the
-        # network model's arrival potential (`flowherd.sim.network.kernels.flow_pass`) does
+        # network model's arrival potential (`flowherd.engine.network.kernels.flow_pass`) does
         r = rt.route(tm.src.astype(np.int32), tm.dst.astype(np.int32), np.zeros(tm.num_pairs, np.int64))
         lens = np.diff(np.asarray(r.ptr, np.int64))
         line = np.minimum.reduceat(cap[r.link], np.asarray(r.ptr[:-1], np.int64)) if r.link.size else line0
@@ -122,7 +122,7 @@ def pacing_caps(fabric: Fabric, planned: Sequence[PlannedJob], *, router: Any, m
         planned: The plan's jobs (GPUs; inference jobs are not paced).
         router: The plan's routing of the jobs' traffic (a router or router name).
         max_utilization: The target utilization ``u`` in (0, 1].
-        background: The scenario's `flowherd.sim.cluster.BackgroundSpec`, or None.
+        background: The scenario's `flowherd.cluster.simulate.BackgroundSpec`, or None.
 
     Returns:
         ``(src GPU, dst GPU)`` -> bytes per second.
@@ -155,11 +155,11 @@ def pacing_from_plan(plan: Any) -> dict[tuple[int, int], float]:
 
 
 def plan_pacing(plan: Any, fabric: Fabric) -> Any:
-    """The host pacers of ``plan``'s caps on ``fabric`` (`flowherd.sim.pacing.Pacing`, for
-    `flowherd.sim.cluster.simulate_cluster`'s ``pacing``); None for a plan without caps."""
+    """The host pacers of ``plan``'s caps on ``fabric`` (`flowherd.cluster.pacing.Pacing`, for
+    `flowherd.cluster.simulate.simulate_cluster`'s ``pacing``); None for a plan without caps."""
     caps = pacing_from_plan(plan)
     if not caps:
         return None
-    from flowherd.sim.pacing import make_pacing
+    from flowherd.cluster.pacing import make_pacing
 
     return make_pacing(fabric, caps)

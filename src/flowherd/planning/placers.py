@@ -5,7 +5,7 @@ of jobs (the queued jobs that fit now, `flowherd.planning.plan.make_plan`) into 
 
 * ``random``: each job gets GPUs drawn uniformly from the free ones (any type);
 * ``packed``: first fit: the lowest free GPU ids (fills servers in order, fragments included);
-* ``topology``: fewest servers, then fewest leaves (`flowherd.sim.placement.PackedPlacer`: best
+* ``topology``: fewest servers, then fewest leaves (`flowherd.cluster.placement.PackedPlacer`: best
   fit in one server, else the leaves with most free GPUs first);
 * ``hetero``: ``topology`` restricted to the servers whose GPU type is the job's (``job.gpu``);
   a job whose type the fabric lacks, or has too few of, fits nowhere;
@@ -122,7 +122,7 @@ class HeteroPlanner(TopologyPlanner):
 
 
 def _packed_place(view: FabricView, n: int, free: np.ndarray) -> np.ndarray | None:
-    """Fewest servers then fewest leaves (the rule of `flowherd.sim.placement.PackedPlacer`)."""
+    """Fewest servers then fewest leaves (the rule of `flowherd.cluster.placement.PackedPlacer`)."""
     server = _server_of(view)
     if int(free.sum()) < n:
         return None

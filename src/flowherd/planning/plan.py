@@ -2,7 +2,7 @@
 
 `Plan` is a value that round-trips through JSON; ``flowherd simulate SCENARIO --plan PLAN.json``
 pins every job to its planned GPUs and keeps the plan's order of jobs on every GPU
-(`flowherd.sim.cluster`, "Executing a plan"), so predicted and simulated JCT can be compared.
+(`flowherd.cluster.simulate`, "Executing a plan"), so predicted and simulated JCT can be compared.
 
 `make_plan` runs the planner over time: whenever GPUs free up (at a predicted job end) or jobs
 arrive, the longest run of queued jobs, in submission order, that fits in the free GPUs is handed
@@ -76,7 +76,7 @@ Pacing (``pace``). The windows bound a link's mean load; within a window a colle
 still start at line rate and burst where they converge. With ``pace`` the plan also caps every
 scale-out GPU pair of its training jobs at the rate the plan assumed for it
 (`flowherd.planning.pacing`: each task's bottleneck at the target minus the expected background,
-``info["pacing"]``), which the simulation applies as host pacers (`flowherd.sim.pacing`).
+``info["pacing"]``), which the simulation applies as host pacers (`flowherd.cluster.pacing`).
 
 The simulator as the evaluator of the heuristic (``check``, a `SimCheck`). The model is exact
 about what placement changes structurally (servers, leaves, uplink load, queueing) but blind to
@@ -346,7 +346,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
             (0, 1]): the routes keep each link's predicted load under it where feasible
             (`flowherd.planning.congestion`), and the joint heuristic's placement and schedule
             restore it where the routes cannot (module docstring, "Congestion-free").
-        background: The scenario's `flowherd.sim.cluster.BackgroundSpec` (its expected load
+        background: The scenario's `flowherd.cluster.simulate.BackgroundSpec` (its expected load
             counts on every link), or None.
         joint: ``heuristic`` only: place with the routing (the leaf guard, candidates scored by
             the routing LP, restore rounds); None: when ``routes``. False with ``routes`` is the
@@ -363,7 +363,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
         order: The queue's order (`flowherd.planning.timeline.ORDERS`): "fifo" (submission) or
             "work" (least GPUs x least run time first; module docstring, "The schedule"); None:
             "work" with backfilling, else "fifo" (``info["order"]``).
-        network: The scenario's network model (`flowherd.sim.network.NetworkConfig`): with a
+        network: The scenario's network model (`flowherd.engine.network.NetworkConfig`): with a
             congestion model (roce, tcp) each job's background term is probed under it
             (`flowherd.planning.predict.background_penalty_s`), so its predicted cost (queueing,
             marks, DCQCN's cuts, PFC pauses) enters the predicted iteration times, hence the

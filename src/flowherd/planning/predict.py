@@ -31,7 +31,7 @@ switches (the fabric's ``server_leaf``), which is where placement changes the tr
   ``stretch = max(1, max over its leaves rho)``. Jobs inside one leaf see no contention (the leaf
   switch is non-blocking and NICs are per GPU). Peak rather than mean loads: jobs that share
   links fall into step (each one's communication waits for the other's), so their network phases
-  overlap. Checked against `flowherd.sim.cluster.simulate_cluster` (``collective`` fidelity,
+  overlap. Checked against `flowherd.cluster.simulate.simulate_cluster` (``collective`` fidelity,
   spraying routes, 1:1 and 8:1 leaf-spines): mean loads under-predicted contended iterations by
   26-35 %; peak loads are within 12 % (uncontended within 0.1 %; tests/planning/test_placers.py).
   Under ECMP, hash collisions slow spread jobs further (up to 2x here), which the model ignores:
@@ -41,7 +41,7 @@ switches (the fabric's ``server_leaf``), which is where placement changes the tr
   among the scenario's background routed by the scenario's routing (`background_penalty_s`):
   a collective ends with its slowest flow, so a background flow on any of its NICs or uplinks
   holds it back far more than its share of the bytes. Measured once per job shape. With a
-  congestion model (``profile_job(..., network=)``, `flowherd.sim.network.NetworkConfig`) the
+  congestion model (``profile_job(..., network=)``, `flowherd.engine.network.NetworkConfig`) the
   run among the background runs under it and the reference stays the ideal network alone: the
   term then carries the model's predicted cost too (queueing, ECN marks and DCQCN's cuts, PFC
   pauses of the job's own bursts and the background's), also where there is no background.
@@ -172,9 +172,9 @@ def _per_view(cache: dict[tuple[Any, ...], tuple[FabricView, Any]], shape: str, 
 def profile_job(job: TrainingJob | InferenceJob, view: FabricView, background: Any = None,
                 routing: str = "ecmp", network: Any = None) -> JobProfile:
     """The `JobProfile` of ``job`` on a fabric (cached by job shape, fabric view, background,
-    its routing and the network model); with ``background`` (a `flowherd.sim.cluster.
+    its routing and the network model); with ``background`` (a `flowherd.cluster.simulate.
     BackgroundSpec`, routed by ``routing``) or a congestion model ``network`` (a
-    `flowherd.sim.network.NetworkConfig` other than ideal), its ``background_s``
+    `flowherd.engine.network.NetworkConfig` other than ideal), its ``background_s``
     (`background_penalty_s`)."""
     gps = view.gpus_per_server
     n = int(job.world_size)
@@ -229,7 +229,7 @@ def background_penalty_s(job: TrainingJob, view: FabricView, background: Any, *,
     ``routing``, as in the scenario: a background flow hashed onto one uplink meets the job
     there at full size (on the default, ECMP's background slows the job 0.318 s per iteration
     where sprayed background gives 0.291 s). 0 for a job inside one server or on a fabric too
-    small for the canonical layout. With ``network`` (a `flowherd.sim.network.NetworkConfig`) the
+    small for the canonical layout. With ``network`` (a `flowherd.engine.network.NetworkConfig`) the
     run among ``background`` (None: none) runs under that network model and the reference on
     the ideal network: the difference then adds the model's cost of the job's own bursts.
     """
@@ -240,10 +240,10 @@ def background_penalty_s(job: TrainingJob, view: FabricView, background: Any, *,
     servers = -(-job.world_size // per)
     if servers > view.num_servers or np.any(view.server_capacity[:servers] < per):
         return 0.0
+    from flowherd.cluster.simulate import JobRequest, simulate_cluster
     from flowherd.planning.traffic import job_traffic
     from flowherd.routing.paths import shortest_paths
     from flowherd.routing.policies import ExplicitRouter
-    from flowherd.sim.cluster import JobRequest, simulate_cluster
 
     gpus = np.concatenate([view.gpus_of(k)[:per] for k in range(servers)])[:job.world_size]
     pairs = job_traffic(job, gpus, view.fabric).network(view.fabric)
@@ -276,7 +276,7 @@ def _network_context(net: Any, network: Any) -> Any:
 
     if network is None:
         return contextlib.nullcontext()
-    from flowherd.sim.network import load_network, use_network
+    from flowherd.engine.network import load_network, use_network
 
     return use_network(net if net is not None else load_network("ideal"))
 
@@ -289,7 +289,7 @@ def _serving_s(job: InferenceJob, view: FabricView) -> float:
     ``b mod instances``, moves its KV cache over the NIC (disaggregated), and decodes on its
     decode replica; each replica runs its prefills in order and its decodes in order. A batch's
     prefill and decode times are the critical paths of their op graphs with each TP collective
-    timed alone inside server 0 (`flowherd.sim.collective.simulate_collective`, latency
+    timed alone inside server 0 (`flowherd.cluster.collective.simulate_collective`, latency
     included: decode makes ``2 * layers`` of them per token). Without this, an overloaded
     service (decode of small batches is bound by reading the weights) would be predicted to end
     with its window.
@@ -299,8 +299,8 @@ def _serving_s(job: InferenceJob, view: FabricView) -> float:
     if not len(sizes):
         return float(job.duration_s)
 
+    from flowherd.cluster.collective import simulate_collective
     from flowherd.collectives.ops import Collective
-    from flowherd.sim.collective import simulate_collective
 
     local = view.gpus_of(0)
     timed: dict[tuple[Any, ...], float] = {}

@@ -29,13 +29,13 @@ class SimCheck:
     Attributes:
         horizon_s: Simulated horizon, seconds (a job unfinished then counts with its time up to it).
         routing: Routing policy of the simulation (`flowherd.routing.policies.ROUTERS` name).
-        background: Background traffic (`flowherd.sim.cluster.BackgroundSpec`), or None.
+        background: Background traffic (`flowherd.cluster.simulate.BackgroundSpec`), or None.
         fidelity: Simulator fidelity.
         seed: Seed of the simulation (hashing, background flows, inference requests).
         candidates: Most candidate plans simulated (the best by the model first).
         max_wall_s: Wall-clock budget of the simulations, seconds: no candidate starts after it.
-        network: The congestion model of the simulation (`flowherd.sim.network.NetworkConfig`),
-            or None: the one set by `flowherd.sim.network.use_network`, else ideal.
+        network: The congestion model of the simulation (`flowherd.engine.network.NetworkConfig`),
+            or None: the one set by `flowherd.engine.network.use_network`, else ideal.
     """
 
     horizon_s: float
@@ -63,9 +63,9 @@ class SimCheck:
 def simulated_mean_jct_s(fabric: Fabric, jobs: Sequence[Any], placements: Mapping[str, Sequence[int]],
                          check: SimCheck, planned_start: Mapping[str, float] | None = None) -> float:
     """Mean JCT of ``jobs`` pinned to ``placements`` (in the plan's order on every GPU, given
-    ``planned_start``) in `flowherd.sim.cluster.simulate_cluster`, seconds; a job unfinished at the
+    ``planned_start``) in `flowherd.cluster.simulate.simulate_cluster`, seconds; a job unfinished at the
     horizon counts with its time up to it (a lower bound)."""
-    from flowherd.sim.cluster import JobRequest, simulate_cluster
+    from flowherd.cluster.simulate import JobRequest, simulate_cluster
 
     reqs = [JobRequest(name=j.name, tenant=getattr(j, "tenant", "default"), spec=j, submit_s=j.submit_s)
             for j in jobs]
@@ -80,7 +80,7 @@ def simulated_mean_jct_s(fabric: Fabric, jobs: Sequence[Any], placements: Mappin
 def _network(check: SimCheck) -> Any:
     import contextlib
 
-    from flowherd.sim.network import use_network
+    from flowherd.engine.network import use_network
 
     return contextlib.nullcontext() if check.network is None else use_network(check.network)
 
@@ -90,7 +90,7 @@ def known_background(fabric: Fabric, check: SimCheck) -> KnownBackground | None:
     any job, so independent of the plan), timed on the idle fabric; None without background."""
     if check.background is None:
         return None
-    from flowherd.sim.cluster import simulate_cluster
+    from flowherd.cluster.simulate import simulate_cluster
 
     res = simulate_cluster(fabric, [], placer="first-fit", fidelity=check.fidelity,
                            horizon_s=check.horizon_s, router=check.routing, background=check.background,

@@ -210,8 +210,8 @@ def _synthesize_alltoall_at(coll: Collective, fabric: Fabric, graph: GpuGraph, d
 
 def simulate_schedule_s(fabric: Fabric, schedule: Schedule, router: str = "spray") -> float:
     """Time of `schedule` alone on `fabric` in the flow-level simulator (step fidelity), seconds."""
-    from flowherd.sim.collective import add_schedule
-    from flowherd.sim.engine import Engine
+    from flowherd.cluster.collective import add_schedule
+    from flowherd.engine.core import Engine
 
     eng = Engine(fabric, make_router(router, fabric), record_flows=False)
     done = add_schedule(eng, schedule, fidelity="step", at_s=0.0)

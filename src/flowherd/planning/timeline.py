@@ -363,7 +363,7 @@ class Congestion:
         leaf: The leaf-level guard (`flowherd.planning.batch.LeafCongestion`; its target may be
             tighter than ``target``, or off, in the restore rounds).
         fabric: The fabric (None: no routing LP in the placement, the sequential ablation).
-        background: `flowherd.sim.cluster.BackgroundSpec` or None.
+        background: `flowherd.cluster.simulate.BackgroundSpec` or None.
         target: The links' target utilization the routing LP scores with (`planner.max_utilization`).
     """
 

@@ -3,7 +3,7 @@
 The planner's two levels meet here. The upper level decides where a job runs; from the placement
 the job's per-iteration traffic is known exactly, because every collective of its op graph
 (`flowherd.workload.OpGraph`) becomes a `Schedule` by the algorithm the NCCL-like selector picks
-(`flowherd.sim.collective.choose`, the same choice the simulator makes), and the schedule's
+(`flowherd.cluster.collective.choose`, the same choice the simulator makes), and the schedule's
 ``pair_bytes()`` are the bytes between GPU pairs. The lower level routes these bytes
 (`flowherd.planning.mcf`) and `link_profile` turns a routing into bytes per link.
 
@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from flowherd.cluster.collective import choose, nccl_channels
 from flowherd.collectives.algorithms import build_schedule
 from flowherd.collectives.ops import Collective
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router
 from flowherd.routing.policies import ExplicitRouter, make_router
-from flowherd.sim.collective import choose, nccl_channels
 from flowherd.workload.opgraph import TaskKind
 from flowherd.workload.training import rank_to_gpu
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowherd.cluster.placement import server_leaf
 from flowherd.fabric.core import Fabric, LinkKind
-from flowherd.sim.placement import server_leaf
 
 __all__ = ["FabricView", "fabric_view"]
 

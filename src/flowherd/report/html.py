@@ -352,7 +352,7 @@ def render_html(data: ReportData, *, title: str | None = None) -> str:
         if net is not None:
             sections.append((f"Network: {v.method}", "The congestion model's per-link outputs: standing "
                              "queue of the most queued ports over time, time paused by PFC, ECN-marked "
-                             "and dropped bytes (flowherd.sim.network).", net))
+                             "and dropped bytes (flowherd.engine.network).", net))
     sweeps = sorted({r["sweep"] for r in data.runs})
     heading = title or f"flowherd report: {', '.join(sweeps)}"
     n_ok = sum(r["status"] == "ok" for r in data.runs)

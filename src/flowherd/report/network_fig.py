@@ -1,6 +1,6 @@
 """The figure of a run's congestion: per-link queues over time, PFC pause, ECN marks, drops.
 
-Drawn from a `flowherd.sim.network.NetworkStats` (``engine.network.stats(now)``); the links
+Drawn from a `flowherd.engine.network.NetworkStats` (``engine.network.stats(now)``); the links
 shown are the ones with the most queueing, pausing, marking and dropping.
 """
 
@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from flowherd.engine.network import NetworkStats
 from flowherd.fabric.core import Fabric
-from flowherd.sim.network import NetworkStats
 
 __all__ = ["fig_network", "write_network_figure"]
 

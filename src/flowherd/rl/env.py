@@ -1,7 +1,7 @@
 """`BufferingEnv`: the cluster simulator as a Gymnasium environment (``flowherd/Buffering-v0``).
 
 The simulator is callback-driven: it asks its controller at decision points from inside
-`flowherd.sim.cluster.simulate_cluster`. The environment therefore runs the scenario
+`flowherd.cluster.simulate.simulate_cluster`. The environment therefore runs the scenario
 (`flowherd.experiments.runner.run_scenario`) in a worker thread whose controller is a *bridge*:
 at an agent point it hands the observation to `step` / `reset` and blocks until the next action
 comes; at every other point it returns the structured `flowherd` policy's decision. The two
@@ -27,11 +27,11 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.agent import action_space_size, decide, distinct_decisions, prepare
 from flowherd.control.herd import NUM_FEATURES, OBS_BOUND, HerdController, HerdParams, asks_agent, features
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.experiments.scenario import Scenario, read_scenario_mapping, scenario_from_mapping
-from flowherd.sim.control_api import Decision, DecisionPoint, NetworkView
 
 __all__ = ["OBS_BOUND", "BufferingEnv", "jobs_in_system_integral"]
 
