@@ -94,6 +94,26 @@ MEANING = {
     "workload.arrivals[].start": "Start of the arrivals.",
     "workload.arrivals[].prefix": "Name prefix of the arriving jobs.",
     "workload.traces": "Replays of real cluster traces.",
+    "workload.generator": "A generated multi-tenant LLM cluster (`flowherd.workload.llm_cluster`): jobs "
+                          "drawn from the Acme clusters' published figures (NSDI'24), on the fabric's GPUs.",
+    "workload.generator.kind": "The generator: `llm-cluster`.",
+    "workload.generator.jobs": "Training and evaluation jobs drawn (inference services come on top).",
+    "workload.generator.profile": "Whose figures: `kalos` (pretraining-heavy) or `seren` (mixed).",
+    "workload.generator.load": "Offered GPU load: the jobs' GPU-seconds per second over the cluster's GPUs "
+                               "(sets the Poisson arrival rate).",
+    "workload.generator.min_gpus": "Keep only jobs of at least this many GPUs (the published distribution "
+                                   "conditioned on size).",
+    "workload.generator.max_gpus": "Largest job, GPUs (default: the cluster less the services).",
+    "workload.generator.duration_scale": "Factor on every duration (time compression), hence iterations.",
+    "workload.generator.max_iterations": "Cap on a training job's iterations.",
+    "workload.generator.micro_batches": "Micro-batches per data-parallel replica and iteration "
+                                        "(at least pp).",
+    "workload.generator.inference_share": "Share of the GPUs given to disaggregated Llama 3 70B services "
+                                          "(prefill and decode pools, KV caches over the network).",
+    "workload.generator.inference_replicas": "Prefill and decode replicas (TP 8 each) per service.",
+    "workload.generator.inference_rate": "Requests per prefill replica, a rate (`2/s`) or a number per "
+                                         "second.",
+    "workload.generator.tenants": "Tenants the jobs are spread over.",
     "workload.traces[].path": "An embedded trace (`philly`, ...) or a trace file.",
     "workload.traces[].max_jobs": "Most jobs replayed.",
     "workload.traces[].skip": "Eligible jobs skipped first (another window of the trace).",

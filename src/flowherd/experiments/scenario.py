@@ -25,6 +25,11 @@ The contract (fields beyond these are documented on each model below)::
                           # (submit times), duration_scale (durations, hence iterations),
                           # medium_from_gpus / large_from_gpus (the mapping rule's model sizes),
                           # micro_batches (per replica and iteration: the global batch)
+      generator: null     # e.g. {kind: llm-cluster, jobs: 40, profile: kalos, min_gpus: 16,
+                          # load: 1.0, duration_scale: 0.05}: a multi-tenant LLM cluster drawn
+                          # from the Acme clusters' published figures
+                          # (flowherd.workload.llm_cluster); inference_share adds
+                          # disaggregated serving beside the training jobs
       background: {load: 0.0}
     placement: {method: first-fit}
     simulation: {fidelity: collective, horizon: 4h}
@@ -147,6 +152,24 @@ class TraceModel(_Model):
     time_scale: float = Field(1.0, gt=0)
 
 
+class GeneratorModel(_Model):
+    """A generated multi-tenant LLM cluster (`flowherd.workload.llm_cluster.llm_cluster`)."""
+
+    kind: Literal["llm-cluster"] = "llm-cluster"
+    jobs: int = Field(ge=0)
+    profile: Literal["kalos", "seren"] = "kalos"
+    load: float = Field(1.0, gt=0)
+    min_gpus: int = Field(1, ge=1)
+    max_gpus: int | None = Field(None, ge=1)
+    duration_scale: float = Field(1.0, gt=0)
+    max_iterations: int | None = Field(None, ge=1)
+    micro_batches: int = Field(8, ge=1)
+    inference_share: float = Field(0.0, ge=0, lt=1)
+    inference_replicas: int = Field(2, ge=1)
+    inference_rate: str | float = 2.0
+    tenants: int = Field(4, ge=1)
+
+
 class BackgroundModel(_Model):
     load: float = Field(0.0, ge=0, le=1)
     distribution: str = "web_search"
@@ -166,6 +189,7 @@ class WorkloadModel(_Model):
     jobs: list[JobModel] = []
     arrivals: list[ArrivalModel] = []
     traces: list[TraceModel] = []
+    generator: GeneratorModel | None = None
     background: BackgroundModel = BackgroundModel()
 
 
@@ -311,6 +335,21 @@ def _job(m: JobModel, field: str, default_gpu: str) -> Job:
         raise ConfigError(f"{msg} [in {field}]" if field not in msg else msg) from None
 
 
+def _generated(g: GeneratorModel, fabric: Fabric, seed: int) -> list[Job]:
+    """The jobs of ``workload.generator`` on ``fabric`` (its own stream of the scenario's seed)."""
+    from flowherd.workload.llm_cluster import llm_cluster
+
+    gps = int(np.bincount(fabric.gpu_server).max())
+    rate = parse_rate_per_s(g.inference_rate, field="workload.generator.inference_rate")
+    rng = np.random.default_rng([seed, 0x11C1])  # a stream apart from the arrivals'
+    return list(llm_cluster(g.jobs, fabric.num_gpus, seed=rng, profile=g.profile, load=g.load,
+                            min_gpus=g.min_gpus, max_gpus=g.max_gpus, gpus_per_server=gps,
+                            gpu=fabric.gpu_type[0], duration_scale=g.duration_scale,
+                            max_iterations=g.max_iterations, micro_batches=g.micro_batches,
+                            inference_share=g.inference_share, inference_replicas=g.inference_replicas,
+                            inference_rate_per_s=rate, tenants=g.tenants))
+
+
 def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
     """Validate a scenario mapping and build its core values."""
     if not isinstance(data, Mapping):
@@ -370,6 +409,8 @@ def scenario_from_mapping(data: Mapping[str, Any]) -> Scenario:
         if t.time_scale != 1.0:
             trace_jobs = [dataclasses.replace(j, submit_s=j.submit_s * t.time_scale) for j in trace_jobs]
         streams.append(trace_jobs)
+    if m.workload.generator is not None:
+        streams.append(_generated(m.workload.generator, fabric, m.seed))
     # jobs submitted at or after the horizon would only show as never started
     all_jobs = [j for j in merge_arrivals(*streams) if j.submit_s < horizon_s]
     names = [j.name for j in all_jobs]
