@@ -147,3 +147,32 @@ def test_network_is_a_models_name_or_an_inline_mapping():
             {"scenario": "heavy", "controller": "none", "seed": 0, "grant": "priority", "network": "roce"}]
     # the mapping's run, not roce's
     assert bench.reusable(rows, {"heavy": got}, True) == {("heavy", "none", 0, "priority"): rows[0]}
+
+
+def test_the_home_grant_table_pairs_each_baseline_with_flowherd_under_its_grant():
+    import sys
+
+    from flowherd.cluster.control_api import levers_from
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        "control_home", Path(__file__).resolve().parents[2] / "benchmarks" / "control_home.py")
+    home = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(home)
+    tasks = home.tasks_for("heavy", Path("x.yaml"), range(1), "roce")
+    # no control, the five baselines, flowherd under each of the four home grants
+    assert len(tasks) == 1 + 5 + 4
+    assert {g: levers_from(v).delay for g, v in home.HOME.items()} == {
+        "delays": True, "paths+classes": False, "weights": False, "classes+weights": False}
+    assert levers_from(home.HOME["paths+classes"]).priority_classes == 8
+
+    def row(ctl, seed, jct):
+        return {"scenario": "heavy", "controller": ctl, "seed": seed, "mean_jct_s": jct, "bg_mean_fct_s": 1.0,
+                "bg_p99_fct_s": 2.0, "tenant_slowdown": {"t": jct / 10}, "refused": 0}
+
+    rows = [row("none", s, 100.0) for s in (0, 1)] + [row("mltcp", 0, 90.0), row("mltcp", 1, 92.0),
+                                                       row("flowherd@weights", 0, 80.0),
+                                                       row("flowherd@weights", 1, 81.0)]
+    t = home.table(rows, "heavy")
+    assert [r[1] for r in t] == ["mltcp", "flowherd@weights"]
+    assert t[0][4].startswith("-10.50 +-") and "flowherd ahead" in t[0][4]  # paired: -10, -11

@@ -78,6 +78,7 @@ __all__ = ["ACTIONS", "FEATURE_NAMES", "NUM_CLASSES", "NUM_FEATURES", "HerdContr
            "srpt_class", "structured_action"]
 
 NUM_CLASSES = 8
+WEIGHT_RATIO = 4.0  # share of a job over the next one's in the weighted order (`_srpt_weight`)
 ACTIONS: tuple[tuple[int, bool], ...] = tuple((c, d) for d in (False, True) for c in range(NUM_CLASSES))
 GROUPS = ("tp", "pp", "dp", "ep")
 FEATURE_NAMES = ("log_size", "bottleneck_contention", "bottleneck_competitors", "burst_over_period",
@@ -224,6 +225,17 @@ def _offered_load(point: DecisionPoint, view: NetworkView) -> float:
             else np.array([int(np.flatnonzero(point.link_idx == lk)[0]) for lk in j.link_idx[on]])
         np.add.at(load, where, j.link_bytes_per_iteration[on] / cap[j.link_idx[on]] / period)
     return float(load.max(initial=0.0)) if seen else math.inf
+
+
+def _srpt_weight(point: DecisionPoint, view: NetworkView, params: HerdParams) -> float:
+    """Under a grant with weights and no classes, the shortest-remaining-first order as weighted
+    shares: the job of class ``c`` (of ``K``, `srpt_class`) weighs ``WEIGHT_RATIO ** (K - 1 - c)``,
+    on links the jobs overload; 1 elsewhere (the rule of the classes, module docstring). A large
+    ratio brings max-min sharing near strict priority without starving the later jobs."""
+    k = min(params.num_classes, NUM_CLASSES, max(len(view.jobs), 1))
+    if params.order_overloaded_only and _offered_load(point, view) <= 1.0:
+        return 1.0
+    return float(WEIGHT_RATIO ** (k - 1 - srpt_class(point.job, view, k)))
 
 
 def _delay(point: DecisionPoint, view: NetworkView, params: HerdParams) -> float:
@@ -458,9 +470,12 @@ class HerdController:
                 elif self.params.path_metric == "split":
                     splits = share_splits(point, view)
             paths = _paths(point, view, self.params, cls) if lv.paths and splits is None else None
-            if delay <= 0 and cls is None and paths is None and splits is None:
+            weight = None
+            if lv.weights and not lv.priority_classes and self.params.prioritize:
+                weight = _srpt_weight(point, view, self.params)
+            if delay <= 0 and cls is None and paths is None and splits is None and weight is None:
                 return None
-            return Decision(delay_s=delay, priority=cls, path_choice=paths, path_splits=splits)
+            return Decision(delay_s=delay, priority=cls, path_choice=paths, path_splits=splits, weight=weight)
         if point.kind == "arrival" and prioritize and point.job in view.jobs:
             return Decision(priority=srpt_class(point.job, view, classes))
         return None
