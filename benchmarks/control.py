@@ -20,7 +20,7 @@ scenario's, ``roce`` in every scenario of benchmarks/scenarios/: a GPU back-end 
 RoCE; each run's JSON row names its model, and a row of an older file that says "scenario" ran
 the ideal engine, those scenarios' network until 2026-12-02). The isolated bound
 (`control_bounds.py`) is each job alone with every collective at the least time any routing over
-any path gives its bytes (an LP, HiGHS), its planned iterations at that pace from its submission,
+shortest paths gives its bytes (an LP, HiGHS), its planned iterations at that pace from its submission,
 averaged over the jobs: no controller beats it, and the table says so or names the runs that
 did. "gap closed" is the paired per-seed share of the gap between no control and that bound that
 a controller closes, printed only where the gap exceeds the seed spread. The queue-aware bound

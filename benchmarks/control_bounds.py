@@ -1,7 +1,7 @@
 """The bounds of the control benchmark (benchmarks/control.py): what no controller can beat.
 
 Two bounds per run, from each job's `flowherd.control.bound.IterationBound` (its iteration with
-every collective at the least time any routing over any path gives its bytes, no background, no
+every collective at the least time any routing over shortest paths gives its bytes, no background, no
 other job; a job that never started: its compute-only critical path):
 
 * ``bound_jct_s``, the *isolated bound*: every job starts when submitted and runs its iterations

@@ -9,10 +9,11 @@ GPUs:
 * every communication task (a coflow: flows between GPU pairs that start together and end with
   their last byte) takes at least its pure delay (the collective's latency term) plus the larger of
   its least duration (NCCL's channel rate, `flowherd.cluster.executor.PreparedTask.min_duration_s`)
-  and ``z*``, the least over every fractional routing of its pairs' bytes over every path of the
-  fabric of ``max over links of (bytes on the link) / capacity``: a linear program (the
+  and ``z*``, the least over every fractional routing of its pairs' bytes over their shortest
+  paths (every equal-cost path: the paths ECMP, spraying and every controller of flowherd choose
+  among) of ``max over links of (bytes on the link) / capacity``: a linear program (the
   multi-commodity-flow LP of `flowherd.planning.mcf.route_min_max_utilization`, solved with
-  HiGHS, column generation over all paths, its Lagrangian lower bound taken);
+  HiGHS);
 * every compute task takes its duration;
 * an iteration takes at least the longest dependency chain of these (the critical path), and a
   job at least its iterations times that (iteration ``i + 1`` starts when iteration ``i`` ends).
@@ -101,10 +102,9 @@ def _neutral(spec: TrainingJob) -> TrainingJob:
 
 
 def coflow_bound_s(fabric: Fabric, src, dst, size_bytes, *, memo: dict | None = None) -> float:
-    """The least time the bytes of a coflow need on ``fabric`` over any routing, seconds: the
-    optimum ``z*`` of ``min z`` s.t. every pair's bytes split over its paths and every link
-    carries at most ``z`` times its capacity (HiGHS; its Lagrangian lower bound when column
-    generation stops early, so never above the optimum).
+    """The least time the bytes of a coflow need on ``fabric`` over any routing on shortest paths,
+    seconds: the optimum ``z*`` of ``min z`` s.t. every pair's bytes split over its equal-cost
+    shortest paths and every link carries at most ``z`` times its capacity (HiGHS).
 
     Args:
         fabric: The fabric.
@@ -130,8 +130,9 @@ def coflow_bound_s(fabric: Fabric, src, dst, size_bytes, *, memo: dict | None = 
     key = (src.tobytes(), dst.tobytes(), np.round(size / total, 12).tobytes())
     if memo is not None and key in memo:
         return memo[key] * total
-    sol = route_min_max_utilization(fabric, TrafficMatrix(src=src, dst=dst, size_bytes=size), period_s=1.0)
-    unit = float(sol.lower_bound) / total
+    sol = route_min_max_utilization(fabric, TrafficMatrix(src=src, dst=dst, size_bytes=size), period_s=1.0,
+                                    column_generation=False)
+    unit = float(sol.max_utilization if sol.status == "restricted" else sol.lower_bound) / total
     if memo is not None:
         memo[key] = unit
     return unit * total
