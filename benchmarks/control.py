@@ -434,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
                     "the isolated bound has none either way): what the background's share of the links costs")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
     ap.add_argument("--json-out", type=Path, default=None, help="write every run's figures here")
+    ap.add_argument("--record", default=None, help="save the headline figures and tables with "
+                    "benchmarks/record.py under this name (benchmarks/results/NAME.json)")
     ap.add_argument("--reuse", type=Path, default=None,
                     help="a --json-out file of an earlier run: its runs are not repeated")
     args = ap.parse_args(argv)
@@ -495,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     rows += no_op_rows(noop, rows)
     if args.json_out and noop:
         args.json_out.write_text(json.dumps(rows, indent=1))
+    record_figures: dict = {}
+    record_tables: list = []
     for lvl in levels:
         sub = [r for r in rows if r["scenario"] == lvl]
         base = np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
@@ -578,8 +582,19 @@ def main(argv: list[str] | None = None) -> int:
                 d, dh = ci95(mean_of[best] - mean_of[mine])
                 tie = " tie" if math.isfinite(dh) and abs(d) <= dh else ""
                 print(f"  best other: {best} ({mean_of[best].mean():.2f} s): {d:+.2f} +-{dh:.2f} s{tie}")
+        figs, trows = bounds.headline(sub, [c[0] for c in ctrls], lvl, ci95)
+        record_figures.update(figs)
+        record_tables.append((f"{lvl}, grant {args.grant}, seeds {list(seeds)}", trows))
     for m in args.model:
         print_curve(Path(m).resolve())
+    if args.record:
+        import record
+
+        record.save(args.record, record_figures,
+                    tables=[record.table(t, bounds.HEADLINE_COLUMNS, r) for t, r in record_tables],
+                    notes=f"benchmarks/control.py, grant {args.grant}: mean JCT per controller, paired 95% "
+                          "CIs over the seeds; the isolated bound is control_bounds.py's (an LP, no "
+                          "controller beats it); gap closed only where the gap exceeds the seed spread.")
     print(f"\nwall {time.perf_counter() - t0:.0f} s")
     return 0
 

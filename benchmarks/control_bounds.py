@@ -120,3 +120,54 @@ def beaten_jobs(row: dict) -> list[tuple[str, float, float]]:
         if per < b * (1 - 1e-9):
             out.append((d["name"], per, b))
     return out
+
+
+def headline(sub: list[dict], labels: list[str], level: str, ci95) -> tuple[dict, list[list]]:
+    """The figures `benchmarks/record.py` saves for one scenario of a control benchmark run: per
+    controller its mean JCT, its paired difference with no control and with the best other
+    controller's (a table), and flowherd's paired differences with no control and adaptive
+    routing and its gap closed (figures; gap closed only where the gap exceeds the seed spread)."""
+    by = {lab: sorted((r for r in sub if r["controller"] == lab), key=lambda r: r["seed"])
+          for lab in labels}
+    none = {r["seed"]: r["mean_jct_s"] for r in by.get("none", [])}
+    gap_ok, gap_s, spread_s = gap_exceeds_spread(sub)
+    rows, figures = [], {}
+    for lab, rs in by.items():
+        if not rs:
+            continue
+        m, h = ci95([r["mean_jct_s"] for r in rs])
+        d = [r["mean_jct_s"] - none[r["seed"]] for r in rs if r["seed"] in none]
+        dm, dh = ci95(d) if len(d) >= 2 else (math.nan, math.nan)
+        g = gap_shares(rs, sub) if gap_ok else np.array([])
+        gm, gh = ci95(g) if g.size >= 2 else (math.nan, math.nan)
+        rows.append([lab, round(m, 3), round(h, 3), round(dm, 3), round(dh, 3),
+                     None if not g.size else round(gm, 1), None if not g.size else round(gh, 1), len(rs)])
+    seeds = sorted(none)
+    iso = [seed_bound(sub, s, "bound_jct_s") for s in seeds]
+    if iso:
+        figures[f"{level}: isolated bound, mean JCT"] = {"value": round(float(np.mean(iso)), 3), "unit": "s"}
+        figures[f"{level}: gap between no control and the bound"] = {
+            "value": round(gap_s, 3), "unit": "s",
+            "target": f"> seed spread {spread_s:.3f} s to print gap closed",
+            "met": bool(gap_ok)}
+    mine = {r["seed"]: r["mean_jct_s"] for r in by.get("flowherd", [])}
+    for other in ("none", "adaptive"):
+        base = {r["seed"]: r["mean_jct_s"] for r in by.get(other, [])}
+        common = sorted(set(mine) & set(base))
+        if len(common) >= 2:
+            d, h = ci95([mine[s] - base[s] for s in common])
+            figures[f"{level}: flowherd - {other}, mean JCT"] = {
+                "value": round(d, 3), "unit": "s", "ci95": round(h, 3),
+                "target": "< 0 (beats)" if other == "adaptive" else "not significantly > 0",
+                "met": bool(d + h < 0) if other == "adaptive" else bool(d - h <= 0)}
+    if gap_ok and mine:
+        g = gap_shares(by["flowherd"], sub)
+        if g.size >= 2:
+            gm, gh = ci95(g)
+            figures[f"{level}: flowherd gap closed"] = {"value": round(gm, 1), "unit": "%",
+                                                        "ci95": round(gh, 1)}
+    return figures, rows
+
+
+HEADLINE_COLUMNS = ["controller", "mean JCT s", "+- s", "minus none s", "+- s", "gap closed %", "+- %",
+                    "seeds"]
