@@ -1,4 +1,4 @@
-"""The controller protocol's values and `validate` (issue 5: an invalid decision is caught, named)."""
+"""The controller protocol's values and `validate`: an invalid decision is caught and named."""
 
 import math
 

@@ -117,7 +117,7 @@ def test_each_tenants_slowdown_is_averaged_over_the_seeds_where_it_has_one():
 
 def test_mltcps_run_under_priority_is_its_run_under_weighted():
     # SAME_RUN takes MLTCP's weighted run for priority: it sets weights only, never a class, so its
-    # jobs stay unmarked, at the background's level, under both grants. The two-job case
+    # jobs stay unmarked, at the background's level, under both grants. The two-job case
     # with the heavy scenario's background, 6 iterations, roce: the same JCTs and background FCTs
     # under both, and not no control's (the weights apply)
     from flowherd.experiments.runner import run_scenario

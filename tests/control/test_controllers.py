@@ -1,4 +1,4 @@
-"""Every registered controller, and the literature baselines on hand-built cases (issue 5)."""
+"""Every registered controller, and the literature baselines on hand-built cases."""
 
 import math
 
@@ -109,7 +109,7 @@ def test_every_controller_returns_valid_decisions(name, seed):
         check_controller(ctrl, *synthetic_case(seed, kind))
 
 
-def test_registry_holds_the_issue_controllers():
+def test_registry_holds_the_baselines_and_flowherds_controllers():
     assert {"none", "adaptive", "cassini", "crux", "sincronia", "varys", "threshold"} <= set(CONTROLLERS)
     with pytest.raises(UnknownNameError, match="did you mean 'cassini'"):
         make_controller("casini")

@@ -1,4 +1,4 @@
-"""The cost to others of a controlled run, against the same run without control (issue 14)."""
+"""The cost to others of a controlled run, against the same run without control."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The `flowherd` policy: SRPT classes, priority-aware paths, the agent's action space (issue 5)."""
+"""The `flowherd` policy: SRPT classes, priority-aware paths, the agent's action space."""
 
 import numpy as np
 import pytest

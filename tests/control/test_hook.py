@@ -1,5 +1,5 @@
 """The simulator side of the protocol (`ControlHook`) on the engine: decisions applied, faults
-reported with their decision point, runs that stop or skip as configured (issue 5)."""
+reported with their decision point, runs that stop or skip as configured."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Granted levers: the named grants, their validation at the scenario's edge (issue 14)."""
+"""Granted levers: the named grants, their validation at the scenario's edge."""
 
 import pytest
 
@@ -40,7 +40,7 @@ def test_bad_levers_name_the_field(levers, match):
 
 @pytest.fixture(scope="module")
 def two_jobs_run():
-    """The issue's two-job case (benchmarks/scenarios/control_two_jobs.yaml), 6 iterations per job:
+    """The two-job case (benchmarks/scenarios/control_two_jobs.yaml), 6 iterations per job:
     (controller, grant) -> (censored JCTs, the run's controller issues)."""
     from pathlib import Path
 
