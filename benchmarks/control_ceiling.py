@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--placements-of", default="flowherd", help="the controller whose run's GPUs are used")
+    ap.add_argument("--record", default=None,
+                    help="save the shares with benchmarks/record.py under this name")
     args = ap.parse_args(argv)
 
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
@@ -256,10 +258,21 @@ def main(argv: list[str] | None = None) -> int:
                   f"alone with background {j['alone_bg_s']:.3f} s/it")
     print("\nshare of the gap between no control and the isolated bound, mean +- 95% CI over seeds "
           "(fair, srpt, alone: estimates; queue: the bound no network controller passes):")
+    figures = {}
     for k, v in closed.items():
         if v:
             m, h = ci95(np.array(v))
             print(f"  {k:<6} {m:+.1f} +-{h:.1f}%")
+            what = "bound" if k == "queue" else "estimate"
+            figures[f"{args.scenario}: {k} ({what}), share of the gap to the isolated bound"] = {
+                "value": round(m, 1), "unit": "%", "ci95": round(h, 1)}
+    if args.record:
+        import record
+
+        record.save(args.record, figures,
+                    notes="Fluid estimates (fair, srpt, alone) of what a delay-and-paths controller reaches, "
+                          "and the queue-aware bound, as shares of the gap between no control and the "
+                          "isolated bound (control_bounds.py).")
     print(f"({time.process_time() - t0:.0f} CPU-s)")
     return 0
 
