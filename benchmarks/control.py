@@ -18,13 +18,16 @@ default ``buffer``: delays and paths only); decisions outside it are refused and
 ("refused"). --network sets the network model of every run (ideal, roce, tcp; default: the
 scenario's, ``roce`` in every scenario of benchmarks/scenarios/: a GPU back-end fabric is lossless
 RoCE; each run's JSON row names its model, and a row of an older file that says "scenario" ran
-the ideal engine, those scenarios' network until 2026-12-02). The isolated bound is each job
-alone on the fabric (its planned iterations times its iteration time alone, no queue), averaged
-over the jobs; "gap closed" is the paired per-seed
-share of the gap between no control and that bound that a controller closes. The queue-aware
-bound (`queue_bound_jct_s`) keeps the cluster's FIFO queue for GPUs and lets every job run at its
-solo speed: no network controller does better, so "gap (queue)", the share of the gap to it that
-a controller closes, is the part of the gap a controller can be asked for. Each run's per-job
+the ideal engine, those scenarios' network until 2026-12-02). The isolated bound
+(`control_bounds.py`) is each job alone with every collective at the least time any routing over
+shortest paths gives its bytes (an LP, HiGHS), its planned iterations at that pace from its submission,
+averaged over the jobs: no controller beats it, and the table says so or names the runs that
+did. "gap closed" is the paired per-seed share of the gap between no control and that bound that
+a controller closes, printed only where the gap exceeds the seed spread. The queue-aware bound
+keeps the cluster's FIFO queue for GPUs: no network controller does better, so "gap (queue)",
+the share of the gap to it that a controller closes, is the part of the gap a controller can be
+asked for. Each job's time alone on its default routes (its solo time, ECMP) is printed beside
+them and is not a bound (a path choice beats its hash collisions). Each run's per-job
 submit, start, finish, GPUs (their count and ids), iterations and solo iteration time are in the
 JSON (``job_detail``; `control_ceiling.py` reads the ids to time each job alone on its GPUs),
 and each table is followed by where the mean JCT goes (`breakdown`): the wait in the queue for
@@ -73,7 +76,13 @@ import numpy as np
 from scipy import stats
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import control_bounds as bounds  # noqa: E402  (beside this script)
+
 SCENARIOS = {lvl: HERE / "scenarios" / f"control_{lvl}.yaml" for lvl in ("light", "medium", "heavy")}
+# the other families, by name (--scenarios takes them, or any YAML path)
+FAMILIES = {"mixed": HERE / "scenarios" / "control_mixed_periods.yaml",
+            "contended": HERE / "scenarios" / "contended_small.yaml"}
 # (label, controller name, params): every registered controller, and one ablation of flowherd's
 CONTROLLERS = [
     ("none", "none", {}),
@@ -85,7 +94,12 @@ CONTROLLERS = [
     ("mltcp", "mltcp", {}),
     ("threshold", "threshold", {}),
     ("interleave", "interleave", {}),
+    ("gate", "gate", {}),  # the per-iteration gate alone (delays only)
+    ("gate/turns", "gate", {"deadlines": False}),  # ... its turn-taking rule alone
+    ("gate/deadlines", "gate", {"turns": False}),  # ... its deadline order alone
+    ("threshold/0", "threshold", {"theta": 0.0}),  # every collective with slack waits for the burst
     ("flowherd", "flowherd", {}),
+    ("flowherd/gate", "flowherd", {"buffering": "gate"}),  # the per-iteration gate instead of the shift
     ("flowherd/1-class", "flowherd", {"num_classes": 1}),
     ("flowherd/spray", "flowherd", {"spray": True}),  # packet spraying instead of choosing a path
     ("flowherd/util-paths", "flowherd", {"path_metric": "utilization"}),  # adaptive's path choice
@@ -94,28 +108,29 @@ CONTROLLERS = [
     ("flowherd/drain-yield", "flowherd", {"yield_fraction": 0.25, "yield_burst": False}),
 ]
 LITERATURE = ("adaptive", "cassini", "crux", "sincronia", "varys", "mltcp")
-OURS = ("threshold", "interleave", "flowherd")
+OURS = ("threshold", "interleave", "gate", "flowherd")
 # Grants a controller's run is the same under (--reuse takes a run of any of them): decisions of
 # delays and paths only are valid under every grant, and the grant changes nothing else in a run
 # (`ControlHook`); flowherd uses classes only where granted, weights never.
 _ALL = ("buffer", "weighted", "priority")
 SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cassini", "threshold",
-                                                         "interleave")},
+                                                         "interleave", "gate", "gate/turns",
+                                                         "gate/deadlines")},
+            "crux": {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")},
             **{lab: {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")}
-               for lab in ("flowherd", "flowherd/1-class", "flowherd/spray", "flowherd/yield",
+               for lab in ("flowherd", "flowherd/gate", "flowherd/1-class", "flowherd/spray",
+                           "flowherd/yield",
                           "flowherd/util-paths", "flowherd/drain-yield")},
             # MLTCP sets weights only, never a class: its jobs stay unmarked, at the background's
             # level, under `priority` as under `weighted` (`ControlHook`)
             "mltcp": {"weighted": ("weighted", "priority"), "priority": ("priority", "weighted")}}
 
-# Controllers that under a grant are no control by construction: every decision they make uses a
-# lever the grant lacks, and `ControlHook` refuses the whole decision (Crux: classes and paths;
-# Sincronia: classes; Varys: classes and a weight), or they decide nothing without it (MLTCP:
-# weights only). Their run there is no control's run on the same seed, and is not repeated: the
-# table lists them with no control's figures and "all" refused (tests/control/test_levers.py
-# checks both on the two-job case).
-NO_OP = {"crux": ("buffer", "weighted"), "sincronia": ("buffer", "weighted"),
-         "varys": ("buffer", "weighted"), "mltcp": ("buffer",)}
+# Controllers that under a grant are no control by construction: they decide nothing without
+# their lever (Sincronia and Varys order coflows by classes, MLTCP by weights). Their run there
+# is no control's run on the same seed, and is not repeated: the table lists them with no
+# control's figures and "lever" in the refused column (tests/control/test_levers.py checks it on
+# the two-job case). Crux acts under every grant: its paths need only the paths lever.
+NO_OP = {"sincronia": ("buffer", "weighted"), "varys": ("buffer", "weighted"), "mltcp": ("buffer",)}
 
 
 def scenario_network(path: Path) -> str | dict:
@@ -286,20 +301,6 @@ def queue_bound_jct_s(detail: list[dict], horizon_s: float, num_gpus: int) -> fl
     return float(np.mean(jct)) if jct else math.nan
 
 
-def ceiling_closed(rows: list[dict]) -> np.ndarray:
-    """Per seed with a no-control run, the share of its gap between no control and the isolated
-    bound that the queue-aware bound closes, percent: the jobs still wait for GPUs in the FIFO
-    queue however fast the network makes them (`queue_bound_jct_s`), so no network controller
-    closes more of the isolated-bound gap than this (up to the bound's looseness: a job whose
-    paths beat the scenario's routing can run a little faster than its solo time)."""
-    out = []
-    for n in (r for r in rows if r["controller"] == "none"):
-        qbs = [r["queue_bound_jct_s"] for r in rows if r["seed"] == n["seed"] and "queue_bound_jct_s" in r]
-        if qbs and n["mean_jct_s"] > n["isolated_jct_s"]:
-            out.append(100 * (n["mean_jct_s"] - min(qbs)) / (n["mean_jct_s"] - n["isolated_jct_s"]))
-    return np.array(out)
-
-
 def ci95(x: np.ndarray) -> tuple[float, float]:
     """Mean and the half-width of its 95% confidence interval (Student t over the samples)."""
     x = np.asarray(x, dtype=float)
@@ -319,17 +320,11 @@ def _paired_change(rs: list[dict], none_of: dict[int, dict], key: str) -> str:
     return f"{m:+.1f}%" if not math.isfinite(h) else f"{m:+.1f}+-{h:.1f}%"
 
 
-def _gap_closed(rs: list[dict], none_of: dict[int, dict], bound: str = "isolated_jct_s") -> str:
-    """Mean +- 95% CI over seeds of the share of the gap between no control and a bound (``bound``:
-    the isolated one, or the queue-aware one) that a controller closes on the same seed, percent."""
-    g = []
-    for r in rs:
-        n = none_of.get(r["seed"])
-        if n is not None and n["mean_jct_s"] > n.get(bound, math.inf):
-            g.append(100 * (n["mean_jct_s"] - r["mean_jct_s"]) / (n["mean_jct_s"] - n[bound]))
-    if not g:
+def _pm(g: np.ndarray) -> str:
+    """Mean +- 95% CI of per-seed percentages ("n/a" for none)."""
+    if not len(g):
         return "n/a"
-    m, h = ci95(np.array(g))
+    m, h = ci95(np.asarray(g))
     return f"{m:+.1f}%" if not math.isfinite(h) else f"{m:+.1f}+-{h:.1f}%"
 
 
@@ -439,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
                     "the isolated bound has none either way): what the background's share of the links costs")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
     ap.add_argument("--json-out", type=Path, default=None, help="write every run's figures here")
+    ap.add_argument("--record", default=None, help="save the headline figures and tables with "
+                    "benchmarks/record.py under this name (benchmarks/results/NAME.json)")
     ap.add_argument("--reuse", type=Path, default=None,
                     help="a --json-out file of an earlier run: its runs are not repeated")
     args = ap.parse_args(argv)
@@ -450,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no model file {p} (--model)", file=sys.stderr)
             return 2
         ctrls.append((f"rl:{p.stem}", str(p), {}))
-    levels = {s: (SCENARIOS[s] if s in SCENARIOS else Path(s)) for s in args.scenarios}
+    levels = {s: (SCENARIOS.get(s) or FAMILIES.get(s) or Path(s)) for s in args.scenarios}
     nets = {lvl: network_arg(args.network) or scenario_network(path) for lvl, path in levels.items()}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     # seed by seed: a benchmark stopped early (--json-out keeps every run) has whole paired seeds
@@ -500,39 +497,47 @@ def main(argv: list[str] | None = None) -> int:
     rows += no_op_rows(noop, rows)
     if args.json_out and noop:
         args.json_out.write_text(json.dumps(rows, indent=1))
+    record_figures: dict = {}
+    record_tables: list = []
     for lvl in levels:
         sub = [r for r in rows if r["scenario"] == lvl]
         base = np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
                          if r["controller"] == "none"])
         print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}, grant {args.grant!r}, network "
               f"{nets[lvl]}{'' if bg else ', no background'}: mean +- 95% CI over seeds ==")
-        iso = [r["isolated_jct_s"] for r in sub if r["controller"] == "none"]
+        sub = [bounds.run_bounds(r, levels[lvl]) for r in sub]
+        seeds_run = sorted({r["seed"] for r in sub if r["controller"] == "none"})
+        iso = [bounds.seed_bound(sub, sd, "bound_jct_s") for sd in seeds_run]
+        qb = [bounds.seed_bound(sub, sd, "bound_queue_jct_s") for sd in seeds_run]
+        gap_ok, gap_s, spread_s = bounds.gap_exceeds_spread(sub)
         if iso:
             im, ih = ci95(iso)
-            print(f"isolated bound (each job alone on the fabric, no queue): mean JCT {im:.2f} +-{ih:.2f} s")
-        qb = [min(r["queue_bound_jct_s"] for r in sub if r["seed"] == sd and "queue_bound_jct_s" in r)
-              for sd in sorted({r["seed"] for r in sub if "queue_bound_jct_s" in r})]
-        if qb:
+            bad = bounds.beaten(sub) + [(r["controller"], r["seed"], j) for r in sub
+                                        for j in bounds.beaten_jobs(r)]
+            em, eh = ci95([r["isolated_jct_s"] for r in sub if r["controller"] == "none"])
+            print(f"isolated bound (each job alone, every collective at the least time any routing gives "
+                  f"its bytes, LP; no queue, no background): mean JCT {im:.2f} +-{ih:.2f} s; "
+                  + (f"BEATEN by {bad[:4]}" if bad else "no run nor job beats it"))
+            print(f"each job alone on its default routes (its solo time; ECMP, not a bound): mean JCT "
+                  f"{em:.2f} +-{eh:.2f} s")
             qm, qh = ci95(qb)
-            print(f"queue-aware bound (each job alone on the fabric while it runs, the same FIFO queue for "
-                  f"GPUs): mean JCT {qm:.2f} +-{qh:.2f} s; no control waits "
+            most = bounds.gap_shares([r for r in sub if r["controller"] == "none"], sub)
+            q_share = [100 * (n["mean_jct_s"] - q) / (n["mean_jct_s"] - i) for n, q, i in
+                       zip(sorted((r for r in sub if r["controller"] == "none"), key=lambda r: r["seed"]),
+                           qb, iso, strict=True) if n["mean_jct_s"] > i] if most.size else []
+            cm, ch = ci95(q_share) if q_share else (math.nan, math.nan)
+            print(f"queue-aware bound (the same, waiting in the FIFO queue for GPUs): mean JCT {qm:.2f} "
+                  f"+-{qh:.2f} s; the most of the isolated gap any network controller closes: {cm:+.1f} "
+                  f"+-{ch:.1f}%; no control waits "
                   f"{np.mean([r['mean_wait_s'] for r in sub if r['controller'] == 'none']):.2f} s per job")
-            ceiling = ceiling_closed(sub)
-            if ceiling.size:
-                cm, ch = ci95(ceiling)
-                print(f"the most of the gap to the isolated bound any network controller closes (the "
-                      f"queue-aware bound's share of it, paired by seed): {cm:+.1f} +-{ch:.1f}%")
+            print(f"gap between no control and the isolated bound {gap_s:.2f} s (mean over seeds), seed "
+                  f"spread (std of no control's mean JCT) {spread_s:.2f} s: gap closed "
+                  + ("printed" if gap_ok else "not printed (the gap is within the seed spread)"))
         print(f"{'controller':<18} {'mean JCT s':>16} {'vs none':>8} {'gap closed':>14} {'gap (queue)':>14} "
               f"{'p99 JCT s':>16} "
               f"{'iter slowdown':>16} {'finished':>9} {'decision us':>11} {'refused':>8} "
               f"{'bg FCT vs none':>15} {'bg p99 vs none':>15} {'worst tenant':>12} {'Jain':>6}")
         none_of = {r["seed"]: r for r in sub if r["controller"] == "none"}
-        # the queue-aware bound of a seed: the tightest any run of it gives (a job that never
-        # started in a run has no solo time there and counts as waiting to the horizon)
-        for sd, n in list(none_of.items()):
-            qbs = [r["queue_bound_jct_s"] for r in sub if r["seed"] == sd and "queue_bound_jct_s" in r]
-            if qbs:
-                none_of[sd] = {**n, "queue_bound_jct_s": min(qbs)}
         for label, *_ in ctrls:
             rs = sorted((r for r in sub if r["controller"] == label), key=lambda r: r["seed"])
             m, h = ci95([r["mean_jct_s"] for r in rs])
@@ -544,9 +549,10 @@ def main(argv: list[str] | None = None) -> int:
             dec = np.mean([r["decision_us"] for r in rs])
             bgm, bgp = (_paired_change(rs, none_of, key) for key in ("bg_mean_fct_s", "bg_p99_fct_s"))
             jain = np.nanmean([r.get("tenant_jain", math.nan) for r in rs]) if rs else math.nan
-            gap = _gap_closed(rs, none_of)
-            gapq = _gap_closed(rs, none_of, "queue_bound_jct_s") if qb else "n/a"
-            refused = "all" if any(r.get("same_run_as") for r in rs) else sum(r.get("refused", 0) for r in rs)
+            gap = _pm(bounds.gap_shares(rs, sub)) if gap_ok else "n/a"
+            gapq = _pm(bounds.gap_shares(rs, sub, "bound_queue_jct_s")) if gap_ok else "n/a"
+            refused = ("no lever" if any(r.get("same_run_as") for r in rs)
+                       else sum(r.get("refused", 0) for r in rs))
             worst = np.nanmean([max(r["tenant_slowdown"].values(), default=math.nan) for r in rs
                                 if r.get("tenant_slowdown")] or [math.nan])
             print(f"{label:<18} {m:>9.2f} +-{h:>5.2f} {vs:>8} {gap:>14} {gapq:>14} {p:>9.2f} +-{ph:>5.2f} "
@@ -576,8 +582,19 @@ def main(argv: list[str] | None = None) -> int:
                 d, dh = ci95(mean_of[best] - mean_of[mine])
                 tie = " tie" if math.isfinite(dh) and abs(d) <= dh else ""
                 print(f"  best other: {best} ({mean_of[best].mean():.2f} s): {d:+.2f} +-{dh:.2f} s{tie}")
+        figs, trows = bounds.headline(sub, [c[0] for c in ctrls], lvl, ci95)
+        record_figures.update(figs)
+        record_tables.append((f"{lvl}, grant {args.grant}, seeds {list(seeds)}", trows))
     for m in args.model:
         print_curve(Path(m).resolve())
+    if args.record:
+        import record
+
+        record.save(args.record, record_figures,
+                    tables=[record.table(t, bounds.HEADLINE_COLUMNS, r) for t, r in record_tables],
+                    notes=f"benchmarks/control.py, grant {args.grant}: mean JCT per controller, paired 95% "
+                          "CIs over the seeds; the isolated bound is control_bounds.py's (an LP, no "
+                          "controller beats it); gap closed only where the gap exceeds the seed spread.")
     print(f"\nwall {time.perf_counter() - t0:.0f} s")
     return 0
 

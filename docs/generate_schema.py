@@ -112,6 +112,8 @@ MEANING = {
     "workload.jobs[].iterations": "Training iterations until the job ends.",
     "workload.jobs[].efficiency": "Fraction of the GPU's peak FLOP/s the compute reaches, in (0, 1].",
     "workload.jobs[].submit": "Submission time (`30s`, `2min`, or seconds).",
+    "workload.jobs[].submit_jitter": ("Adds a start offset drawn uniformly in [0, this) from the scenario's "
+                                      "seed (one draw per job, in job order; 0: none)."),
     "workload.jobs[].serving": "An inference job's service (keys of the serving table below).",
     "workload.slo": "Objectives of every inference service without its own `serving.slo` (arrivals, "
                     "generator): `{ttft: 450ms, tpot: 40ms}`, bounds on the 99th percentile of the time to "

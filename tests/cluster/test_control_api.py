@@ -1,4 +1,4 @@
-"""The controller protocol's values and `validate` (an invalid decision is caught, named)."""
+"""The controller protocol's values and `validate`: an invalid decision is caught and named."""
 
 import math
 
@@ -97,10 +97,15 @@ def test_view_arrays_are_read_only_and_shapes_checked():
         JobState(name="a", num_gpus=8, period_s=0.0)
 
 
-def test_intensity_is_flops_per_byte():
-    j = JobState(name="a", num_gpus=8, compute_flops_per_iteration=6e15, comm_bytes_per_iteration=2e9)
-    assert j.intensity_flops_per_byte == pytest.approx(3e6)
-    assert JobState(name="b", num_gpus=1).intensity_flops_per_byte == math.inf
+def test_gpu_intensity_is_compute_over_the_busiest_link_time():
+    # Crux (SIGCOMM'24) Eq. 2: I = W / t, t = max over links of bytes / bandwidth
+    j = JobState(name="a", num_gpus=8, compute_flops_per_iteration=6e15, comm_bytes_per_iteration=2e9,
+                 busiest_link_s=0.5)
+    assert j.gpu_intensity_flops_per_s == pytest.approx(1.2e16)
+    assert JobState(name="b", num_gpus=1, busiest_link_s=0.0).gpu_intensity_flops_per_s == math.inf
+    assert JobState(name="c", num_gpus=1).gpu_intensity_flops_per_s == 0.0  # unknown: last
+    with pytest.raises(ConfigError, match=r"JobState\.busiest_link_s"):
+        JobState(name="d", num_gpus=1, busiest_link_s=-1.0)
 
 
 def test_protocol_is_structural():

@@ -1,4 +1,4 @@
-"""The agent's action spaces (issue 14): the structured one is the flowherd policy's parameterization,
+"""The agent's action spaces: the structured one is the flowherd policy's parameterization,
 the raw one a bare delay."""
 
 import numpy as np

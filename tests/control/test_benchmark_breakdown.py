@@ -32,17 +32,24 @@ def test_wait_solo_and_contention_add_up_to_the_censored_mean_jct():
     assert sum(b.values()) == pytest.approx(sum(censored) / 3)
 
 
-def test_the_ceiling_is_the_queue_bounds_share_of_the_isolated_gap_paired_by_seed():
-    # seed 0: no control 100 s, isolated bound 20 s, queue-aware bound 60 s (the tightest of the
-    # seed's runs: 70 s in the no-control run, 60 s in another) -> (100 - 60) / (100 - 20) = 50%;
-    # seed 1: no control 50 s, isolated 10 s, queue bound 40 s -> 25%; seed 2: no gap (skipped)
-    def row(ctl, seed, jct, iso, qb):
-        return {"controller": ctl, "seed": seed, "mean_jct_s": jct, "isolated_jct_s": iso,
-                "queue_bound_jct_s": qb}
+def test_a_seeds_bound_is_the_least_of_its_runs_and_gap_closed_needs_a_gap_above_the_spread():
+    # seed 0: no control 100 s, bounds 20 s (no control's run) and 18 s (x's run: other GPUs):
+    # the seed's bound is 18 s, x closes (100 - 59) / (100 - 18) = 50%; seed 1: no control 50 s,
+    # bound 10 s, x 30 s: 50%
+    def row(ctl, seed, jct, bound):
+        return {"controller": ctl, "seed": seed, "mean_jct_s": jct, "bound_jct_s": bound}
 
-    rows = [row("none", 0, 100.0, 20.0, 70.0), row("x", 0, 80.0, 20.0, 60.0),
-            row("none", 1, 50.0, 10.0, 40.0), row("none", 2, 10.0, 10.0, 10.0)]
-    assert bench.ceiling_closed(rows).tolist() == pytest.approx([50.0, 25.0])
+    rows = [row("none", 0, 100.0, 20.0), row("x", 0, 59.0, 18.0), row("none", 1, 50.0, 10.0),
+            row("x", 1, 30.0, 10.0)]
+    assert bench.bounds.seed_bound(rows, 0, "bound_jct_s") == 18.0
+    x = [r for r in rows if r["controller"] == "x"]
+    assert bench.bounds.gap_shares(x, rows).tolist() == pytest.approx([50.0, 50.0])
+    ok, gap, spread = bench.bounds.gap_exceeds_spread(rows)
+    # gaps 82 and 40 s (mean 61) against no control's spread over seeds (std of 100 and 50: 35.4)
+    assert ok and gap == pytest.approx(61.0) and spread == pytest.approx(35.355, rel=1e-3)
+    small = [row("none", 0, 100.0, 99.0), row("none", 1, 50.0, 49.0)]  # 1 s gaps, 35 s spread
+    assert not bench.bounds.gap_exceeds_spread(small)[0]
+    assert bench.bounds.beaten(rows) == [] and bench.bounds.beaten([row("none", 0, 9.0, 10.0)])
 
 
 def test_a_no_op_controllers_rows_are_no_controls_of_the_same_scenario_and_seed():
@@ -110,7 +117,7 @@ def test_each_tenants_slowdown_is_averaged_over_the_seeds_where_it_has_one():
 
 def test_mltcps_run_under_priority_is_its_run_under_weighted():
     # SAME_RUN takes MLTCP's weighted run for priority: it sets weights only, never a class, so its
-    # jobs stay unmarked, at the background's level, under both grants. The two-job case
+    # jobs stay unmarked, at the background's level, under both grants. The two-job case
     # with the heavy scenario's background, 6 iterations, roce: the same JCTs and background FCTs
     # under both, and not no control's (the weights apply)
     from flowherd.experiments.runner import run_scenario
@@ -140,3 +147,32 @@ def test_network_is_a_models_name_or_an_inline_mapping():
             {"scenario": "heavy", "controller": "none", "seed": 0, "grant": "priority", "network": "roce"}]
     # the mapping's run, not roce's
     assert bench.reusable(rows, {"heavy": got}, True) == {("heavy", "none", 0, "priority"): rows[0]}
+
+
+def test_the_home_grant_table_pairs_each_baseline_with_flowherd_under_its_grant():
+    import sys
+
+    from flowherd.cluster.control_api import levers_from
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        "control_home", Path(__file__).resolve().parents[2] / "benchmarks" / "control_home.py")
+    home = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(home)
+    tasks = home.tasks_for("heavy", Path("x.yaml"), range(1), "roce")
+    # no control, the five baselines, flowherd under each of the four home grants
+    assert len(tasks) == 1 + 5 + 4
+    assert {g: levers_from(v).delay for g, v in home.HOME.items()} == {
+        "delays": True, "paths+classes": False, "weights": False, "classes+weights": False}
+    assert levers_from(home.HOME["paths+classes"]).priority_classes == 8
+
+    def row(ctl, seed, jct):
+        return {"scenario": "heavy", "controller": ctl, "seed": seed, "mean_jct_s": jct, "bg_mean_fct_s": 1.0,
+                "bg_p99_fct_s": 2.0, "tenant_slowdown": {"t": jct / 10}, "refused": 0}
+
+    rows = [row("none", s, 100.0) for s in (0, 1)] + [row("mltcp", 0, 90.0), row("mltcp", 1, 92.0),
+                                                       row("flowherd@weights", 0, 80.0),
+                                                       row("flowherd@weights", 1, 81.0)]
+    t = home.table(rows, "heavy")
+    assert [r[1] for r in t] == ["mltcp", "flowherd@weights"]
+    assert t[0][4].startswith("-10.50 +-") and "flowherd ahead" in t[0][4]  # paired: -10, -11

@@ -1,4 +1,4 @@
-"""Controllers in the cluster simulator: decisions applied, closed forms, faults handled (issue 5)."""
+"""Controllers in the cluster simulator: decisions applied, closed forms, faults handled."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Every registered controller, and the literature baselines on hand-built cases (issue 5)."""
+"""Every registered controller, and the literature baselines on hand-built cases."""
 
 import math
 
@@ -7,6 +7,7 @@ import pytest
 
 from flowherd.cluster.control_api import (
     DECISION_KINDS,
+    GRANTS,
     CoflowState,
     Controller,
     DecisionPoint,
@@ -17,6 +18,7 @@ from flowherd.cluster.control_api import (
 from flowherd.control import CONTROLLERS, make_controller
 from flowherd.control.baselines import (
     cassini_shifts,
+    crux_order,
     decide_adaptive,
     decide_cassini,
     decide_crux,
@@ -107,7 +109,7 @@ def test_every_controller_returns_valid_decisions(name, seed):
         check_controller(ctrl, *synthetic_case(seed, kind))
 
 
-def test_registry_holds_the_issue_controllers():
+def test_registry_holds_the_baselines_and_flowherds_controllers():
     assert {"none", "adaptive", "cassini", "crux", "sincronia", "varys", "threshold"} <= set(CONTROLLERS)
     with pytest.raises(UnknownNameError, match="did you mean 'cassini'"):
         make_controller("casini")
@@ -119,11 +121,12 @@ def test_registry_holds_the_issue_controllers():
 
 
 # ---- adaptive -----------------------------------------------------------------------------------
-def _view(num_links, util=None, cap=None, coflows=(), jobs=None, now_s=0.0):
+def _view(num_links, util=None, cap=None, coflows=(), jobs=None, now_s=0.0, levers="priority"):
+    """A view under the ``priority`` grant (every lever: what the ordering baselines need)."""
     cap = np.full(num_links, 10 * GBps) if cap is None else cap
     return NetworkView(now_s=now_s, link_capacity_bytes_per_s=cap,
                        link_utilization=np.zeros(num_links) if util is None else np.asarray(util, float),
-                       coflows=tuple(coflows), jobs=jobs or {})
+                       coflows=tuple(coflows), jobs=jobs or {}, levers=GRANTS[levers])
 
 
 def test_adaptive_takes_the_least_loaded_path_and_spreads_its_pairs():
@@ -179,6 +182,49 @@ def test_cassini_separates_jobs_of_different_periods_on_their_common_circle():
     assert 0.25 - 1e-9 <= s["b"] % 0.5 <= 0.375 + 1e-9
 
 
+def test_cassini_unified_circle_over_the_lcm_worked_by_hand():
+    # CASSINI (NSDI'24, Sec. 4.1): jobs of iteration times 40 and 60 ms on one link go on a circle
+    # of their LCM, 120 ms. Job a (sends most: the reference, shift 0) communicates [0, 10) ms of
+    # every 40: busy [0, 10), [40, 50), [80, 90). Job b communicates 10 ms of every 60, at s and
+    # s + 60; (s + 60) mod 40 = (s + 20) mod 40, so both its windows clear a's when s mod 40 and
+    # (s + 20) mod 40 are both in [10, 30]: s mod 20 = 10, i.e. s in {10, 30, 50} ms of [0, 60).
+    # A circle of one period (60 ms: a seen at 0 and 40 only) would also accept s = 20, whose
+    # second window [80, 90) meets a's third; on the 120-ms circle no overlap is left.
+    a = _periodic_job("a", 0.040, 0.010, [0], comm_bytes=2e9)
+    b = _periodic_job("b", 0.060, 0.010, [0], comm_bytes=1e9)
+    s = cassini_shifts([a, b], np.ones(1), num_shifts=24)
+    assert s["a"] == 0.0
+    assert min(abs(s["b"] - v) for v in (0.010, 0.030, 0.050)) < 1e-9
+    t = np.linspace(0, 0.120, 12001, endpoint=False)
+    assert not np.any((np.mod(t, 0.040) < 0.010) & (np.mod(t - s["b"], 0.060) < 0.010))
+
+
+def test_cassini_traverses_the_affinity_graph_from_the_largest_sender():
+    # CASSINI (NSDI'24, Sec. 4.2): jobs a-b share link 0, b-c link 1, a and c share nothing. The
+    # traversal fixes a (sends most), shifts b against a on link 0, then c against b on link 1:
+    # every pair that shares a link ends half a period apart, and a and c (no shared link) may
+    # coincide. Windows of a quarter period.
+    T, w = 0.4, 0.1
+    a = _periodic_job("a", T, w, [0], comm_bytes=3e9)
+    b = _periodic_job("b", T, w, [0, 1], comm_bytes=2e9)
+    c = _periodic_job("c", T, w, [1], comm_bytes=1e9)
+    s = cassini_shifts([a, b, c], np.ones(2))
+    assert s["a"] == 0.0
+    assert (s["b"] - s["a"]) % T == pytest.approx(T / 2)
+    assert (s["c"] - s["b"]) % T == pytest.approx(T / 2)
+
+
+def test_sincronia_scales_the_weights_of_the_coflows_left_worked_by_hand():
+    # Sincronia (SIGCOMM'18, Alg. 1, BSSI), weights 1, p = bytes on links 0 and 1:
+    #   c0 = (3, 0), c1 = (1, 2), c2 = (2, 1.5)
+    # step 3: loads (6, 3.5): bottleneck 0; w/p there: c0 1/3, c1 1, c2 1/2 -> c0 last;
+    #         scale: w1 = 1 - 1 * 1/3 = 2/3, w2 = 1 - 1 * 2/3 = 1/3
+    # step 2: loads (3, 3.5): bottleneck 1; w/p: c1 (2/3)/2 = 1/3, c2 (1/3)/1.5 = 2/9 -> c2 last
+    # order: c1, c2, c0. Without the scaling step c1 (1/2 < 2/3) would go last of the two.
+    p = np.array([[3.0, 0.0], [1.0, 2.0], [2.0, 1.5]])
+    assert sincronia_order(p).tolist() == [1, 2, 0]
+
+
 def test_cassini_leaves_jobs_on_disjoint_links_alone():
     s = cassini_shifts([_periodic_job("a", 1.0, 0.3, [0]), _periodic_job("b", 1.0, 0.3, [1])], np.ones(2))
     assert s == {}
@@ -203,9 +249,29 @@ def test_cassini_delays_the_second_job_by_its_shift_then_not_again():
 
 
 # ---- crux ---------------------------------------------------------------------------------------
+def test_crux_intensity_divides_compute_by_the_busiest_link_time_not_by_all_bytes():
+    # Crux (SIGCOMM'24) Definition 2, worked by hand: job A computes 4e15 FLOPs per iteration and
+    # sends 4 GB over four 10 GB/s links, 1 GB on each: t_A = 1 GB / 10 GB/s = 0.1 s, I_A = 4e16;
+    # job B computes 3e15 and sends 2 GB, all on one link: t_B = 0.2 s, I_B = 1.5e16. A first,
+    # where compute over total bytes (A 1e6, B 1.5e6 FLOPs per byte) would put B first.
+    a = JobState(name="A", num_gpus=8, compute_flops_per_iteration=4e15, comm_bytes_per_iteration=4e9,
+                 busiest_link_s=1e9 / (10 * GBps))
+    b = JobState(name="B", num_gpus=8, compute_flops_per_iteration=3e15, comm_bytes_per_iteration=2e9,
+                 busiest_link_s=2e9 / (10 * GBps))
+    assert a.gpu_intensity_flops_per_s == pytest.approx(4e16)
+    assert b.gpu_intensity_flops_per_s == pytest.approx(1.5e16)
+    assert crux_order([b, a]) == ["A", "B"]
+    view = _view(1, jobs={"A": a, "B": b})
+    pa = DecisionPoint(kind="collective", now_s=0.0, job="A", link_idx=[0], link_bytes=[1e9])
+    assert decide_crux(pa, view).priority == 0
+    assert decide_crux(DecisionPoint(kind="collective", now_s=0.0, job="B", link_idx=[0], link_bytes=[1e9]),
+                       view).priority == 1
+
+
 def test_crux_ranks_by_gpu_intensity_and_avoids_more_intense_traffic():
     def job(n, flops):
-        return JobState(name=n, num_gpus=8, compute_flops_per_iteration=flops, comm_bytes_per_iteration=1e9)
+        return JobState(name=n, num_gpus=8, compute_flops_per_iteration=flops, comm_bytes_per_iteration=1e9,
+                        busiest_link_s=0.1)
 
     jobs = {"lo": job("lo", 1e14), "mid": job("mid", 1e15), "hi": job("hi", 1e16)}
     # "hi" sends on link 0, "lo" on link 1; "mid" chooses between path {0} and path {1}

@@ -1,4 +1,4 @@
-"""The `flowherd` policy: SRPT classes, priority-aware paths, the agent's action space (issue 5)."""
+"""The `flowherd` policy: SRPT classes, priority-aware paths, the agent's action space."""
 
 import numpy as np
 import pytest
@@ -166,3 +166,23 @@ def test_views_count_every_iteration_done_fast_forwarded_ones_included(fidelity)
     assert (ff > 0) == (fidelity == "phase")
     if ff < 6:  # a walked iteration gave the hook the job's solo period: nothing left
         assert seen["a"][1] == 0.0
+
+
+def _loaded_job(name, done, bytes_on_link0):
+    """A job on link 0 (10 GB/s) of period 1 s putting ``bytes_on_link0`` there per iteration."""
+    return JobState(name=name, num_gpus=8, period_s=1.0, solo_period_s=1.0, iterations_total=10,
+                    iterations_done=done, link_idx=[0], link_bytes_per_iteration=[bytes_on_link0])
+
+
+@pytest.mark.parametrize("per_job_bytes, weights", [(6e9, (16.0, 4.0, 1.0)), (3e9, (1.0, 1.0, 1.0))])
+def test_under_weights_alone_the_order_is_weighted_shares_on_overloaded_links(per_job_bytes, weights):
+    # three jobs, 9, 5 and 2 s left; each puts per_job_bytes per 1-s iteration on link 0 (10 GB/s):
+    # 6 GB each offers 1.8 link-seconds per second (overloaded: weights 4^2, 4, 1, shortest first);
+    # 3 GB each offers 0.9 (the link carries them all: every weight 1)
+    jobs = [_loaded_job("long", 1, per_job_bytes), _loaded_job("mid", 5, per_job_bytes),
+            _loaded_job("short", 8, per_job_bytes)]
+    view = _view(jobs, levers="weighted")
+    ctl = HerdController(HerdParams(balance=False))
+    got = [ctl.decide(DecisionPoint(kind="collective", now_s=0.0, job=n, link_idx=[0], link_bytes=[1e9]),
+                      view).weight for n in ("short", "mid", "long")]
+    assert tuple(got) == weights

@@ -1,5 +1,5 @@
 """The simulator side of the protocol (`ControlHook`) on the engine: decisions applied, faults
-reported with their decision point, runs that stop or skip as configured (issue 5)."""
+reported with their decision point, runs that stop or skip as configured."""
 
 import numpy as np
 import pytest
@@ -128,3 +128,21 @@ def test_hook_rejects_bad_configuration():
         ControlHook(make_controller("none"), fab, Engine(fab, rtr), on_error="ignore")
     with pytest.raises(ConfigError, match="has no 'name'"):
         ControlHook(object(), fab, Engine(fab, rtr))
+
+
+def test_the_view_tells_each_job_its_busiest_scale_out_link_time():
+    # Crux's t_j (SIGCOMM'24, Eq. 2): the iteration's bytes per link over its capacity, the
+    # largest over the network links (NVLink excluded), on the default routes
+    from flowherd.fabric.core import LinkKind
+
+    c = Fixed(None)
+    _run(c, iterations=1)
+    fab, _, graph = _setup()
+    comm = graph.tasks[1]
+    lens = np.diff(comm.routes.ptr)
+    lb = np.bincount(comm.routes.link, weights=np.repeat(comm.size_bytes, lens) * comm.routes.frac,
+                     minlength=fab.num_directed_links)
+    net = fab.link_kind == LinkKind.NETWORK
+    want = float((lb[net] / fab.link_capacity_bytes_per_s[net]).max())
+    got = c.views[-1].jobs["j"].busiest_link_s
+    assert got == pytest.approx(want) and want >= 2e9 / (400e9 / 8)  # at least one NIC's 2 GB

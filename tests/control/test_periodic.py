@@ -1,4 +1,4 @@
-"""Online pattern learning and the one-time interleaving shift; MLTCP's weights (issue 14)."""
+"""Online pattern learning and the one-time interleaving shift; MLTCP's weights."""
 
 from pathlib import Path
 
@@ -120,7 +120,7 @@ def test_mltcp_weight_grows_with_the_bytes_sent_in_the_iteration_and_needs_the_w
 
 @pytest.fixture(scope="module")
 def two_jobs():
-    """The issue's two-job case (benchmarks/scenarios/control_two_jobs.yaml), 20 iterations per job."""
+    """The two-job case (benchmarks/scenarios/control_two_jobs.yaml), 20 iterations per job."""
     from flowherd.experiments.runner import run_scenario
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
 
@@ -138,7 +138,7 @@ def two_jobs():
 
 
 def test_flowherd_under_buffer_reaches_near_the_isolated_bound_on_the_two_job_case(two_jobs):
-    # issue 14: no control shares the uplink in lock step (each iteration about 1.4x its solo
+    # no control shares the uplink in lock step (each iteration about 1.4x its solo
     # time); learnt shifts interleave the DP bursts. On the scenario's roce fabric (measured
     # 2026-12-02) the first shifts leave a partial overlap for three iterations (about 1.07-1.11x
     # solo) and every iteration runs at its solo time from the sixth at the latest (ideal engine:

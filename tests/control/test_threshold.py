@@ -1,4 +1,4 @@
-"""The structured `threshold` policy and its tuning (issue 5)."""
+"""The structured `threshold` policy and its tuning."""
 
 import itertools
 import math

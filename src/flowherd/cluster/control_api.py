@@ -56,6 +56,8 @@ class _JobTrack:
     solo: tuple = (None, _EMPTY_F, _EMPTY_F)  # solo period, window offsets, window durations
     iterations_total: int | None = None
     iterations_done: int = 0
+    busiest_link_s: float | None = None  # per iteration, on its busiest scale-out link
+    link_bytes: np.ndarray = field(default_factory=lambda: _EMPTY_F)  # per iteration, on link_idx
 
 
 class ControlHook:
@@ -282,7 +284,8 @@ class ControlHook:
                 compute_flops_per_iteration=tr.compute_flops_per_iteration,
                 comm_bytes_per_iteration=tr.comm_bytes_per_iteration, link_idx=tr.link_idx,
                 solo_period_s=tr.solo[0], solo_comm_offsets_s=tr.solo[1], solo_comm_durations_s=tr.solo[2],
-                iterations_total=tr.iterations_total, iterations_done=tr.iterations_done)
+                iterations_total=tr.iterations_total, iterations_done=tr.iterations_done,
+                busiest_link_s=tr.busiest_link_s, link_bytes_per_iteration=tr.link_bytes)
         hist = max((sum(tr.iterations_s[-self.history_iterations:]) for tr in self._jobs.values()),
                    default=0.0)
         # Deliberate shortcut: the engine keeps each link's active flow count (its per-link flow
@@ -369,9 +372,10 @@ class ControlHook:
                       frac=np.asarray(fracs, np.float64), latency_s=np.asarray(lats, np.float64))
 
     # -- walking a graph --------------------------------------------------------------------------
-    def _critical(self, graph) -> tuple[np.ndarray, np.ndarray, tuple]:
-        """Per task: solo duration estimate and slack (latest minus earliest finish), seconds; and
-        the solo profile (iteration time, communication windows' earliest starts and durations).
+    def _critical(self, graph) -> tuple[np.ndarray, np.ndarray, tuple, float]:
+        """Per task: solo duration estimate and slack (latest minus earliest finish), seconds; the
+        solo profile (iteration time, communication windows' earliest starts and durations); and
+        the time an iteration's bytes take on its busiest scale-out link (`JobState.busiest_link_s`).
 
         The solo duration of a communication task is its latency term plus its most loaded link's
         bytes over that link's capacity (its time alone when that link is its bottleneck).
@@ -381,12 +385,14 @@ class ControlHook:
             return self._cpm[key][1:]
         n = len(graph.tasks)
         dur = np.zeros(n)
+        per_link = np.zeros(self._cap.size)
         for i, t in enumerate(graph.tasks):
             dur[i] = t.delay_s
             if t.routes is not None and t.size_bytes.size:
                 lens = np.diff(t.routes.ptr)
                 lb = np.bincount(t.routes.link, weights=np.repeat(t.size_bytes, lens) * t.routes.frac,
                                  minlength=self._cap.size)
+                per_link += lb
                 dur[i] += max(float((lb / self._cap).max()), t.min_duration_s)
         ef = np.zeros(n)
         for i, t in enumerate(graph.tasks):
@@ -400,8 +406,12 @@ class ControlHook:
         comm = np.array([t.routes is not None for t in graph.tasks], dtype=bool)
         order = np.argsort(ef[comm] - dur[comm], kind="stable")
         profile = (span if span > 0 else None, (ef[comm] - dur[comm])[order], dur[comm][order])
-        self._cpm[key] = (graph, dur, slack, profile)
-        return dur, slack, profile
+        from flowherd.fabric.core import LinkKind
+
+        out = np.asarray(self.fabric.link_kind) == LinkKind.NETWORK
+        busiest = float((per_link[out] / self._cap[out]).max(initial=0.0))
+        self._cpm[key] = (graph, dur, slack, profile, busiest, per_link)
+        return dur, slack, profile, busiest, per_link
 
     def add_graph(self, graph, *, job: str, fidelity: str, name: str = "", at_s: float | None = None,
                   after=(), on_done=None, groups=None) -> None:
@@ -433,9 +443,12 @@ class _Walk:
             for d in set(t.deps):
                 self.dependents[d].append(i)
         self.left = n
-        self.dur, self.slack, profile = hook._critical(graph)
+        self.dur, self.slack, profile, busiest, per_link = hook._critical(graph)
         if job in hook._jobs:
-            hook._jobs[job].solo = profile
+            tr = hook._jobs[job]
+            tr.solo = profile
+            tr.busiest_link_s = busiest
+            tr.link_bytes = per_link[tr.link_idx] if tr.link_idx.size else _EMPTY_F
         self.start_s = 0.0
         hook.engine.add_coflow(_EMPTY_I, _EMPTY_I, _EMPTY_F, at_s=at_s, after=after, name=f"{name}/start",
                                on_done=lambda _c, t: self._begin(t))

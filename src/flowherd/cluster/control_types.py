@@ -201,6 +201,10 @@ class JobState:
         iterations_total: Iterations the job will run (its size, as a cluster scheduler knows it
             from the job's submission); None if unknown.
         iterations_done: Iterations it has completed.
+        busiest_link_s: The time one iteration's bytes take on its busiest scale-out link at that
+            link's capacity (on its default routes), seconds: Crux's ``t_j``; None if unknown.
+        link_bytes_per_iteration: ``float64[k]``: bytes one iteration puts on each link of
+            ``link_idx`` (on its default routes; empty if unknown).
     """
 
     name: str
@@ -220,9 +224,12 @@ class JobState:
     solo_comm_durations_s: np.ndarray = field(default_factory=lambda: _EMPTY_F)
     iterations_total: int | None = None
     iterations_done: int = 0
+    busiest_link_s: float | None = None
+    link_bytes_per_iteration: np.ndarray = field(default_factory=lambda: _EMPTY_F)
 
     def __post_init__(self) -> None:
         for name, conv in (("comm_offsets_s", _f64), ("comm_durations_s", _f64),
+                           ("link_bytes_per_iteration", _f64),
                            ("recent_iteration_s", _f64), ("link_idx", _i64),
                            ("solo_comm_offsets_s", _f64), ("solo_comm_durations_s", _f64)):
             object.__setattr__(self, name, conv(getattr(self, name)))
@@ -234,6 +241,14 @@ class JobState:
             raise ConfigError(f"job {self.name!r}: solo_comm_offsets_s and solo_comm_durations_s must have "
                               f"one length, got {self.solo_comm_offsets_s.size} and "
                               f"{self.solo_comm_durations_s.size} (JobState.solo_comm_durations_s)")
+        if self.link_bytes_per_iteration.size not in (0, self.link_idx.size):
+            raise ConfigError(f"job {self.name!r}: link_bytes_per_iteration must have one entry per link "
+                              f"of link_idx ({self.link_idx.size}) or none, got "
+                              f"{self.link_bytes_per_iteration.size} (JobState.link_bytes_per_iteration)")
+        b = self.busiest_link_s
+        if b is not None and not (isinstance(b, int | float) and math.isfinite(b) and b >= 0):
+            raise ConfigError(f"job {self.name!r}: busiest_link_s must be a time >= 0 or None, got {b!r} "
+                              "(JobState.busiest_link_s)")
         for fld in ("period_s", "solo_period_s"):
             v = getattr(self, fld)
             if v is not None and not (math.isfinite(v) and v > 0):
@@ -250,11 +265,16 @@ class JobState:
         return max(self.iterations_total - self.iterations_done, 0) * float(period)
 
     @property
-    def intensity_flops_per_byte(self) -> float:
-        """GPU intensity (Crux, SIGCOMM'24): compute per communicated byte; inf with no traffic."""
-        if self.comm_bytes_per_iteration <= 0:
+    def gpu_intensity_flops_per_s(self) -> float:
+        """GPU intensity as Crux defines it (Cao et al., SIGCOMM 2024, Definition 2, Eq. 2:
+        ``I_j = W_j / t_j``): its compute per iteration over the time its iteration's traffic takes
+        on its busiest link, ``t_j = max_e M_je / B_e`` (`busiest_link_s`); inf when it sends
+        nothing over the network, 0 when the time is unknown."""
+        if self.busiest_link_s is None:
+            return 0.0
+        if self.busiest_link_s <= 0:
             return math.inf
-        return self.compute_flops_per_iteration / self.comm_bytes_per_iteration
+        return self.compute_flops_per_iteration / self.busiest_link_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,6 +26,7 @@ from flowherd.control.baselines import (
     decide_sincronia,
     decide_varys,
 )
+from flowherd.control.gate import BurstGate, GateParams
 from flowherd.control.herd import HerdController, HerdParams
 from flowherd.control.kvguard import KvGuardController, KvGuardParams
 from flowherd.control.mltcp import MltcpController, MltcpParams
@@ -34,9 +35,9 @@ from flowherd.control.threshold import ThresholdController, ThresholdParams, tun
 from flowherd.errors import ConfigError
 from flowherd.registry import Registry
 
-__all__ = ["CONTROLLERS", "FLOWHERD_POLICIES", "LITERATURE_BASELINES", "Controller", "Decision",
-           "DecisionPoint", "HerdController", "HerdParams", "InterleaveController", "InterleaveParams",
-           "KvGuardController", "KvGuardParams",
+__all__ = ["CONTROLLERS", "FLOWHERD_POLICIES", "LITERATURE_BASELINES", "BurstGate", "Controller",
+           "Decision", "DecisionPoint", "GateParams", "HerdController", "HerdParams", "InterleaveController",
+           "InterleaveParams", "KvGuardController", "KvGuardParams",
            "NetworkView", "ThresholdController",
            "ThresholdParams", "make_controller", "tune", "validate"]
 
@@ -61,6 +62,10 @@ def _interleave(**params) -> Controller:
     return InterleaveController(InterleaveParams(**params))
 
 
+def _gate(**params) -> Controller:
+    return BurstGate(GateParams(**params))
+
+
 def _herd(**params) -> Controller:
     return HerdController(HerdParams(**params))
 
@@ -79,11 +84,12 @@ CONTROLLERS: Registry[Callable[..., Controller]] = Registry("controller", {
     "mltcp": _mltcp,
     "threshold": _threshold,
     "interleave": _interleave,
+    "gate": _gate,
     "flowherd": _herd,
     "kv-guard": _kv_guard,
 })
 LITERATURE_BASELINES = ("adaptive", "cassini", "crux", "sincronia", "varys", "mltcp")
-FLOWHERD_POLICIES = ("flowherd", "interleave", "threshold")  # best first on ties
+FLOWHERD_POLICIES = ("flowherd", "gate", "interleave", "threshold")  # best first on ties
 
 
 def make_controller(spec: str | Controller, **params) -> Controller:

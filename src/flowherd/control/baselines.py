@@ -23,8 +23,8 @@ from flowherd.cluster.control_api import Decision, DecisionPoint, JobState, Netw
 from flowherd.errors import ConfigError
 
 __all__ = ["NUM_PRIORITY_CLASSES", "CassiniController", "FunctionController", "cassini_shifts",
-           "decide_adaptive", "decide_cassini", "decide_crux", "decide_none", "decide_sincronia",
-           "decide_varys", "rank_to_class", "sincronia_order", "varys_order"]
+           "crux_order", "decide_adaptive", "decide_cassini", "decide_crux", "decide_none",
+           "decide_sincronia", "decide_varys", "rank_to_class", "sincronia_order", "varys_order"]
 
 NUM_PRIORITY_CLASSES = 8
 
@@ -335,19 +335,35 @@ class CassiniController:
 
 
 # ---- crux ---------------------------------------------------------------------------------------
+def crux_order(jobs: Sequence[JobState]) -> list[str]:
+    """Job names, most GPU-intense first (`JobState.gpu_intensity_flops_per_s`, Crux's
+    ``I_j = W_j / t_j``; ties by name).
+
+    >>> a = JobState(name="a", num_gpus=8, compute_flops_per_iteration=4e15, busiest_link_s=2.0)
+    >>> b = JobState(name="b", num_gpus=8, compute_flops_per_iteration=3e15, busiest_link_s=1.0)
+    >>> crux_order([a, b])   # b: 3e15 / 1 s beats a: 4e15 / 2 s
+    ['b', 'a']
+    """
+    return [j.name for j in sorted(jobs, key=lambda j: (-j.gpu_intensity_flops_per_s, j.name))]
+
+
 def decide_crux(point: DecisionPoint, view: NetworkView) -> Decision | None:
     """Priority by GPU intensity, and intensity-aware path choice.
 
     Crux (Cao et al., "Crux: GPU-Efficient Communication Scheduling for Deep Learning Training",
-    SIGCOMM 2024) ranks jobs by GPU intensity, the compute a job does per byte it communicates
-    (delaying an intense job's bytes idles more GPU work), gives the most intense jobs the
-    highest priority (compressed onto the switches' few classes), and routes each job, most
-    intense first, on the paths least loaded by the traffic of jobs at least as intense.
+    SIGCOMM 2024) ranks jobs by GPU intensity ``I_j = W_j / t_j`` (Definition 2: a job's compute
+    per iteration over the time its iteration's traffic takes on its busiest link, ``t_j = max_e
+    M_je / B_e``; Theorem 1: serving the most intense jobs' flows first maximizes the GPU
+    utilization), gives the most intense jobs the highest priority (Sec. 4.2), compressed onto
+    the switches' few classes order-preservingly (Sec. 4.3; `rank_to_class`), and routes each
+    job, most intense first, on the paths least loaded by the traffic of jobs at least as intense
+    (Sec. 4.1). The paper's correction factor ``k_j`` of Eq. 3 (``P_j = k_j I_j``, tuning the
+    priority to a job's iteration pattern) is 1 here: the order is the intensity's.
     """
     if point.kind != "collective" or point.job not in view.jobs:
         return None
-    inten = {n: j.intensity_flops_per_byte for n, j in view.jobs.items()}
-    order = sorted(inten, key=lambda n: (-inten[n], n))
+    order = crux_order(list(view.jobs.values()))
+    inten = {n: j.gpu_intensity_flops_per_s for n, j in view.jobs.items()}
     prio = rank_to_class(order.index(point.job), len(order))
     choice = None
     if point.candidate_paths:
@@ -359,7 +375,8 @@ def decide_crux(point: DecisionPoint, view: NetworkView) -> Decision | None:
         load /= view.link_capacity_bytes_per_s
         # seconds to drain first; the utilization breaks ties between equally free paths
         choice = _least_loaded(point, load + 1e-6 * view.link_utilization)
-    return Decision(priority=prio, path_choice=choice)
+    return Decision(priority=prio if view.levers.priority_classes else None,
+                    path_choice=choice if view.levers.paths else None)
 
 
 # ---- sincronia ----------------------------------------------------------------------------------
@@ -419,7 +436,7 @@ def decide_sincronia(point: DecisionPoint, view: NetworkView) -> Decision | None
     """Priority class of the pending collective from its Sincronia (BSSI) rank among the active
     coflows (Agarwal et al., SIGCOMM 2018; any per-flow priority scheduler that respects the order
     keeps the approximation, Sec. 4)."""
-    if point.kind != "collective" or point.link_idx.size == 0:
+    if point.kind != "collective" or point.link_idx.size == 0 or not view.levers.priority_classes:
         return None
     m, _ = _pending_matrix(point, view)
     order = sincronia_order(m)
@@ -452,9 +469,9 @@ def decide_varys(point: DecisionPoint, view: NetworkView) -> Decision | None:
     (Chowdhury et al., SIGCOMM 2014). MADD's per-flow rates (every flow of a coflow finishing at
     Gamma) are not reproduced: the engine's priority classes carry the order, max-min shares the
     rest."""
-    if point.kind != "collective" or point.link_idx.size == 0:
+    if point.kind != "collective" or point.link_idx.size == 0 or not view.levers.priority_classes:
         return None
     m, cap = _pending_matrix(point, view)
     order = varys_order(m, cap)
     rank = int(np.flatnonzero(order == m.shape[0] - 1)[0])
-    return Decision(priority=rank_to_class(rank, m.shape[0]), weight=1.0)
+    return Decision(priority=rank_to_class(rank, m.shape[0]), weight=1.0 if view.levers.weights else None)

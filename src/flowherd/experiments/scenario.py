@@ -165,6 +165,7 @@ class JobModel(_Model):
     cp_comm: Literal["p2p", "all-gather"] = "p2p"
     efficiency: float | None = Field(None, gt=0, le=1)  # None: the compute model
     submit: str | float = 0.0
+    submit_jitter: str | float = 0.0
     serving: dict[str, Any] = Field(default_factory=dict)
 
     _submit = field_validator("submit")(_time_value)
@@ -505,6 +506,11 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
     horizon_s = _time(m.simulation.horizon, "simulation.horizon")
     jobs: list[Job] = [_job(j, f"workload.jobs[{i}]", default_gpu, base)
                        for i, j in enumerate(m.workload.jobs)]
+    for i, j in enumerate(m.workload.jobs):  # seeded start offsets, drawn in job order
+        jitter = _time(j.submit_jitter, f"workload.jobs[{i}].submit_jitter")
+        if jitter > 0:
+            offset = float(rng.uniform(0.0, jitter))
+            jobs[i] = dataclasses.replace(jobs[i], submit_s=jobs[i].submit_s + offset)
     slos = {jobs[i].name: s for i, jm in enumerate(m.workload.jobs)
             if (s := _slo(jm, f"workload.jobs[{i}]")) is not None}
     streams: list[list[Job]] = [jobs]
