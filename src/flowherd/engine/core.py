@@ -152,6 +152,7 @@ class Engine:
         self._done_buf = np.zeros(16, np.int64)
         self._comp_buf = np.zeros(16, np.int64)  # a step's re-allocated flows (a congestion model's hook)
         self._fi_buf = np.zeros(16, np.int64)
+        self._loop_work = None  # the event loop's work arrays (`event_loop.work_sizes`), kept
         # flow arrays, Routes and routed pairs already checked (`flowherd.engine.input_memo`)
         self._memo = InputMemo(fabric.num_gpus, num_links)
         # per coflow: columns (`COFLOW_COLUMNS`), its `after` ids in one pool, its dependents as
