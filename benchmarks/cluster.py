@@ -138,7 +138,7 @@ def main() -> None:
         started = sum(j.start_s is not None for j in res.jobs)
         ff = sum(j.fast_forwarded_iterations for j in res.jobs)
         iters = sum(len(j.iteration_end_s) for j in res.jobs)
-        bg_done = int(np.sum(~np.isnan(res.background_finish_s)))
+        bg_done = res.background.finished if res.background is not None else 0
         hour = res.wall_s * 3600.0 / horizon
         note = "" if horizon >= 3600 else f" (extrapolated from {horizon:g} s simulated: x{3600 / horizon:g})"
         print(f"({scale}) network {net_name}: {fab.num_gpus} GPUs, {len(jobs)} jobs, "
@@ -149,15 +149,14 @@ def main() -> None:
               f"simulated hour: {hour:.1f} s{note}")
         print(f"    jobs started {started}, finished {done}; iterations {iters} ({ff} fast-forwarded); "
               f"events {res.num_events}, coflows {res.num_coflows}, rate updates {res.num_rate_updates}")
-        if res.background_start_s.size:  # what the exact rule's events come from
-            fin = np.isfinite(res.background_finish_s)
-            end = np.minimum(np.nan_to_num(res.background_finish_s, nan=horizon), horizon)
-            fct = res.background_finish_s[fin] - res.background_start_s[fin]
+        if res.background is not None and res.background.flows:  # what the exact rule's events come from
+            s = res.background
             moved = res.num_flows_reallocated / max(res.num_rate_updates, 1)
+            mean = s.mean_fct_s()
             print(f"    flows re-allocated per rate update {moved:.1f}; background flows in flight "
-                  f"{np.sum(end - res.background_start_s) / horizon:.0f} on average, FCT mean "
-                  f"{fct.mean() if fct.size else float('nan'):.2f} s, "
-                  f"size mean {res.background_size_bytes.mean() / 1e9:.1f} GB")
+                  f"{s.flow_seconds / horizon:.0f} on average, FCT mean "
+                  f"{mean if mean is not None else float('nan'):.2f} s, "
+                  f"size mean {s.bytes_offered / s.flows / 1e9:.1f} GB")
         if args.compare_exact and bg is not None and (args.bg_mode != "exact" or not args.no_quiet):
             cpu1 = time.process_time()
             with use_network(load_network(net_name)):

@@ -37,7 +37,8 @@ def main() -> None:
     with use_network(load_network(args.network)):
         res = simulate_cluster(fab, jobs, fidelity="phase", horizon_s=args.horizon, placer="packed",
                                seed=args.seed, background=BackgroundSpec(load=0.2, max_flows_per_s=50.0,
-                                                                         fast_forward=args.bg_mode))
+                                                                         fast_forward=args.bg_mode),
+                               background_records=True)
     h = hashlib.sha256()
     for j in res.jobs:
         h.update(np.asarray(j.iteration_end_s, np.float64).tobytes())

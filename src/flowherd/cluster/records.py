@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowherd.cluster.bg_stats import BackgroundSummary
 from flowherd.cluster.control_api import ControllerIssue
 from flowherd.errors import ConfigError
 from flowherd.workload.background import FlowSizeCDF
@@ -157,9 +158,14 @@ class ClusterResult:
         util_by_tier: ``float64[T, B]``: bytes carried by each tier in each bin over its capacity
             times the bin width (0..1).
         background_aggregation: ``k``: real flows each background flow stands for.
-        background_start_s, background_size_bytes, background_finish_s: ``float64[F]`` per
-            background flow (finish ``nan`` if unfinished at the horizon).
+        background_start_s, background_size_bytes: ``float64[F]`` per background flow (the
+            flows drawn for the horizon).
+        background_finish_s: ``float64[F]`` per background flow (``nan`` if unfinished at the
+            horizon), only with ``background_records=True`` (`simulate_cluster`), else None:
+            `background` summarizes them.
         background_src_server, background_dst_server: ``int32[F]``.
+        background: The background flows' FCTs and bytes as a streaming summary
+            (`flowherd.cluster.bg_stats.BackgroundSummary`), None without background.
         num_events: Engine events (flow ends, coflow starts and ends).
         num_coflows: Coflows added to the engine.
         num_rate_updates: Rate recomputations of the engine.
@@ -197,7 +203,7 @@ class ClusterResult:
     background_aggregation: int
     background_start_s: np.ndarray
     background_size_bytes: np.ndarray
-    background_finish_s: np.ndarray
+    background_finish_s: np.ndarray | None
     background_src_server: np.ndarray
     background_dst_server: np.ndarray
     num_events: int
@@ -215,6 +221,7 @@ class ClusterResult:
     link_bin_marked_bytes: np.ndarray | None = None
     link_bin_pause_s: np.ndarray | None = None
     link_bin_drop_bytes: np.ndarray | None = None
+    background: BackgroundSummary | None = None
 
     def censored_jct_s(self) -> np.ndarray:
         """``float64[n]``: completion time of each job submitted before the horizon, one still

@@ -90,7 +90,7 @@ def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob, rec: JobRecord)
 
 def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None = None,
                  solo: bool = True, plan: Any = None, controller: Any = None,
-                 compare_none: bool = False) -> RunResult:
+                 compare_none: bool = False, background_records: bool = False) -> RunResult:
     """Simulate `scenario` and compute its metrics (module docstring).
 
     Args:
@@ -107,6 +107,9 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
         compare_none: With a controller, also run the scenario without one (same seed, same
             background flows) and add ``cost_to_others`` to the summary
             (`flowherd.experiments.metrics.cost_to_others`).
+        background_records: Keep every background flow's finish time in the cluster result
+            (`flowherd.cluster.simulate.simulate_cluster`); without, a streaming summary of
+            their FCTs (bounded memory).
     """
     wall0 = time.perf_counter()
     requests = [JobRequest(name=j.name, tenant=j.tenant, spec=j, submit_s=j.submit_s) for j in scenario.jobs]
@@ -148,7 +151,8 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
                                    seed=scenario.seed, progress=progress, placements=placements,
                                    planned_start=planned_start,
                                    controller=controller, on_controller_error=scenario.on_controller_error,
-                                   levers=scenario.levers, pacing=pacing)
+                                   levers=scenario.levers, pacing=pacing,
+                                   background_records=background_records)
     cache: dict[tuple[Any, ...], float | None] = {}
     jobs = []
     for spec, rec in zip(scenario.jobs, cluster.jobs, strict=True):
