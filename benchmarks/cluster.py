@@ -7,7 +7,8 @@
 
 both with background traffic at 20% load (web search sizes, aggregated to at most
 ``--bg-flows-per-s`` flows per second, default 50, see `flowherd.cluster.simulate`), `phase` fidelity
-with the "sampled" background rule (``--bg-mode``; "exact" simulates every iteration of a
+with the "spread" background rule, the large-cluster rule of docs/scale.md (``--bg-mode``;
+"sampled" and "mean" are earlier approximations; "exact" simulates every iteration of a
 network job whose links background crosses, except in quiet windows, where the background
 coupled to its links stays the same and it fast-forwards exactly, `flowherd.cluster.quiet`;
 ``--no-quiet`` turns those off; "mean" fast-forwards them at their mean iteration time among
@@ -38,6 +39,7 @@ import time
 
 import numpy as np
 
+import record  # benchmarks/record.py
 from flowherd.cluster.simulate import BackgroundSpec, JobRequest, simulate_cluster
 from flowherd.engine.network import load_network, use_network
 from flowherd.fabric.generators import leaf_spine
@@ -71,6 +73,13 @@ def job_mix(num_jobs: int, horizon_s: float, seed: int, max_iterations: int | No
     return jobs
 
 
+def jct_errors(res, ref) -> np.ndarray:
+    """|JCT / exact JCT - 1| of the jobs finished in both runs."""
+    return np.array([abs((a.finish_s - a.start_s) / (b.finish_s - b.start_s) - 1.0)
+                     for a, b in zip(res.jobs, ref.jobs, strict=True)
+                     if a.finish_s is not None and b.finish_s is not None])
+
+
 def error_line(res, ref) -> str:
     """JCT and iteration-count error of ``res`` against the exact rule's run ``ref``."""
     jct, its = [], []
@@ -96,7 +105,7 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.2)
     ap.add_argument("--bg-flows-per-s", type=float, default=50.0)
     ap.add_argument("--placer", default="packed")
-    ap.add_argument("--bg-mode", default="sampled", choices=["exact", "sampled", "mean"])
+    ap.add_argument("--bg-mode", default="spread", choices=["exact", "sampled", "mean", "spread"])
     ap.add_argument("--compare-exact", action="store_true",
                     help="also run the exact background rule and print the error against it")
     ap.add_argument("--no-quiet", action="store_true",
@@ -106,6 +115,7 @@ def main() -> None:
     ap.add_argument("--progress", action="store_true",
                     help="print the simulated time reached and the CPU seconds so far every 1%% of "
                          "the horizon (a run cut short still tells how far it got)")
+    ap.add_argument("--no-save", action="store_true", help="print only (no benchmarks/results file)")
     ap.add_argument("--network", nargs="+", default=["roce"],
                     help="network models (flowherd.engine.network) to run one after the other (default "
                          "roce: a GPU back-end fabric is lossless RoCE; ideal: fluid max-min); with "
@@ -113,6 +123,7 @@ def main() -> None:
     args = ap.parse_args()
     walls: dict[tuple[str, str], float] = {}
     cpus: dict[tuple[str, str], float] = {}
+    figures: dict = {}
     for scale, net_name in [(s, n) for s in args.scale for n in args.network]:
         servers, leaves, spines, num_jobs = SCALES[scale]
         horizon = args.horizon_b if (scale == "b" and args.horizon_b) else args.horizon
@@ -149,6 +160,9 @@ def main() -> None:
               f"simulated hour: {hour:.1f} s{note}")
         print(f"    jobs started {started}, finished {done}; iterations {iters} ({ff} fast-forwarded); "
               f"events {res.num_events}, coflows {res.num_coflows}, rate updates {res.num_rate_updates}")
+        figures[f"({scale}) {net_name} {args.bg_mode}: CPU s for {horizon:g} s simulated"] = record.figure(
+            round(cpu_s, 1), "s", target="<= 600" if scale == "b" and horizon >= 3600 else None,
+            met=cpu_s <= 600 if scale == "b" and horizon >= 3600 else None)
         if res.background is not None and res.background.flows:  # what the exact rule's events come from
             s = res.background
             moved = res.num_flows_reallocated / max(res.num_rate_updates, 1)
@@ -167,9 +181,17 @@ def main() -> None:
                                        placer=args.placer, seed=args.seed)
             ref_ff = sum(j.fast_forwarded_iterations for j in ref.jobs)
             quiet = bg.quiet_windows and args.bg_mode != "exact"
+            fct = ref.background.mean_fct_s() if ref.background is not None else None
             print(f"    exact rule{'' if quiet else ' without quiet windows'}: wall "
                   f"{ref.wall_s:.1f} s, CPU {time.process_time() - cpu1:.1f} s; {ref_ff} iterations "
-                  f"fast-forwarded, events {ref.num_events}; " + error_line(res, ref))
+                  f"fast-forwarded, events {ref.num_events}, background FCT mean "
+                  f"{fct if fct is not None else float('nan'):.2f} s; " + error_line(res, ref))
+            err = jct_errors(res, ref)
+            if err.size:
+                figures[f"({scale}) {args.bg_mode} vs exact: mean JCT error"] = record.figure(
+                    round(100 * float(err.mean()), 2), "%", target="<= 2", met=float(err.mean()) <= 0.02)
+                figures[f"({scale}) {args.bg_mode} vs exact: max JCT error"] = record.figure(
+                    round(100 * float(err.max()), 2), "%", target="<= 5", met=float(err.max()) <= 0.05)
     for scale in args.scale:  # side by side in this one run
         base = args.network[0]
         for net_name in args.network[1:]:
@@ -178,6 +200,12 @@ def main() -> None:
                   f"({walls[scale, net_name]:.1f} s / {walls[scale, base]:.1f} s); CPU-time ratio "
                   f"{cpus[scale, net_name] / cpus[scale, base]:.2f}x "
                   f"({cpus[scale, net_name]:.1f} s / {cpus[scale, base]:.1f} s)")
+    if not args.no_save and figures:
+        name = f"cluster_{''.join(args.scale)}_{args.bg_mode}" + ("_compare" if args.compare_exact else "")
+        path = record.save(name, figures, notes="CPU seconds of the whole run in process (fabric, jobs, "
+                           "simulation); JCT errors against the exact background rule over the jobs "
+                           "finished in both runs")
+        print(f"saved {path}")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", default="a", choices=sorted(SCALES))
     ap.add_argument("--horizon", type=float, default=600.0)
-    ap.add_argument("--bg-mode", default="exact", choices=["exact", "sampled", "mean"])
+    ap.add_argument("--bg-mode", default="exact", choices=["exact", "sampled", "mean", "spread"])
     ap.add_argument("--network", default="roce")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()

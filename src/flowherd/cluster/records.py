@@ -67,9 +67,13 @@ class BackgroundSpec:
             measured once per job on a private engine over ``sample_every_s`` of iterations
             with the background flows that cross its links from a warm-up before its start on
             (the stretch it meets, in flight); background flows do not see fast-forwarded
-            traffic either). Other jobs on a job's links always stop fast-forward.
+            traffic either) or "spread" (the large-cluster rule: "mean" measured at 16
+            stretches spread over the job's predicted run, on probes whose links keep what the
+            other jobs and the background leave, their mean;
+            `flowherd.cluster.job_run.JobRun._probe_mean`).
+            Other jobs on a job's links always stop fast-forward.
         sample_every_s: Longest fast-forward window under "sampled", and the probe's length
-            under "mean", seconds.
+            under "mean" (of each stretch under "spread"), seconds.
         quiet_windows: Under "exact" on the ideal network without a controller: fast-forward a
             job among background flows while the set of flows sharing its links' component
             stays the same (exact to rounding, `flowherd.cluster.quiet`); False: every
@@ -90,9 +94,9 @@ class BackgroundSpec:
                 and math.isfinite(self.max_flows_per_s)):
             raise ConfigError(f"max_flows_per_s must be a positive number, got {self.max_flows_per_s!r} "
                               "(background.max_flows_per_s)")
-        if self.fast_forward not in ("exact", "sampled", "mean"):
-            raise ConfigError(f"fast_forward must be 'exact', 'sampled' or 'mean', got {self.fast_forward!r} "
-                              "(background.fast_forward)")
+        if self.fast_forward not in ("exact", "sampled", "mean", "spread"):
+            raise ConfigError(f"fast_forward must be 'exact', 'sampled', 'mean' or 'spread', got "
+                              f"{self.fast_forward!r} (background.fast_forward)")
         if not isinstance(self.quiet_windows, bool):
             raise ConfigError(f"quiet_windows must be true or false, got {self.quiet_windows!r} "
                               "(background.quiet_windows)")

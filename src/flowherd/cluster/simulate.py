@@ -56,7 +56,11 @@ background flows simulates one iteration with them, fast-forwards about ``sample
 that iteration's duration, simulates one again, and so on; and ``"mean"`` (stationary
 background: Poisson arrivals at a constant load), where such a job fast-forwards at its mean
 iteration time among the background, measured once when it starts: ``sample_every_s`` of its
-iterations on a private engine with the background flows that cross its links. In both, other
+iterations on a private engine with the background flows that cross its links; and ``"spread"``,
+the mean rule measured at 16 stretches spread over the job's run instead of one at its start
+(heavy-tailed background varies over a run more than within seconds), each on a private engine
+whose links keep what the other running jobs and the background leave (the large-cluster rule,
+docs/scale.md). In all three, other
 jobs on its links still stop it, and background flows do not see the traffic of fast-forwarded
 iterations. `benchmarks/cluster.py --bg-mode` prints their error against the exact rule.
 
@@ -134,6 +138,7 @@ class _Cluster:
         self.bg_spec = bg_spec
         self.sampled = bg is not None and bg_spec is not None and bg_spec.fast_forward == "sampled"
         self.mean_rule = bg is not None and bg_spec is not None and bg_spec.fast_forward == "mean"
+        self.spread_rule = bg is not None and bg_spec is not None and bg_spec.fast_forward == "spread"
         # quiet windows: exact fast-forward among unchanged background (`flowherd.cluster.quiet`)
         self.quiet = (bg is not None and bg_spec is not None and bg_spec.fast_forward == "exact"
                       and bg_spec.quiet_windows and self.engine.network is None)
@@ -165,6 +170,21 @@ class _Cluster:
         self.ff_bytes = np.zeros(fabric.num_directed_links)
         self._seeds = np.random.SeedSequence(seed).spawn(len(jobs))
         self.hook: ControlHook | None = None
+        self._bg_load: np.ndarray | None = None
+
+    def background_load(self) -> np.ndarray:
+        """``float64[L]``: every link's mean background load over the horizon, bytes/s (made once;
+        the "spread" rule's probes leave it to the background they do not simulate)."""
+        if self._bg_load is None:
+            bg, n = self.bg, self.fabric.num_directed_links
+            if bg is None or bg.routes is None or not bg.start_s.size:
+                self._bg_load = np.zeros(n)
+            else:
+                lens = np.diff(bg.routes.ptr)
+                w = np.repeat(bg.size_bytes, lens) * bg.routes.frac
+                span = max(float(bg.start_s[-1]), 1e-9)
+                self._bg_load = np.bincount(bg.routes.link, weights=w, minlength=n) / span
+        return self._bg_load
 
     def job_rng(self, index: int) -> np.random.Generator:
         return np.random.default_rng(self._seeds[index])
