@@ -26,7 +26,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", default="a", choices=sorted(SCALES))
     ap.add_argument("--horizon", type=float, default=600.0)
-    ap.add_argument("--bg-mode", default="exact", choices=["exact", "sampled", "mean"])
+    ap.add_argument("--bg-mode", default="exact", choices=["exact", "sampled", "mean", "spread"])
     ap.add_argument("--network", default="roce")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -37,7 +37,8 @@ def main() -> None:
     with use_network(load_network(args.network)):
         res = simulate_cluster(fab, jobs, fidelity="phase", horizon_s=args.horizon, placer="packed",
                                seed=args.seed, background=BackgroundSpec(load=0.2, max_flows_per_s=50.0,
-                                                                         fast_forward=args.bg_mode))
+                                                                         fast_forward=args.bg_mode),
+                               background_records=True)
     h = hashlib.sha256()
     for j in res.jobs:
         h.update(np.asarray(j.iteration_end_s, np.float64).tobytes())

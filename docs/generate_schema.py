@@ -163,7 +163,9 @@ MEANING = {
     "workload.background.load": "Mean offered load, fraction of the server links' capacity, in [0, 1).",
     "workload.background.distribution": "Flow-size distribution (`web_search`, `data_mining`, ...).",
     "workload.background.max_flows_per_s": "Cap on flows per second (larger flows keep the load).",
-    "workload.background.fast_forward": "`exact`, or `sampled` (jobs fast-forward across background).",
+    "workload.background.fast_forward": "`exact`, or an approximation where jobs fast-forward across "
+                                        "background: `sampled`, `mean`, `spread` (for large clusters, "
+                                        "docs/scale.md).",
     "workload.background.sample_every": "Sampling period of `sampled`.",
     "placement": "Where jobs run.",
     "placement.method": "`first-fit`, `packed`, `spread`, or a planner method (`random`, `topology`, "

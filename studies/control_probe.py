@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             if not bg:
                 sc = dataclasses.replace(sc, background=None)
             t = time.process_time()
-            r = run_scenario(sc, solo=True)
+            r = run_scenario(sc, solo=True, background_records=True)
             cells = [f"{np.mean(rec.iteration_s):.3f} ({len(rec.iteration_s)}) / "
                      f"{j['solo_iteration_s']:.3f} / {rec.compute_only_iteration_s:.3f}"
                      for rec, j in zip(r.cluster.jobs, r.jobs, strict=True)]

@@ -159,7 +159,7 @@ def test_unfinished_jobs_and_unstarted_jobs_at_the_horizon():
     assert res.job("late").start_s is None and res.job("late").gpus == ()
 
 
-def scenario(seed: int, fidelity: str = "collective"):
+def scenario(seed: int, fidelity: str = "collective", records: bool = True):
     fab = leaf_spine(servers=4, gpus_per_server=8, leaves=2, spines=2)
     jobs = [
         JobRequest(name="tr", tenant="t1", submit_s=0.0,
@@ -169,7 +169,8 @@ def scenario(seed: int, fidelity: str = "collective"):
                                      request_rate_per_s=5.0, output_tokens=32)),
     ]
     return simulate_cluster(fab, jobs, horizon_s=5.0, fidelity=fidelity, seed=seed,
-                            background=BackgroundSpec(load=0.2, max_flows_per_s=300))
+                            background=BackgroundSpec(load=0.2, max_flows_per_s=300),
+                            background_records=records)
 
 
 def test_same_seed_gives_identical_results_and_another_seed_differs():
@@ -181,6 +182,68 @@ def test_same_seed_gives_identical_results_and_another_seed_differs():
     assert np.array_equal(r1.util_by_tier, r2.util_by_tier)
     assert r1.num_events == r2.num_events
     assert not np.array_equal(r1.background_start_s[:5], r3.background_start_s[:5])
+
+
+@pytest.mark.parametrize("fidelity", ["collective", "phase"])
+def test_a_run_without_background_records_is_the_run_with_them(fidelity):
+    # background flows reuse the records of finished ones: the same events, rates and times
+    a, b = scenario(5, fidelity, records=True), scenario(5, fidelity, records=False)
+    assert b.background_finish_s is None and a.background_finish_s is not None
+    for x, y in zip(a.jobs, b.jobs, strict=True):
+        assert x.iteration_end_s.tobytes() == y.iteration_end_s.tobytes()
+    assert a.link_bytes.tobytes() == b.link_bytes.tobytes()
+    assert a.util_by_tier.tobytes() == b.util_by_tier.tobytes()
+    assert (a.num_events, a.num_rate_updates, a.num_coflows) == (b.num_events, b.num_rate_updates,
+                                                                 b.num_coflows)
+
+
+def test_background_flows_reusing_finished_records_change_nothing(monkeypatch):
+    from flowherd.engine.core import Engine
+
+    a = scenario(7, "phase")
+    assert a.num_coflows > 0
+    plain = Engine.add_flows
+    engines = set()
+
+    def fresh(self, *args, reuse=None, **kw):  # every background flow a record of its own
+        engines.add(self)
+        return plain(self, *args, **kw)
+
+    monkeypatch.setattr(Engine, "add_flows", fresh)
+    b = scenario(7, "phase")
+    assert a.background_finish_s.tobytes() == b.background_finish_s.tobytes()
+    for x, y in zip(a.jobs, b.jobs, strict=True):
+        assert x.iteration_end_s.tobytes() == y.iteration_end_s.tobytes()
+    assert (a.num_events, a.link_bytes.tobytes()) == (b.num_events, b.link_bytes.tobytes())
+    # the coflows the run added: every record of the run without reuse
+    (eng,) = engines
+    assert a.num_coflows == eng.num_coflows > a.background.flows
+
+
+def test_the_background_summary_is_the_records_summed():
+    from flowherd.cluster.bg_stats import PERCENTILE_RTOL, SIZE_CLASSES_BYTES
+
+    res = scenario(6)
+    s, fin = res.background, res.background_finish_s
+    done = ~np.isnan(fin)
+    fct, size = fin[done] - res.background_start_s[done], res.background_size_bytes[done]
+    assert (s.flows, s.finished) == (fin.size, int(done.sum())) and s.finished > 100
+    assert s.bytes_offered == pytest.approx(res.background_size_bytes.sum(), rel=1e-12)
+    assert s.mean_fct_s() == pytest.approx(fct.mean(), rel=1e-12)
+    in_flight = np.minimum(np.nan_to_num(fin, nan=res.horizon_s), res.horizon_s) - res.background_start_s
+    assert s.flow_seconds == pytest.approx(in_flight.sum(), rel=1e-12)
+    cls = np.searchsorted(np.array(SIZE_CLASSES_BYTES), size, side="right")
+    for c in range(len(SIZE_CLASSES_BYTES) + 1):
+        got = s.percentile_fct_s(99, c)
+        if not np.any(cls == c):
+            assert got is None
+            continue
+        assert int(s.class_count[c]) == int(np.sum(cls == c))
+        for q in (0, 50, 99, 100):
+            want = np.percentile(fct[cls == c], q)
+            assert abs(s.percentile_fct_s(q, c) / want - 1) <= PERCENTILE_RTOL * (1 + 1e-9)
+    for q in (1, 50, 90, 99, 99.9):
+        assert abs(s.percentile_fct_s(q) / np.percentile(fct, q) - 1) <= PERCENTILE_RTOL * (1 + 1e-9)
 
 
 def test_inference_job_serves_its_batches_and_ends_after_its_window():

@@ -37,7 +37,8 @@ def _run(quiet: bool, compact_min: int | None = None, horizon_s: float = 40.0):
     try:
         return simulate_cluster(FAB, JOBS, fidelity="phase", horizon_s=horizon_s, placer="packed", seed=3,
                                 background=BackgroundSpec(load=0.2, max_flows_per_s=3, fast_forward="exact",
-                                                          quiet_windows=quiet))
+                                                          quiet_windows=quiet),
+                                background_records=True)
     finally:
         cluster.Engine = orig
 

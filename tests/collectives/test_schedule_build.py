@@ -30,7 +30,7 @@ def _same_step(a: Step, b: Step) -> None:
 
 
 def _reference_build(self: _Builder) -> Schedule:
-    """`_Builder.build` as it was: one `Step` per added step."""
+    """`_Builder.build` as it was: one `Step` per added step (each step's flows its pattern's)."""
     gpus = np.asarray(self.coll.gpus, dtype=np.int64)
     fab = self.fabric
     intra_hw = "net"
@@ -38,7 +38,8 @@ def _reference_build(self: _Builder) -> Schedule:
         intra_hw = "nvlink" if np.any(fab.link_kind == LinkKind.NVLINK) else "pci"
     base = base_latency_s(self.protocol, algorithm_family=self.family)
     steps = []
-    for src, dst, size, deps in self.raw:
+    for p, deps in self.raw:
+        src, dst, size = self.pats[p]
         size = np.broadcast_to(size, src.shape)
         keep = size > 0
         s, d = gpus[src[keep]], gpus[dst[keep]]

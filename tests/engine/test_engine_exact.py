@@ -68,7 +68,8 @@ def test_batched_iterations_give_one_add_coflow_per_coflows_run_bit_for_bit(monk
     def run():
         return _cluster_digest(simulate_cluster(
             fab, jobs, fidelity=fidelity, horizon_s=10.0, placer="packed", seed=1,
-            background=BackgroundSpec(load=0.2, max_flows_per_s=200, fast_forward=bg_rule)))
+            background=BackgroundSpec(load=0.2, max_flows_per_s=200, fast_forward=bg_rule),
+            background_records=True))
 
     batched = run()
     monkeypatch.setattr(Engine, "_batched", False)

@@ -106,7 +106,8 @@ def test_a_roce_cluster_run_is_the_scans_bit_for_bit(monkeypatch):
         with use_network(load_network("roce")):
             res = cluster.simulate_cluster(
                 fab, jobs, fidelity="phase", horizon_s=6.0, placer="packed", seed=1,
-                background=cluster.BackgroundSpec(load=0.2, max_flows_per_s=200, fast_forward="exact"))
+                background=cluster.BackgroundSpec(load=0.2, max_flows_per_s=200, fast_forward="exact"),
+                background_records=True)
         return ([j.iteration_end_s.tobytes() for j in res.jobs], res.background_finish_s.tobytes(),
                 res.link_bytes.tobytes(), res.num_events, res.num_rate_updates)
 

@@ -18,6 +18,7 @@ __all__ = ["Background", "link_tiers", "make_background"]
 
 
 _EXACT_SUM_MAX = 64
+_SIZE_DRAWS = 1 << 20  # uniforms drawn at once for the aggregated sizes
 
 
 # ---- link tiers ---------------------------------------------------------------------------------
@@ -39,19 +40,44 @@ def link_tiers(fabric: Fabric) -> tuple[tuple[str, ...], np.ndarray]:
 # ---- background ---------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Background:
+    """The background flows of a run, drawn for the whole horizon (sorted by start).
+
+    Attributes:
+        start_s, size_bytes: ``float64[F]`` per flow.
+        src_server, dst_server, src_gpu, dst_gpu: ``int32[F]`` per flow.
+        routes: Every flow's route (computed up front where the ``phase`` fidelity needs the
+            per-link arrival tables below), or None: `routes_of` routes a range of flows when
+            they are added (the same routes: a router is deterministic per flow and its key).
+        k: Real flows each flow stands for.
+        link_ptr, link_times: CSR link -> arrival times of the flows crossing it (sorted), or None.
+        link_load_max: Per arrival of ``link_times``, the most the flow can put on that link (its
+            fraction there times its least capacity / fraction along its route), bytes/s
+            (`flowherd.cluster.quiet`), or None.
+    """
+
     start_s: np.ndarray
     src_server: np.ndarray
     dst_server: np.ndarray
     size_bytes: np.ndarray
     src_gpu: np.ndarray
     dst_gpu: np.ndarray
-    routes: Routes
+    routes: Routes | None
     k: int
-    link_ptr: np.ndarray  # CSR link -> arrival times (sorted)
-    link_times: np.ndarray
-    # per arrival of link_times: the most the flow can put on that link (its fraction there times
-    # its least capacity / fraction along its route), bytes/s (`flowherd.cluster.quiet`)
-    link_load_max: np.ndarray
+    link_ptr: np.ndarray | None
+    link_times: np.ndarray | None
+    link_load_max: np.ndarray | None
+    router: object = None
+
+    def routes_of(self, lo: int, hi: int) -> Routes:
+        """Routes of flows ``lo .. hi - 1`` (ECMP key: the flow's index)."""
+        if self.routes is not None:
+            r = self.routes
+            a, b = int(r.ptr[lo]), int(r.ptr[hi])
+            return Routes(ptr=r.ptr[lo:hi + 1] - a, link=r.link[a:b], frac=r.frac[a:b],
+                          latency_s=r.latency_s[lo:hi])
+        if hi <= lo:
+            return Routes.concat([])
+        return self.router.route(self.src_gpu[lo:hi], self.dst_gpu[lo:hi], np.arange(lo, hi, dtype=np.int64))
 
 
 def _server_bytes_per_s(fabric: Fabric) -> float:
@@ -62,7 +88,11 @@ def _server_bytes_per_s(fabric: Fabric) -> float:
 
 
 def make_background(spec: BackgroundSpec, fabric: Fabric, router, horizon_s: float,
-                     rng: np.random.Generator) -> Background | None:
+                     rng: np.random.Generator, *, routes: bool = True) -> Background | None:
+    """The background flows of a run (`flowherd.cluster.simulate` explains the rule); with
+    ``routes`` False their routes and per-link arrival tables are not kept (`Background.routes_of`
+    routes flows as they are added), which a run that does not fast-forward (``step`` and
+    ``collective`` fidelity) never reads: a few hundred bytes less per flow."""
     num_servers = fabric.num_servers
     bw = _server_bytes_per_s(fabric)
     if spec.load == 0 or bw <= 0:
@@ -86,7 +116,13 @@ def make_background(spec: BackgroundSpec, fabric: Fabric, router, horizon_s: flo
         dst = (src + rng.integers(1, num_servers, size=n)) % num_servers
         dist = proc.distribution
         if k <= _EXACT_SUM_MAX:
-            size = dist.sample(rng, n * k).reshape(n, k).sum(axis=1)
+            # k draws per flow, in chunks of flows (the same draws as one call: the generator's
+            # uniforms come in order), so that n * k draws are never held at once
+            size = np.empty(n)
+            step = max(1, _SIZE_DRAWS // k)
+            for a in range(0, n, step):
+                b = min(n, a + step)
+                size[a:b] = dist.sample(rng, (b - a) * k).reshape(b - a, k).sum(axis=1)
         else:
             mu, var = _cdf_moments(dist)
             size = k * mu + math.sqrt(k * var) * rng.standard_normal(n)
@@ -96,10 +132,15 @@ def make_background(spec: BackgroundSpec, fabric: Fabric, router, horizon_s: flo
     first = np.concatenate(([0], np.cumsum(gps)[:-1]))
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
-    sg = first[src] + (rng.random(n) * gps[src]).astype(np.int64)
-    dg = first[dst] + (rng.random(n) * gps[dst]).astype(np.int64)
-    routes = (router.route(sg.astype(np.int32), dg.astype(np.int32), np.arange(n, dtype=np.int64))
-              if n else Routes.concat([]))
+    sg = (first[src] + (rng.random(n) * gps[src]).astype(np.int64)).astype(np.int32)
+    dg = (first[dst] + (rng.random(n) * gps[dst]).astype(np.int64)).astype(np.int32)
+    t = np.asarray(t, dtype=np.float64)
+    size = np.asarray(size, dtype=np.float64)
+    if not routes:
+        return Background(start_s=t, src_server=src.astype(np.int32), dst_server=dst.astype(np.int32),
+                          size_bytes=size, src_gpu=sg, dst_gpu=dg, routes=None, k=k, link_ptr=None,
+                          link_times=None, link_load_max=None, router=router)
+    routes = (router.route(sg, dg, np.arange(n, dtype=np.int64)) if n else Routes.concat([]))
     lens = np.diff(routes.ptr)
     flow_of = np.repeat(np.arange(n), lens)
     lnk = np.asarray(routes.link, dtype=np.int64)
@@ -110,10 +151,10 @@ def make_background(spec: BackgroundSpec, fabric: Fabric, router, horizon_s: flo
     top = np.full(n, np.inf)  # a flow's highest rate: the least cap / frac along its route
     if lnk.size:
         np.minimum.at(top, flow_of, fabric.link_capacity_bytes_per_s[lnk] / frac)
-    return Background(start_s=np.asarray(t, dtype=np.float64), src_server=src.astype(np.int32),
-                       dst_server=dst.astype(np.int32), size_bytes=np.asarray(size, dtype=np.float64),
-                       src_gpu=sg, dst_gpu=dg, routes=routes, k=k, link_ptr=link_ptr,
-                       link_times=t[flow_of][order], link_load_max=(frac * top[flow_of])[order])
+    return Background(start_s=t, src_server=src.astype(np.int32), dst_server=dst.astype(np.int32),
+                      size_bytes=size, src_gpu=sg, dst_gpu=dg, routes=routes, k=k, link_ptr=link_ptr,
+                      link_times=t[flow_of][order], link_load_max=(frac * top[flow_of])[order],
+                      router=router)
 
 
 def _cdf_moments(dist: FlowSizeCDF) -> tuple[float, float]:

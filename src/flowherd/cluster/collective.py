@@ -47,7 +47,7 @@ import numpy as np
 from flowherd.collectives.algorithms import ALGORITHMS, build_schedule
 from flowherd.collectives.nccl import LATENCY_MODELS, PROTOCOLS
 from flowherd.collectives.ops import Collective, Op
-from flowherd.collectives.schedule import Schedule, pair_index
+from flowherd.collectives.schedule import Schedule
 from flowherd.collectives.selector import predicted_time_s, select
 from flowherd.engine.coflow_batch import CoflowBatch, make_flat_batch
 from flowherd.engine.core import Engine
@@ -141,11 +141,11 @@ def pair_latency_s(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarr
 
 
 def _pairs(schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct (src, dst) pairs of all flows, their total bytes, and each flow's pair index."""
-    size = np.concatenate([st.size_bytes for st in schedule.steps])
-    uniq, inv, width = pair_index(np.concatenate([st.src_gpu for st in schedule.steps]),
-                                  np.concatenate([st.dst_gpu for st in schedule.steps]))
-    return uniq // width, uniq % width, np.bincount(inv, weights=size, minlength=len(uniq)), inv
+    """Distinct (src, dst) pairs of all flows, their total bytes, and each flow's pair index
+    (one entry per flow of every step: for the step batch, which holds them all anyway)."""
+    uniq, width, total, of, idx = schedule.pair_totals()
+    inv = np.concatenate([idx[p] for p in of.tolist()]) if len(of) else np.zeros(0, np.int64)
+    return uniq // width, uniq % width, total, inv
 
 
 def _without_latency(routes: Routes) -> Routes:
@@ -261,7 +261,8 @@ def add_schedule(engine: Engine, schedule: Schedule, *, fidelity: str = "step",
     if not schedule.steps:
         return engine.add_coflow([], [], [], at_s=at_s, after=tuple(after), name=label, **kw)
     if fid == "collective":
-        src, dst, size, inv = _pairs(schedule)
+        uniq, width, size, of, idx = schedule.pair_totals()
+        src, dst = uniq // width, uniq % width
         # route the pairs here (the engine would anyway): their latencies give the steps'
         routes = None
         if engine.router is not None and src.size:
@@ -274,9 +275,9 @@ def add_schedule(engine: Engine, schedule: Schedule, *, fidelity: str = "step",
             pair_lat = pair_latency_s(engine.fabric, src, dst)
         else:
             pair_lat = np.zeros(src.size)
-        which = np.repeat(np.arange(schedule.num_steps), [st.num_flows for st in schedule.steps])
-        path_lat = np.zeros(schedule.num_steps)
-        np.maximum.at(path_lat, which, pair_lat[inv])
+        # a step's path latency: its slowest pair's (once per pattern of steps)
+        pat_lat = np.array([float(pair_lat[ix].max()) if ix.size else 0.0 for ix in idx])
+        path_lat = np.maximum(pat_lat[of], 0.0)
         step_lat = np.array([st.latency_s for st in schedule.steps])
         crit, _ = schedule.critical_path(step_lat + path_lat)
         delay = max(0.0, crit - (float(pair_lat.max()) if pair_lat.size else 0.0))
@@ -415,9 +416,18 @@ def _simulate_collective(fabric: Fabric, collective: Collective, *, algorithm: s
                                   algo, proto)
                  if collective.op in _MODEL_OPS and algo in _NCCL_ALGOS else None)
     engine = Engine(fabric, make_router(router, fabric, seed=seed), record_flows=False)
-    done = add_schedule(engine, sched, fidelity=fid, at_s=0.0)
-    engine.run()
-    t = engine.coflow_finish_s(done)
+    if fid == "step":  # steps added as they become ready: memory in the steps in flight
+        from flowherd.cluster.step_launch import launch_schedule, step_plan
+
+        end: list[float] = []
+        plan = step_plan(sched, engine.router, merge=engine.network is None)
+        launch_schedule(engine, plan, then=end.append, at_s=0.0)
+        engine.run()
+        t = end[0] if end else None
+    else:
+        done = add_schedule(engine, sched, fidelity=fid, at_s=0.0)
+        engine.run()
+        t = engine.coflow_finish_s(done)
     size = float(collective.size_bytes)
     algbw = size / t if t and t > 0 else math.inf
     n_flows = len(sched.pair_bytes()[0]) if fid == "collective" else sched.num_flows

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from flowherd.cluster.collective import add_schedule, choose, nccl_channels
+from flowherd.cluster.step_launch import Countdown, StepPlan, launch_schedule, step_plan
 from flowherd.collectives.algorithms import build_schedule
 from flowherd.collectives.ops import Collective
 from flowherd.collectives.schedule import Schedule
@@ -176,11 +177,13 @@ class CollectiveCache:
         key = src.astype(np.int64) * width + dst
         order = np.argsort(key)
         skey, slat = key[order], lat[order]
-        step_cost = np.empty(sched.num_steps)
-        for i, st in enumerate(sched.steps):
+        of, first = sched.patterns()  # the steps of one pattern have one path latency
+        pat_lat = np.zeros(len(first))
+        for i, st in enumerate(first):
             k = st.src_gpu.astype(np.int64) * width + st.dst_gpu
-            p = slat[np.searchsorted(skey, k)] if k.size else np.zeros(0)
-            step_cost[i] = st.latency_s + (float(p.max()) if p.size else 0.0)
+            if k.size:
+                pat_lat[i] = float(slat[np.searchsorted(skey, k)].max())
+        step_cost = np.array([st.latency_s for st in sched.steps]) + pat_lat[of]
         crit, _ = sched.critical_path(step_cost)
         return _CollPlan(schedule=sched, src=src.astype(np.int64), dst=dst.astype(np.int64),
                          wire_bytes=size / sched.wire_fraction, crit_latency_s=float(crit),
@@ -280,36 +283,6 @@ def add_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: floa
                              on_done=on_done)
 
 
-class _Countdown:
-    """Items with dependencies (``deps[k]``: the items item ``k`` waits for) started as the
-    last of them is done: `begin` starts those that wait for none, `done(k, t_s)` marks item
-    ``k`` done and starts the ones it was the last wait of; ``then(t_s)`` after the last item."""
-
-    def __init__(self, deps: Sequence[Sequence[int]], start: Callable[[int], None],
-                 then: Callable[[float], None]):
-        self.wait = [len(d) for d in deps]
-        self.after: list[list[int]] = [[] for _ in deps]
-        for k, d in enumerate(deps):
-            for j in d:
-                self.after[j].append(k)
-        self.left = len(deps)
-        self.start, self.then = start, then
-
-    def begin(self) -> None:
-        for k, w in enumerate(self.wait):
-            if w == 0:
-                self.start(k)
-
-    def done(self, k: int, t_s: float) -> None:
-        self.left -= 1
-        for j in self.after[k]:
-            self.wait[j] -= 1
-            if self.wait[j] == 0:
-                self.start(j)
-        if self.left == 0:
-            self.then(t_s)
-
-
 def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: float | None = None,
                  after: Sequence[int] = (), name: str = "",
                  on_done: Callable[[int, float], None] | None = None) -> None:
@@ -324,33 +297,14 @@ def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: f
     finish_s)`` is called at the end, from a pure delay added after the last task.
     """
     tasks = graph.tasks
-    routes: dict[tuple[bytes, bytes, bool], Routes] = {}  # a ring's steps repeat their pairs
-
-    def step_routes(st, path_latency: bool) -> Routes:
-        key = (st.src_gpu.tobytes(), st.dst_gpu.tobytes(), path_latency)
-        if key not in routes:
-            r = engine.router.route(st.src_gpu.astype(np.int32), st.dst_gpu.astype(np.int32),
-                                    np.zeros(st.num_flows, np.int64))
-            # NCCL's step latencies hold the wire's (Schedule.adds_path_latency), as add_schedule
-            routes[key] = r if path_latency else replace(r, latency_s=np.zeros(r.num_flows))
-        return routes[key]
+    plans: dict[int, tuple[Schedule, StepPlan]] = {}  # a schedule's routes and merged flows, once
 
     def call(s: Schedule, label: str, then: Callable[[float], None]) -> None:
         """One call of `s`, step by step; ``then(finish_s)`` after its last step."""
-        steps = s.steps
-        if not steps:
-            then(engine.now_s)
-            return
-
-        def add(k: int) -> None:
-            st = steps[k]
-            engine.add_coflow(st.src_gpu, st.dst_gpu, st.size_bytes / s.wire_fraction,
-                              delay_s=st.latency_s, routes=step_routes(st, s.adds_path_latency),
-                              min_duration_s=st.min_transfer_s, name=f"{label}/step{k}",
-                              on_done=lambda _c, t_s, k=k: count.done(k, t_s))
-
-        count = _Countdown([st.deps for st in steps], add, then)
-        count.begin()
+        got = plans.get(id(s))
+        if got is None or got[0] is not s:
+            got = plans[id(s)] = (s, step_plan(s, engine.router, merge=engine.network is None))
+        launch_schedule(engine, got[1], then=then, name=label)
 
     def finish(t_s: float) -> None:
         engine.add_coflow(_NO, _NO, _NO, name=f"{name}/end", on_done=on_done)
@@ -378,7 +332,7 @@ def launch_graph(engine: Engine, graph: PreparedGraph, *, fidelity: str, at_s: f
                               routes=t.routes, name=f"{name}/t{i}", min_duration_s=t.min_duration_s,
                               on_done=done)
 
-    graph_count = _Countdown([t.deps for t in tasks], launch, finish)
+    graph_count = Countdown([t.deps for t in tasks], launch, finish)
 
     def begin(_c: int, t_s: float) -> None:
         if not tasks:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowherd.cluster.bg_stats import BackgroundSummary
 from flowherd.cluster.control_api import ControllerIssue
 from flowherd.errors import ConfigError
 from flowherd.workload.background import FlowSizeCDF
@@ -68,9 +69,13 @@ class BackgroundSpec:
             measured once per job on a private engine over ``sample_every_s`` of iterations
             with the background flows that cross its links from a warm-up before its start on
             (the stretch it meets, in flight); background flows do not see fast-forwarded
-            traffic either). Other jobs on a job's links always stop fast-forward.
+            traffic either) or "spread" (the large-cluster rule: "mean" measured at 16
+            stretches spread over the job's predicted run, on probes whose links keep what the
+            other jobs and the background leave, their mean;
+            `flowherd.cluster.job_run.JobRun._probe_mean`).
+            Other jobs on a job's links always stop fast-forward.
         sample_every_s: Longest fast-forward window under "sampled", and the probe's length
-            under "mean", seconds.
+            under "mean" (of each stretch under "spread"), seconds.
         quiet_windows: Under "exact" on the ideal network without a controller: fast-forward a
             job among background flows while the set of flows sharing its links' component
             stays the same (exact to rounding, `flowherd.cluster.quiet`); False: every
@@ -91,9 +96,9 @@ class BackgroundSpec:
                 and math.isfinite(self.max_flows_per_s)):
             raise ConfigError(f"max_flows_per_s must be a positive number, got {self.max_flows_per_s!r} "
                               "(background.max_flows_per_s)")
-        if self.fast_forward not in ("exact", "sampled", "mean"):
-            raise ConfigError(f"fast_forward must be 'exact', 'sampled' or 'mean', got {self.fast_forward!r} "
-                              "(background.fast_forward)")
+        if self.fast_forward not in ("exact", "sampled", "mean", "spread"):
+            raise ConfigError(f"fast_forward must be 'exact', 'sampled', 'mean' or 'spread', got "
+                              f"{self.fast_forward!r} (background.fast_forward)")
         if not isinstance(self.quiet_windows, bool):
             raise ConfigError(f"quiet_windows must be true or false, got {self.quiet_windows!r} "
                               "(background.quiet_windows)")
@@ -214,9 +219,14 @@ class ClusterResult:
         util_by_tier: ``float64[T, B]``: bytes carried by each tier in each bin over its capacity
             times the bin width (0..1).
         background_aggregation: ``k``: real flows each background flow stands for.
-        background_start_s, background_size_bytes, background_finish_s: ``float64[F]`` per
-            background flow (finish ``nan`` if unfinished at the horizon).
+        background_start_s, background_size_bytes: ``float64[F]`` per background flow (the
+            flows drawn for the horizon).
+        background_finish_s: ``float64[F]`` per background flow (``nan`` if unfinished at the
+            horizon), only with ``background_records=True`` (`simulate_cluster`), else None:
+            `background` summarizes them.
         background_src_server, background_dst_server: ``int32[F]``.
+        background: The background flows' FCTs and bytes as a streaming summary
+            (`flowherd.cluster.bg_stats.BackgroundSummary`), None without background.
         num_events: Engine events (flow ends, coflow starts and ends).
         num_coflows: Coflows added to the engine.
         num_rate_updates: Rate recomputations of the engine.
@@ -260,7 +270,7 @@ class ClusterResult:
     background_aggregation: int
     background_start_s: np.ndarray
     background_size_bytes: np.ndarray
-    background_finish_s: np.ndarray
+    background_finish_s: np.ndarray | None
     background_src_server: np.ndarray
     background_dst_server: np.ndarray
     num_events: int
@@ -282,6 +292,7 @@ class ClusterResult:
     coflow_name: tuple[str, ...] = ()
     coflow_start_s: np.ndarray | None = None
     coflow_finish_s: np.ndarray | None = None
+    background: BackgroundSummary | None = None
 
     def censored_jct_s(self) -> np.ndarray:
         """``float64[n]``: completion time of each job submitted before the horizon, one still

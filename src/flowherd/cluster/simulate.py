@@ -56,7 +56,11 @@ background flows simulates one iteration with them, fast-forwards about ``sample
 that iteration's duration, simulates one again, and so on; and ``"mean"`` (stationary
 background: Poisson arrivals at a constant load), where such a job fast-forwards at its mean
 iteration time among the background, measured once when it starts: ``sample_every_s`` of its
-iterations on a private engine with the background flows that cross its links. In both, other
+iterations on a private engine with the background flows that cross its links; and ``"spread"``,
+the mean rule measured at 16 stretches spread over the job's run instead of one at its start
+(heavy-tailed background varies over a run more than within seconds), each on a private engine
+whose links keep what the other running jobs and the background leave (the large-cluster rule,
+docs/scale.md). In all three, other
 jobs on its links still stop it, and background flows do not see the traffic of fast-forwarded
 iterations. `benchmarks/cluster.py --bg-mode` prints their error against the exact rule.
 
@@ -74,7 +78,12 @@ flows are **aggregated**: with ``k = ceil(rate / max_flows_per_s)``, a flow stan
 consecutive flows: arrivals are Poisson at ``rate / k`` and each size is the sum of ``k`` draws
 from the CDF (exact for ``k <= 64``; above, the normal law of the sum: mean ``k * mu``, variance
 ``k * sigma^2``, clipped at one byte). The offered load is unchanged; bursts are coarser. The
-result gives every simulated (aggregated) flow's size, start and completion, and ``k``.
+result gives every simulated (aggregated) flow's size and start, ``k``, and their completion
+times as a streaming summary (`flowherd.cluster.bg_stats`: FCT mean and percentiles by size
+class, bytes), or, with ``background_records=True``, each flow's completion time. The engine
+holds the flows in flight only: a flow that has finished gives its record to a later one
+(`Engine.add_flows` ``reuse``), so millions of background flows cost the memory of their drawn
+sizes and starts, not of their records.
 
 Link utilization is kept per link tier (NVLink, PCIe, host-leaf, leaf-spine, spine-core ...) in
 time bins: bytes carried in the bin over the tier's capacity times the bin width;
@@ -93,6 +102,7 @@ from typing import Any
 import numpy as np
 
 from flowherd.cluster.background import Background, link_tiers, make_background
+from flowherd.cluster.bg_stats import BackgroundStats, BackgroundSummary
 from flowherd.cluster.control_api import ON_CONTROLLER_ERROR, ControlHook
 from flowherd.cluster.executor import CollectiveCache
 from flowherd.cluster.job_run import JobRun
@@ -103,7 +113,6 @@ from flowherd.engine.network import network_record
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric
 from flowherd.registry import Registry
-from flowherd.routing.base import Routes
 from flowherd.routing.policies import make_router
 
 __all__ = ["CLUSTER_FIDELITIES", "BackgroundSpec", "ClusterResult", "JobRecord", "JobRequest",
@@ -129,6 +138,7 @@ class _Cluster:
         self.bg_spec = bg_spec
         self.sampled = bg is not None and bg_spec is not None and bg_spec.fast_forward == "sampled"
         self.mean_rule = bg is not None and bg_spec is not None and bg_spec.fast_forward == "mean"
+        self.spread_rule = bg is not None and bg_spec is not None and bg_spec.fast_forward == "spread"
         # quiet windows: exact fast-forward among unchanged background (`flowherd.cluster.quiet`)
         self.quiet = (bg is not None and bg_spec is not None and bg_spec.fast_forward == "exact"
                       and bg_spec.quiet_windows and self.engine.network is None)
@@ -160,6 +170,21 @@ class _Cluster:
         self.ff_bytes = np.zeros(fabric.num_directed_links)
         self._seeds = np.random.SeedSequence(seed).spawn(len(jobs))
         self.hook: ControlHook | None = None
+        self._bg_load: np.ndarray | None = None
+
+    def background_load(self) -> np.ndarray:
+        """``float64[L]``: every link's mean background load over the horizon, bytes/s (made once;
+        the "spread" rule's probes leave it to the background they do not simulate)."""
+        if self._bg_load is None:
+            bg, n = self.bg, self.fabric.num_directed_links
+            if bg is None or bg.routes is None or not bg.start_s.size:
+                self._bg_load = np.zeros(n)
+            else:
+                lens = np.diff(bg.routes.ptr)
+                w = np.repeat(bg.size_bytes, lens) * bg.routes.frac
+                span = max(float(bg.start_s[-1]), 1e-9)
+                self._bg_load = np.bincount(bg.routes.link, weights=w, minlength=n) / span
+        return self._bg_load
 
     def job_rng(self, index: int) -> np.random.Generator:
         return np.random.default_rng(self._seeds[index])
@@ -261,7 +286,7 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
                      on_controller_error: str = "skip",
                      planned_start: Mapping[str, float] | None = None,
                      link_series: bool = False, levers=None, pacing=None,
-                     coflow_records: bool = False) -> ClusterResult:
+                     coflow_records: bool = False, background_records: bool = False) -> ClusterResult:
     """Run ``jobs`` on ``fabric`` up to ``horizon_s`` (module docstring for the model).
 
     Args:
@@ -297,6 +322,10 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
             the run uses its fabric (the pacers appended) and paces the jobs' flows; the
             background is not paced. None: no pacing.
         coflow_records: Also return every coflow's name, start and finish (``ClusterResult.coflow_*``).
+        background_records: Also keep every background flow's finish time
+            (``ClusterResult.background_finish_s``; telemetry asks for them). Without, the run
+            holds the flows in flight only and ``ClusterResult.background`` summarizes their FCTs
+            (`flowherd.cluster.bg_stats`): memory bounded by the flows in flight, not by all.
 
     Returns:
         The raw records.
@@ -362,7 +391,9 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
             raise ConfigError(f"pacing was made for a fabric of {pacing.base_links} links, got "
                               f"{fabric.num_directed_links} (pacing)")
         fabric = pacing.fabric
-    bg = make_background(background, fabric, rtr, float(horizon_s), bg_rng) if background else None
+    # the per-link arrival tables (and so every flow's route up front) only where fast-forward reads them
+    bg = (make_background(background, fabric, rtr, float(horizon_s), bg_rng, routes=fid == "phase")
+          if background else None)
     if pacing is not None:
         rtr = pacing.router(rtr)
 
@@ -390,22 +421,15 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
     net = eng.network if link_series else None
     series = [np.zeros((fabric.num_directed_links, nbins + 1)) for _ in range(1 if net is None else 5)
               ] if link_series else []
-    bg_ids = np.zeros(len(bg.start_s) if bg else 0, np.int64)
-    bg_next = 0
+    flow_bg = _BackgroundFlows(eng, bg, background_records) if bg is not None else None
     for b in range(nbins):
         t_end = float(edges[b + 1])
-        if bg is not None:  # add the background flows of this bin
-            stop = int(np.searchsorted(bg.start_s, t_end, side="right" if b == nbins - 1 else "left"))
-            if stop > bg_next:  # one batch per bin: one check, one copy
-                ptr, r = bg.routes.ptr, bg.routes
-                lo, hi = int(ptr[bg_next]), int(ptr[stop])
-                rows = Routes(ptr=ptr[bg_next:stop + 1] - lo, link=r.link[lo:hi], frac=r.frac[lo:hi],
-                              latency_s=r.latency_s[bg_next:stop])
-                sl = slice(bg_next, stop)
-                bg_ids[sl] = eng.add_flows(bg.src_gpu[sl], bg.dst_gpu[sl], bg.size_bytes[sl],
-                                           at_s=bg.start_s[sl], routes=rows, name="bg")
-            bg_next = stop
+        if flow_bg is not None:  # add the background flows of this bin
+            flow_bg.add_until(int(np.searchsorted(bg.start_s, t_end, side="right" if b == nbins - 1
+                                                  else "left")))
         eng.run(until_s=t_end)
+        if flow_bg is not None:
+            flow_bg.harvest()
         now_bytes = sim.link_bytes_now(t_end)
         cum[:, b + 1] = np.bincount(link_tier, weights=now_bytes, minlength=len(tiers))
         if series:
@@ -425,14 +449,10 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
     with np.errstate(divide="ignore", invalid="ignore"):
         util = np.diff(cum, axis=1) / (cap[:, None] * width[None, :])
     util = np.nan_to_num(util)
-    res = eng.result()
-    if bg is not None:
-        fin = res.coflow_finish_s[bg_ids[:bg_next]]
-        bg_fin = np.concatenate([fin, np.full(len(bg.start_s) - bg_next, np.nan)])
-    else:
-        bg_fin = np.zeros(0)
+    bg_fin = np.zeros(0) if flow_bg is None else flow_bg.finish_s
     end_s = float(edges[-1])
     records = tuple(r.record(end_s) for r in sim.runs)
+    res = eng.result() if coflow_records else None
     return ClusterResult(
         jobs=records, horizon_s=float(horizon_s), fidelity=fid,
         placer=getattr(plc, "name", type(plc).__name__),
@@ -445,7 +465,9 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         background_finish_s=bg_fin,
         background_src_server=bg.src_server if bg else np.zeros(0, np.int32),
         background_dst_server=bg.dst_server if bg else np.zeros(0, np.int32),
-        num_events=eng.num_events, num_coflows=eng.num_coflows, num_rate_updates=eng.num_rate_updates,
+        num_events=eng.num_events,
+        num_coflows=eng.num_coflows + (0 if flow_bg is None else flow_bg.reused),
+        num_rate_updates=eng.num_rate_updates,
         num_flows_reallocated=eng.num_flows_reallocated,
         wall_s=time.perf_counter() - wall0,
         controller=str(getattr(controller, "name", "none")) if controller is not None else "none",
@@ -456,7 +478,55 @@ def simulate_cluster(fabric: Fabric, jobs: Sequence[JobRequest], *, placer: str 
         decision_wall_s=sim.hook.decide_wall_s if sim.hook else 0.0,
         **({"coflow_name": res.coflow_name, "coflow_start_s": res.coflow_start_s,
             "coflow_finish_s": res.coflow_finish_s} if coflow_records else {}),
+        background=None if flow_bg is None else flow_bg.summary(end_s),
         **_bins(series))
+
+
+class _BackgroundFlows:
+    """The background flows on the engine: added bin by bin into the records of the ones that
+    have finished (`Engine.add_flows` ``reuse``), their FCTs taken into `BackgroundStats` as they
+    finish (and their finish times kept with ``records``)."""
+
+    def __init__(self, eng: Engine, bg: Background, records: bool):
+        self.eng, self.bg = eng, bg
+        self.stats = BackgroundStats(bg.k)
+        self.next = 0
+        self.free = _NO  # coflow ids to reuse
+        self.live = _NO  # coflow ids of the flows added and not finished
+        self.live_flow = _NO  # their flow indices
+        self.reused = 0
+        self.finish_s = np.full(len(bg.start_s), np.nan) if records else None
+
+    def add_until(self, stop: int) -> None:
+        bg, lo = self.bg, self.next
+        if stop <= lo:
+            return
+        sl = slice(lo, stop)  # one batch per bin: one check, one copy
+        k = min(self.free.size, stop - lo)
+        ids = self.eng.add_flows(bg.src_gpu[sl], bg.dst_gpu[sl], bg.size_bytes[sl], at_s=bg.start_s[sl],
+                                 routes=bg.routes_of(lo, stop), name="bg", reuse=self.free[:k])
+        self.reused += k
+        self.free = self.free[k:]
+        self.live = np.concatenate([self.live, ids])
+        self.live_flow = np.concatenate([self.live_flow, np.arange(lo, stop, dtype=np.int64)])
+        self.stats.added(bg.size_bytes[sl])
+        self.next = stop
+
+    def harvest(self) -> None:
+        fin = self.eng.coflows_finish_s(self.live)
+        done = ~np.isnan(fin)
+        if not done.any():
+            return
+        idx = self.live_flow[done]
+        self.stats.finished(fin[done] - self.bg.start_s[idx], self.bg.size_bytes[idx])
+        if self.finish_s is not None:
+            self.finish_s[idx] = fin[done]
+        self.free = np.concatenate([self.free, self.live[done]])
+        self.live, self.live_flow = self.live[~done], self.live_flow[~done]
+
+    def summary(self, end_s: float) -> BackgroundSummary:
+        self.stats.unfinished(self.bg.start_s[self.live_flow], end_s)
+        return self.stats.summary()
 
 
 def _bins(series: list[np.ndarray]) -> dict[str, np.ndarray]:

@@ -37,6 +37,7 @@ class ClusterState(Protocol):
     bg_spec: BackgroundSpec | None
     sampled: bool  # the "sampled" background rule
     mean_rule: bool  # the "mean" background rule
+    spread_rule: bool  # the "spread" background rule
     quiet: bool  # quiet windows (exact fast-forward among background flows) are on
     gpus_per_server: int
     owners: np.ndarray  # per link: how many running jobs' footprints hold it
@@ -48,6 +49,10 @@ class ClusterState(Protocol):
 
     def job_rng(self, index: int) -> np.random.Generator:
         """The random generator of job ``index`` (its inference requests)."""
+        ...
+
+    def background_load(self) -> np.ndarray:
+        """Every link's mean background load over the horizon, bytes/s."""
         ...
 
     def finish(self, run: Any, now: float) -> None:

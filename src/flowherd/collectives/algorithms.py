@@ -45,7 +45,7 @@ from flowherd.collectives.nccl import (
     step_latency_s,
 )
 from flowherd.collectives.ops import Collective, Op
-from flowherd.collectives.schedule import Schedule, steps_of
+from flowherd.collectives.schedule import Schedule, steps_shared
 from flowherd.collectives.trees import nccl_dtree, parent_wavefronts, tree_wavefronts
 from flowherd.errors import ConfigError
 from flowherd.fabric.core import Fabric, LinkKind
@@ -76,7 +76,9 @@ def default_chunks(pipeline_bytes: float) -> int:
 
 
 class _Builder:
-    """Collects steps in rank space; `build` maps ranks to GPUs and sets latencies."""
+    """Collects steps in rank space; `build` maps ranks to GPUs and sets latencies. Steps added
+    with the same arrays (a ring's steps repeat one edge set) share one pattern
+    (`flowherd.collectives.schedule.steps_shared`): the schedule holds their flows once."""
 
     def __init__(self, coll: Collective, algorithm: str, protocol: str, fabric: Fabric | None,
                  family: str = "ring"):
@@ -85,16 +87,30 @@ class _Builder:
         self.protocol = PROTOCOLS[str(protocol).lower()]
         self.fabric = fabric
         self.family = family
-        self.raw: list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, ...]]] = []
+        # distinct flow sets (src, dst, size) and, per step, its pattern and dependencies
+        self.pats: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.raw: list[tuple[int, tuple[int, ...]]] = []
+        # by the identity of the arrays given (held, so that an id is never reused), or the value
+        # of a scalar size
+        self._seen: dict[tuple, tuple[object, object, object, int]] = {}
         self.hop_latency_s: float | None = None  # overrides the per-step latency when set
 
     def add(self, src, dst, size, deps=()) -> int:
-        src = np.asarray(src, dtype=np.int64).ravel()
-        dst = np.asarray(dst, dtype=np.int64).ravel()
-        size = np.asarray(size, dtype=np.float64)  # a scalar: every flow's, spread in `build`
-        if size.ndim and size.shape != src.shape:
-            size = np.broadcast_to(size, src.shape)
-        self.raw.append((src, dst, size, tuple(deps)))
+        scalar = np.ndim(size) == 0
+        key = (id(src), id(dst), ("v", float(size)) if scalar else id(size))
+        hit = self._seen.get(key)
+        if hit is not None and hit[0] is src and hit[1] is dst and (scalar or hit[2] is size):
+            p = hit[3]
+        else:
+            s = np.asarray(src, dtype=np.int64).ravel()
+            d = np.asarray(dst, dtype=np.int64).ravel()
+            z = np.asarray(size, dtype=np.float64)  # a scalar: every flow's, spread in `build`
+            if z.ndim and z.shape != s.shape:
+                z = np.broadcast_to(z, s.shape)
+            p = len(self.pats)
+            self.pats.append((s, d, z))
+            self._seen[key] = (src, dst, size, p)
+        self.raw.append((p, tuple(deps)))
         return len(self.raw) - 1
 
     def chain(self, src, dst, size) -> int:
@@ -115,30 +131,26 @@ class _Builder:
         if not raw:
             return Schedule(collective=self.coll, algorithm=self.algorithm, protocol=self.protocol.value,
                             steps=(), wire_fraction=WIRE_FRACTION[self.protocol])
-        # all steps' flows at once; a step keeps its flows of positive size
-        lens = np.array([len(src) for src, _, _, _ in raw], dtype=np.int64)
-        src = gpus[np.concatenate([r[0] for r in raw])]
-        dst = gpus[np.concatenate([r[1] for r in raw])]
-        size = np.concatenate([r[2] if r[2].ndim else np.full(len(r[0]), float(r[2])) for r in raw])
-        keep = size > 0
-        step = np.repeat(np.arange(len(raw)), lens)[keep]
-        src, dst, size = src[keep], dst[keep], size[keep]
-        kept = np.bincount(step, minlength=len(raw))
-        intra = kept > 0
-        if fab is None:
-            intra[:] = False
-        else:
-            cross = np.bincount(step, weights=fab.gpu_server[src] != fab.gpu_server[dst],
-                                minlength=len(raw))
-            intra &= cross == 0
-        f_ptr = np.zeros(len(raw) + 1, dtype=np.int64)
-        np.cumsum(kept, out=f_ptr[1:])
-        deps = [r[3] for r in raw]
-        intra_l = intra.tolist()
+        # each pattern's flows of positive size, on GPUs; intra-server if all stay in a server
+        pats, pat_intra = [], []
+        for s, d, z in self.pats:
+            size = z if z.ndim else np.full(len(s), float(z))
+            keep = size > 0
+            src, dst = gpus[s[keep]], gpus[d[keep]]
+            pats.append((src, dst, size[keep]))
+            intra = bool(keep.any())
+            if fab is None:
+                intra = False
+            elif intra:
+                intra = not np.any(fab.gpu_server[src] != fab.gpu_server[dst])
+            pat_intra.append(intra)
+        deps = [r[1] for r in raw]
+        which = [r[0] for r in raw]
+        intra_l = [pat_intra[p] for p in which]
         lat = [hop[intra_hw if i else "net"] + (0.0 if d else base)
                for i, d in zip(intra_l, deps, strict=True)]
-        steps = steps_of(f_ptr=f_ptr, src_gpu=src, dst_gpu=dst, size_bytes=size, deps=deps,
-                         latency_s=lat, intra_server=intra_l)
+        steps = steps_shared(patterns=pats, step_pattern=which, deps=deps, latency_s=lat,
+                             intra_server=intra_l)
         return Schedule(collective=self.coll, algorithm=self.algorithm, protocol=self.protocol.value,
                         steps=steps, wire_fraction=WIRE_FRACTION[self.protocol])
 

@@ -1,10 +1,14 @@
 """`Schedule`: one collective turned into a DAG of transfer steps.
 
 A step is a set of flows (GPU -> GPU, bytes) that start together once every step it waits
-for has finished. Chunked pipelining is expressed as more, smaller steps with finer
-dependencies. A step also carries its own fixed latency (the protocol's per-step latency,
-plus the collective's base latency on the steps that start it); the simulator adds it as
-a delay before the step's flows start, and the network's propagation delay on top.
+for has finished. Steps that repeat the same flows (a ring's ``2(n-1)`` steps all send ``S/n``
+over the same ``n`` edges) share one set of read-only arrays, so a schedule holds each distinct
+set of flows once (`Schedule.patterns`): a 4,096-GPU ring AllReduce is 8,190 steps over one
+pattern of 4,096 flows, not 33.5 million flows. Chunked pipelining is expressed as more,
+smaller steps with finer dependencies. A step also carries its own fixed latency (the
+protocol's per-step latency, plus the collective's base latency on the steps that start it);
+the simulator adds it as a delay before the step's flows start, and the network's propagation
+delay on top.
 
 Where NCCL's channels move bytes slower than the links could (their copy loops' rate,
 `flowherd.collectives.calibrate`), a step also has a least duration (`Step.min_transfer_s`):
@@ -149,6 +153,47 @@ def steps_of(*, f_ptr: np.ndarray, src_gpu: np.ndarray, dst_gpu: np.ndarray, siz
     return tuple(steps)
 
 
+def steps_shared(*, patterns: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                 step_pattern: Sequence[int], deps: Sequence[tuple[int, ...]],
+                 latency_s: Sequence[float], intra_server: Sequence[bool]) -> tuple[Step, ...]:
+    """Steps whose flows are one of a few distinct sets: step ``i`` has the flows
+    ``patterns[step_pattern[i]]`` (``(src_gpu, dst_gpu, size_bytes)``), dependencies ``deps[i]``,
+    latency ``latency_s[i]``. Every step of a pattern holds the same read-only arrays (checked
+    once per pattern), which `Schedule.patterns` finds again by identity.
+
+    Raises:
+        ConfigError: as `Step` (a flow from a GPU to itself, lengths that differ).
+    """
+    checked = []
+    for src_gpu, dst_gpu, size_bytes in patterns:
+        src = np.array(src_gpu, dtype=np.int32).ravel()
+        dst = np.array(dst_gpu, dtype=np.int32).ravel()
+        size = np.array(size_bytes, dtype=np.float64).ravel()
+        if not (len(src) == len(dst) == len(size)):
+            raise ConfigError(f"a step's src_gpu, dst_gpu and size_bytes must have equal length, "
+                              f"got {len(src)}, {len(dst)}, {len(size)} (step)")
+        if np.any(src == dst):
+            raise ConfigError("a step's flow goes from a GPU to itself (step.src_gpu == dst_gpu)")
+        for arr in (src, dst, size):
+            arr.setflags(write=False)
+        checked.append((src, dst, size))
+    n = len(step_pattern)
+    if not len(deps) == len(latency_s) == len(intra_server) == n:
+        raise ConfigError(f"deps, latency_s and intra_server must have one entry per step ({n}), got "
+                          f"{len(deps)}, {len(latency_s)}, {len(intra_server)} (steps)")
+    steps = []
+    for i in range(n):
+        src, dst, size = checked[step_pattern[i]]
+        fields = {"src_gpu": src, "dst_gpu": dst, "size_bytes": size,
+                  "deps": tuple(int(d) for d in deps[i]), "latency_s": latency_s[i],
+                  "intra_server": intra_server[i], "min_transfer_s": 0.0}
+        st = object.__new__(Step)
+        for name in Step.__slots__:  # a field added to Step and not here: KeyError
+            object.__setattr__(st, name, fields[name])
+        steps.append(st)
+    return tuple(steps)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Schedule:
     """A collective's algorithm as a DAG of `Step` s (steps only wait for earlier ones).
@@ -214,9 +259,28 @@ class Schedule:
     def num_flows(self) -> int:
         return sum(st.num_flows for st in self.steps)
 
+    def patterns(self) -> tuple[np.ndarray, tuple[Step, ...]]:
+        """The distinct sets of flows of the steps: ``int64[steps]`` the pattern of each step, and
+        one step of each pattern (its first). Steps share a pattern when they hold the same
+        arrays (`steps_shared`, and the algorithms' builder for steps that repeat their flows);
+        steps with equal flows in arrays of their own are patterns of their own."""
+        index: dict[tuple[int, int, int], int] = {}
+        of = np.empty(len(self.steps), np.int64)
+        first: list[Step] = []
+        for i, st in enumerate(self.steps):
+            key = (id(st.src_gpu), id(st.dst_gpu), id(st.size_bytes))
+            p = index.get(key)
+            if p is None:
+                p = index[key] = len(first)
+                first.append(st)
+            of[i] = p
+        return of, tuple(first)
+
     def total_bytes(self) -> float:
         """Payload bytes over all flows of all steps."""
-        return float(sum(st.total_bytes for st in self.steps))
+        of, first = self.patterns()
+        per = [st.total_bytes for st in first]  # a pattern's sum once, added step by step
+        return float(sum(per[p] for p in of.tolist()))
 
     def sinks(self) -> list[int]:
         """Steps no other step waits for (the collective is done when all of them are)."""
@@ -257,8 +321,27 @@ class Schedule:
         if not self.steps:
             z = np.zeros(0, np.int32)
             return z, z, np.zeros(0)
-        size = np.concatenate([st.size_bytes for st in self.steps])
-        uniq, inv, width = pair_index(np.concatenate([st.src_gpu for st in self.steps]),
-                                      np.concatenate([st.dst_gpu for st in self.steps]))
-        total = np.bincount(inv, weights=size, minlength=len(uniq))
+        uniq, width, total, _, _ = self.pair_totals()
         return (uniq // width).astype(np.int32), (uniq % width).astype(np.int32), total
+
+    def pair_totals(self) -> tuple[np.ndarray, int, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+        """The distinct pairs as keys ``src * width + dst`` (increasing), ``width``, the payload of
+        each pair summed over the steps in step order (the sums ``np.bincount`` of every flow
+        gives, to the last bit), the pattern of each step and, per pattern, its flows' pair
+        indices (`patterns`). Memory in the patterns' flows, not the steps'."""
+        of, first = self.patterns()
+        p_ptr = np.cumsum([0] + [st.num_flows for st in first])
+        uniq, inv, width = pair_index(np.concatenate([st.src_gpu for st in first]),
+                                      np.concatenate([st.dst_gpu for st in first]))
+        idx = tuple(inv[p_ptr[k]:p_ptr[k + 1]] for k in range(len(first)))
+        total = np.zeros(len(uniq))
+        if len(first) == len(self.steps):  # no step repeats another's flows: one pass
+            return uniq, width, np.bincount(inv, weights=np.concatenate([st.size_bytes for st in first]),
+                                            minlength=len(uniq)), of, idx
+        distinct = [np.unique(ix).size == ix.size for ix in idx]
+        for p in of.tolist():  # in step order, as np.bincount of all flows adds them
+            if distinct[p]:
+                total[idx[p]] += first[p].size_bytes
+            else:
+                np.add.at(total, idx[p], first[p].size_bytes)
+        return uniq, width, total, of, idx

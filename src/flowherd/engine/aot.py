@@ -93,7 +93,9 @@ EXPORTS: dict[str, str] = {
         _A, _F, _A, _A, _F, _F, _F, _F, _F, _A, _A, _A, _A, _B, _A, _A, _A, _F, _A, _A, _A,
         # the congestion model's state (`flowherd.engine.network.model.NetworkModel.loop_args`)
         _B, _B, _F, _A, _B, _F, _A, _F, _A, _F, _F, "i8", _F, _A, _F, _A, _A, _F, _F, _A, _F, _A, _A, _A, _A,
-        _A, _F),
+        _A, _F,
+        # its work arrays (`flowherd.engine.event_loop.work_sizes`)
+        _A, _F, _B),
     # the congestion model's passes (`flowherd.engine.network`): a roce or tcp run calls no JIT
     # kernel either
     "flowherd.engine.network.packed.rates_step": _sig(

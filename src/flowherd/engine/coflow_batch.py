@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from flowherd.engine.coflow_input import check_flows, check_routes, check_timing, check_weight
-from flowherd.engine.event_loop import link_coflows
+from flowherd.engine.event_loop import RELEASE, heap_push, link_coflows
 from flowherd.engine.incidence import ranges
 from flowherd.errors import ConfigError
 from flowherd.routing.base import Routes
@@ -231,6 +231,28 @@ def add_batch(eng: EngineState, batch: CoflowBatch, *, at_s: float | None = None
         f.hi[fs] = batch.l_ptr[1:] + ls.start
         lk.link[ls] = batch.link
         lk.frac[ls] = batch.frac
+    if n == 1 and not after_t and not batch.has_deps[0]:
+        # one coflow waiting for nothing (a collective's step added when it is ready, as
+        # `flowherd.cluster.step_launch` does thousands of times): what `link_coflows` does for
+        # it, without the dependency pool and the kernel call
+        eng._c_name.append(name + batch.suffix[0])
+        c.extend(1)
+        c.flo[c0] = fs.start
+        c.fhi[c0] = fs.stop
+        base = eng.now_s if at_s is None else float(at_s)
+        c.base[c0] = base
+        c.delay[c0] = batch.delay_s[0]
+        c.cmin[c0] = batch.min_duration_s[0]
+        c.alo[c0] = c.ahi[c0] = eng._after.count
+        c.waiting[c0] = 0
+        if on_done is not None:
+            c.cb[c0] = True
+            eng._cbs[c0] = on_done
+        eng._heap_room()
+        h = eng._hp
+        heap_push(h.t, h.seq, h.kind, h.cid, eng._st_i, max(base + float(c.delay[c0]), eng.now_s), RELEASE,
+                  c0)
+        return c0
     eng._c_name.extend([name + s for s in batch.suffix])
     cs = c.extend(n)
     c.flo[cs] = fs.start + batch.f_ptr[:-1]

@@ -152,6 +152,7 @@ class Engine:
         self._done_buf = np.zeros(16, np.int64)
         self._comp_buf = np.zeros(16, np.int64)  # a step's re-allocated flows (a congestion model's hook)
         self._fi_buf = np.zeros(16, np.int64)
+        self._loop_work = None  # the event loop's work arrays (`event_loop.work_sizes`), kept
         # flow arrays, Routes and routed pairs already checked (`flowherd.engine.input_memo`)
         self._memo = InputMemo(fabric.num_gpus, num_links)
         # per coflow: columns (`COFLOW_COLUMNS`), its `after` ids in one pool, its dependents as
@@ -335,12 +336,20 @@ class Engine:
             self._push(max(start + float(delay_s), self._now), RELEASE, cid)
         return cid
 
-    def add_flows(self, src, dst, size_bytes, *, at_s, routes: Routes, name: str = "") -> np.ndarray:
+    def add_flows(self, src, dst, size_bytes, *, at_s, routes: Routes, name: str = "",
+                  reuse: np.ndarray | None = None) -> np.ndarray:
         """Add F coflows of one flow each at once (e.g. background traffic): flow ``i`` is its
         own coflow, starting at ``at_s[i]``; one check and one copy for the batch.
 
         The same as F calls of ``add_coflow(src[i], dst[i], size_bytes[i], at_s=at_s[i],
         routes=<row i of routes>, name=name)``, with the same ids and results.
+
+        With ``reuse``, the first ``len(reuse)`` flows take the ids (the records) of those
+        coflows instead of new ones: coflows that have finished, that no listener and no other
+        coflow waits for, and that the caller will not name again (what it needed of them it has
+        read). A run of millions of background flows then holds the records of the flows in
+        flight, not of every flow it ran; the events, rates and times are the same (the
+        engine orders events by time and by the order they were added, never by id).
 
         Args:
             src, dst: ``int[F]`` GPU node ids.
@@ -348,9 +357,14 @@ class Engine:
             at_s: ``float[F]`` start times, seconds, finite and >= 0.
             routes: One row per flow.
             name: Name of every coflow.
+            reuse: ``int[R]`` ids of finished coflows to reuse (``R <= F``), or None.
 
         Returns:
-            ``int64[F]``: the coflow ids (consecutive).
+            ``int64[F]``: the coflow ids (``reuse``, then consecutive new ones).
+
+        Raises:
+            ConfigError: as `add_coflow`; a coflow in ``reuse`` that has not finished, has a
+                listener or dependents, or is named twice.
         """
         c0 = self._c.count
         what = f"coflows {c0}.. (add_flows)"
@@ -362,7 +376,25 @@ class Engine:
             raise ConfigError(f"at_s must be finite times >= 0, got {float(at_a[bad[0]])!r} "
                               f"(at_s[{bad[0]}] of {what})")
         lnk, frc, ptr, lat = check_routes(routes, n, self.fabric.num_directed_links, what)
-        ids = np.arange(c0, c0 + n, dtype=np.int64)
+        c = self._c
+        r = _NO_I if reuse is None else np.asarray(reuse, dtype=np.int64).ravel()
+        if r.size:
+            if r.size > n:
+                raise ConfigError(f"reuse names {r.size} coflows for {n} flows; expected at most one "
+                                  f"per flow (reuse of {what})")
+            if np.any((r < 0) | (r >= c0)):
+                bad = int(r[np.argmax((r < 0) | (r >= c0))])
+                raise ConfigError(f"reuse names unknown coflow {bad}, expected ids in 0..{c0 - 1} "
+                                  f"(reuse of {what})")
+            busy = np.isnan(c.finish[r]) | c.cb[r] | (c.dhead[r] >= 0)
+            if np.any(busy) or np.unique(r).size != r.size:
+                bad = int(r[np.argmax(busy)]) if np.any(busy) else int(r[0])
+                raise ConfigError(f"reuse names coflow {bad}, which has not finished, is waited for or "
+                                  f"is named twice; expected finished coflows nobody waits for (reuse of "
+                                  f"{what})")
+            for col, (_dtype, fill) in COFLOW_COLUMNS.items():  # the reused records afresh
+                getattr(c, col)[r] = fill
+        ids = np.concatenate([r, np.arange(c0, c0 + n - r.size, dtype=np.int64)])
         fs = self._f.extend(n)
         ls = self._links.extend(lnk.size)
         f = self._f
@@ -377,13 +409,14 @@ class Engine:
         f.hi[fs] = ptr[1:] + ls.start
         self._links.link[ls] = lnk
         self._links.frac[ls] = frc
-        self._c_name.extend([name] * n)
-        c = self._c
-        cs = c.extend(n)
-        c.flo[cs] = np.arange(fs.start, fs.stop)
-        c.fhi[cs] = c.flo[cs] + 1
-        c.base[cs] = at_a
-        c.alo[cs] = c.ahi[cs] = self._after.count
+        for cid in r.tolist():
+            self._c_name[cid] = name
+        self._c_name.extend([name] * (n - r.size))
+        c.extend(n - r.size)
+        c.flo[ids] = np.arange(fs.start, fs.stop)
+        c.fhi[ids] = c.flo[ids] + 1
+        c.base[ids] = at_a
+        c.alo[ids] = c.ahi[ids] = self._after.count
         self._heap_room()
         heap_push_many(self._hp.t, self._hp.seq, self._hp.kind, self._hp.cid, self._st_i,
                        np.maximum(at_a + 0.0, self._now), RELEASE, ids)
@@ -440,6 +473,14 @@ class Engine:
                               "(coflow)")
         t = float(self._c.finish[coflow])
         return None if math.isnan(t) else t
+
+    def coflows_finish_s(self, coflows: np.ndarray) -> np.ndarray:
+        """``float64[k]``: when each of ``coflows`` finished (seconds; nan if it has not)."""
+        ids = np.asarray(coflows, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self._c.count):
+            raise ConfigError(f"unknown coflow in {ids[:8].tolist()}, expected 0..{self._c.count - 1} "
+                              "(coflows)")
+        return self._c.finish[ids]
 
     def coflow_start_s(self, coflow: int) -> float | None:
         """When coflow ``coflow`` started (seconds), or None if it has not (yet)."""

@@ -54,6 +54,7 @@ __all__ = [
     "heap_push_many",
     "link_coflows",
     "run_events",
+    "work_sizes",
 ]
 
 RELEASE, DONE = 0, 1
@@ -206,7 +207,8 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
                c_alo, c_ahi, c_dhead, c_cb, after_buf, e_to, e_next,
                h_t, h_seq, h_kind, h_cid,
                lossless_q, default_mask, n_lf, n_li, n_lb, n_cf, n_ci, n_bf, n_ms, dq_p, dq_q, dq_w, ser_t,
-               ser_l, ser_q, ser_n, mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark, comp_buf, fi_buf, ho_i, ho_f):
+               ser_l, ser_q, ser_n, mk_i, mk_f, pz_t, pz_l, pz_d, fpos, fmark, comp_buf, fi_buf, ho_i, ho_f,
+               w_i, w_f, w_b):
     """Process events up to ``until`` (inclusive; ``inf``: all), in steps exactly as
     `flowherd.engine.core.Engine` defines them, until one of the ``S_*`` hand-overs.
     ``act_buf[:st_i[N_ACT]]`` are the active flows; the buffers hold at least as many entries as
@@ -219,40 +221,68 @@ def run_events(until, st_i, st_f, act_buf, started_buf, done_buf,
     ``loop_done``, ``loop_rates``, on its state ``lossless_q`` .. ``fmark``, where they would run
     from Python), handing over only what they cannot do (``S_NET_RATES``, ``S_HOOK_DONE``).
     Returns (the ``S_*`` status, and with ``S_NET_PAUSES`` the pause records' links and
-    durations, else empty arrays)."""
+    durations, else empty arrays).
+
+    ``w_i``, ``w_f``, ``w_b`` hold the call's work arrays (`work_sizes`; none needs its contents on
+    entry), kept by the caller between calls: allocated here at every call, a run whose every step
+    hands over to Python (a collective launched step by step) spent a fifth of its time mapping
+    and unmapping them (system time)."""
     heap = (st_f[RTOL] == 0.0 and st_i[PY_RATES] == 0 and st_i[PY_ON_DONE] == 0 and st_i[SCAN] == 0
             and st_i[STEPS] >= _HEAP_STEPS)
     holes = 0
     steps = 0
-    fh_cap = 2 * act_buf.size + 64 if heap else 1
-    ht = np.empty(fh_cap)
-    hf = np.empty(fh_cap, np.int64)
-    apos = np.empty(f_txend.size if heap else 1, np.int64)
-    hn = fh_build(act_buf, st_i[N_ACT], f_txend, apos, ht, hf) if heap else 0
-    # `local_core`'s work arrays (one entry per flow or link, untouched but where used)
     nf = f_rate.size
-    lu_mem = np.empty(nf, np.int64)
-    lu_prev = np.empty(nf)
-    lu_re = np.empty(nf, np.int64)
-    lu_gr = np.empty(nf, np.int64)
-    lu_chk = np.empty(nf, np.bool_)
-    lu_eff = np.empty(cap.size, np.int64)
-    lu_dl = np.empty(cap.size, np.int64)
-    # the re-allocated flows sorted without an allocation per update (`rates_core._sort_ints`)
-    so_out = np.empty(nf, np.int64)
-    so_ord = np.empty(nf, np.int64)
-    so_tmp = np.empty(nf, np.int64)
-    # the congestion model's per-step work arrays (`packed.loop_done`: one entry per link)
-    nw = cap.size if st_i[NET] else 0
-    nw_i = np.empty(3 * nw, np.int64)
-    nw_f = np.empty(3 * nw)
-    nw_b = np.empty(nw, np.bool_)
-    # and `packed.rates_fast`'s (`rates_core.work_arrays`)
+    nl = cap.size
+    fh_cap = 2 * act_buf.size + 64
+    nw = nl if st_i[NET] else 0
     nr = 1 if st_i[NET] else 0
-    nr_i = np.empty(nr * (2 * FB + 5 * IB) + 2 * nw, np.int64)
-    nr_f = np.empty(nr * (5 * FB + IB) + 9 * nw)
-    nr_b = np.empty(nr * 2 * FB + 2 * nw, np.bool_)
+    # int64: lu_mem, lu_re, lu_gr, so_out, so_ord, so_tmp, apos (nf each); lu_eff, lu_dl (nl);
+    # hf (fh_cap); nw_i (3 nw); nr_i
+    o = 0
+    lu_mem = w_i[o:o + nf]
+    o += nf
+    lu_re = w_i[o:o + nf]
+    o += nf
+    lu_gr = w_i[o:o + nf]
+    o += nf
+    # the re-allocated flows sorted without an allocation per update (`rates_core._sort_ints`)
+    so_out = w_i[o:o + nf]
+    o += nf
+    so_ord = w_i[o:o + nf]
+    o += nf
+    so_tmp = w_i[o:o + nf]
+    o += nf
+    apos = w_i[o:o + nf]
+    o += nf
+    lu_eff = w_i[o:o + nl]
+    o += nl
+    lu_dl = w_i[o:o + nl]
+    o += nl
+    hf = w_i[o:o + fh_cap]
+    o += fh_cap
+    # the congestion model's per-step work arrays (`packed.loop_done`: one entry per link)
+    nw_i = w_i[o:o + 3 * nw]
+    o += 3 * nw
+    # and `packed.rates_fast`'s (`rates_core.work_arrays`)
+    nr_i = w_i[o:o + nr * (2 * FB + 5 * IB) + 2 * nw]
+    # float64: lu_prev (nf), ht (fh_cap), nw_f (3 nw), nr_f
+    o = 0
+    lu_prev = w_f[o:o + nf]
+    o += nf
+    ht = w_f[o:o + fh_cap]
+    o += fh_cap
+    nw_f = w_f[o:o + 3 * nw]
+    o += 3 * nw
+    nr_f = w_f[o:o + nr * (5 * FB + IB) + 9 * nw]
+    # bool: lu_chk (nf), nw_b (nw), nr_b
+    o = 0
+    lu_chk = w_b[o:o + nf]
+    o += nf
+    nw_b = w_b[o:o + nw]
+    o += nw
+    nr_b = w_b[o:o + nr * 2 * FB + 2 * nw]
     nr_res = np.zeros(5, np.int64)
+    hn = fh_build(act_buf, st_i[N_ACT], f_txend, apos, ht, hf) if heap else 0
     while True:
         phase = st_i[PHASE]
         if phase == 0 and st_i[NET] and not loop_room(cap.size, ser_t, ser_n, n_ms, pz_t):
@@ -468,6 +498,29 @@ _NO_NET = (_NO_B, _NO_B, _NO_F, _NO_I, _NO_B, _NO_F, _NO_I, _NO_F, _NO_I, _NO_F,
            _NO_F, _NO_I, _NO_I, _NO_F, _NO_F, _NO_I, _NO_F, _NO_I, _NO_I, _NO_I, _NO_F)
 
 
+def work_sizes(num_flows: int, num_links: int, act_size: int, net: bool) -> tuple[int, int, int]:
+    """Entries of `run_events`' int64, float64 and bool work arrays for these sizes (``num_flows``
+    the flow columns' length, ``act_size`` the active buffer's, ``net`` the congestion model in
+    the loop)."""
+    fh_cap = 2 * act_size + 64
+    nw = num_links if net else 0
+    nr = 1 if net else 0
+    n_i = 7 * num_flows + 2 * num_links + fh_cap + 3 * nw + nr * (2 * FB + 5 * IB) + 2 * nw
+    n_f = num_flows + fh_cap + 3 * nw + nr * (5 * FB + IB) + 9 * nw
+    n_b = num_flows + nw + nr * 2 * FB + 2 * nw
+    return n_i, n_f, n_b
+
+
+def _work(eng: EngineState, net: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`run_events`' work arrays, kept on the engine and grown (to twice the need) when short."""
+    need = work_sizes(eng._f.rate.size, eng._ls.cap.size, eng._act_buf.size, net)
+    have = getattr(eng, "_loop_work", None)
+    if have is None or any(a.size < n for a, n in zip(have, need, strict=True)):
+        have = (np.empty(2 * need[0], np.int64), np.empty(2 * need[1]), np.empty(2 * need[2], np.bool_))
+        eng._loop_work = have
+    return have
+
+
 def _buffers(eng: EngineState) -> None:
     """Room in the loop's flow buffers for every flow (active, started or ended in a step)."""
     n = eng._f.count
@@ -502,7 +555,8 @@ def drive(eng: EngineState, until: float, py_rates: bool) -> None:
             eng._b_start, eng._b_len, eng._b_cap, eng._b_flow, eng._b_inc,
             c.left, c.last, c.flo, c.fhi, c.base, c.delay, c.cmin, c.start, c.finish, c.waiting,
             c.alo, c.ahi, c.dhead, c.cb, eng._after.cid, eng._edges.to, eng._edges.next,
-            h.t, h.seq, h.kind, h.cid, *na[:-2], eng._comp_buf, eng._fi_buf, *na[-2:])
+            h.t, h.seq, h.kind, h.cid, *na[:-2], eng._comp_buf, eng._fi_buf, *na[-2:],
+            *_work(eng, in_loop))
         if status == S_CALLBACK:
             cid = int(st[CB_CID])
             eng._cbs.pop(cid)(cid, float(eng._st_f[CB_T]))

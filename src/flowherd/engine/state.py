@@ -55,6 +55,7 @@ class EngineState(Protocol):
     _b_flow: np.ndarray  # the bucket pool: flows
     _b_inc: np.ndarray  # the bucket pool: their incidences
     _running: bool
+    _loop_work: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # `event_loop.run_events`' work arrays
 
     @property
     def now_s(self) -> float: ...

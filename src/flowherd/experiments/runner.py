@@ -93,7 +93,7 @@ def _alone(scenario: Scenario, spec: TrainingJob | InferenceJob | ChakraJob, rec
 
 def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None = None,
                  solo: bool = True, plan: Any = None, controller: Any = None,
-                 compare_none: bool = False) -> RunResult:
+                 compare_none: bool = False, background_records: bool = False) -> RunResult:
     """Simulate `scenario` and compute its metrics (module docstring).
 
     Args:
@@ -110,6 +110,9 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
         compare_none: With a controller, also run the scenario without one (same seed, same
             background flows) and add ``cost_to_others`` to the summary
             (`flowherd.experiments.metrics.cost_to_others`).
+        background_records: Keep every background flow's finish time in the cluster result
+            (`flowherd.cluster.simulate.simulate_cluster`); without, a streaming summary of
+            their FCTs (bounded memory). Telemetry with flows asks for them too.
 
     Raises:
         ConfigError: The run's estimated memory or events exceed the limits
@@ -152,6 +155,7 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
 
         controller = make_controller(scenario.controller, **scenario.controller_params)
     tel = scenario.telemetry  # link series and coflow records on the run's own grid (no other run)
+    bg_records = bool(tel is not None and tel.flows)  # telemetry's flows hold the background's too
     extra = {} if tel is None else {"link_series": True, "coflow_records": tel.flows,
                                     "utilization_bin_s": tel.bin_s}
     with use_network(scenario.network):  # every engine of the run: the scenario's network model
@@ -161,7 +165,8 @@ def run_scenario(scenario: Scenario, *, progress: Callable[[float], None] | None
                                    seed=scenario.seed, progress=progress, placements=placements,
                                    planned_start=planned_start,
                                    controller=controller, on_controller_error=scenario.on_controller_error,
-                                   levers=scenario.levers, pacing=pacing, **extra)
+                                   levers=scenario.levers, pacing=pacing,
+                                   background_records=background_records or bg_records, **extra)
     cache: dict[tuple[Any, ...], float | None] = {}
     jobs = []
     for spec, rec in zip(scenario.jobs, cluster.jobs, strict=True):

@@ -223,7 +223,7 @@ class BackgroundModel(_Model):
     load: float = Field(0.0, ge=0, le=1)
     distribution: str = "web_search"
     max_flows_per_s: float = Field(500.0, gt=0)
-    fast_forward: Literal["exact", "sampled", "mean"] = "exact"
+    fast_forward: Literal["exact", "sampled", "mean", "spread"] = "exact"
     sample_every: str | float = "10s"
 
     @field_validator("load")

@@ -94,7 +94,7 @@ def known_background(fabric: Fabric, check: SimCheck) -> KnownBackground | None:
 
     res = simulate_cluster(fabric, [], placer="first-fit", fidelity=check.fidelity,
                            horizon_s=check.horizon_s, router=check.routing, background=check.background,
-                           seed=check.seed)
+                           seed=check.seed, background_records=True)
     end = np.where(np.isfinite(res.background_finish_s), res.background_finish_s, check.horizon_s)
     return KnownBackground(start_s=np.asarray(res.background_start_s, np.float64), end_s=end,
                        size_bytes=np.asarray(res.background_size_bytes, np.float64),
