@@ -59,7 +59,8 @@ def plan(
     p = make_plan(sc.fabric, sc.jobs, method=method, time_limit_s=time_limit, seed=sc.seed,
                   routes=routes, backfill=None if schedule is None else schedule == "backfill",
                   max_utilization=sc.max_utilization, background=sc.background,
-                  routing=sc.routing, pace=sc.pace)
+                  routing=sc.routing, pace=sc.pace,
+                  migration_cost_per_worker_s=sc.migration_cost_per_worker_s)
     if out is not None:
         p.to_json(out)
     if export is not None:
