@@ -410,7 +410,8 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
         cost = (MONKEYTREE_COST_PER_WORKER_S if migration_cost_per_worker_s is None
                 else check_migration_cost(migration_cost_per_worker_s))
         migration = Migration(cost_per_worker_s=cost, cost_aware=method != "monkeytree")
-    wall0 = time.perf_counter()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    clock = {"routing_s": 0.0}  # CPU seconds of the lower level's routing LP (`_route`)
     view = fabric_view(fabric)
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
@@ -443,7 +444,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if routes and jobs:
         tl, loads, info["congestion_restore"] = _route_and_restore(
             tl, planner, method, view, profiles, fabric, jobs, seed, deadline, slack_aware, bg, backfill,
-            guard, target, background, window_s, routing, order, migration)
+            guard, target, background, window_s, routing, order, migration, clock)
     if check is not None and method == "heuristic" and jobs:
         tl, info["sim_check"] = check_in_simulator(tl, planner, method, view, profiles, fabric, jobs,
                                                     seed, deadline, check, bg, backfill, order)
@@ -479,7 +480,8 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if routes:
         route_map = {}
         if jobs and (loads is None or tl.gpus is not loads[2]):  # the check moved jobs: route again
-            loads = _route(fabric, jobs, tl, view, profiles, target, background, window_s, routing)
+            loads = _route(fabric, jobs, tl, view, profiles, target, background, window_s, routing,
+                           clock)
         if loads is not None:
             route_map = {f"{a},{b}": [(tuple(int(x) for x in p), float(w)) for p, w in v]
                          for (a, b), v in loads[0].items()}
@@ -504,6 +506,10 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
                                "stall_s": float(m.stall_s)} for m in tl.moves]
     info["overrun_risk"] = float(tl.risk)
     info["starts_held"] = int(tl.held)
+    # CPU seconds: the routing LP of the lower level (every routed candidate), the rest (placement,
+    # schedule, the LP scores inside a joint placement, pacing)
+    cpu = time.process_time() - cpu0
+    info["cpu_s"] = {"total": cpu, "routing": clock["routing_s"], "placement": cpu - clock["routing_s"]}
     plan = Plan(method=method, jobs=jp, routes=route_map, objective=objective, lower_bound=lower, gap=gap,
                 solve_s=time.perf_counter() - wall0, status=status, info=info)
     if check is not None and jobs:  # the estimate against the simulation (the plan's check)
@@ -560,11 +566,14 @@ def _planned_jobs(jobs: Sequence[Any], tl: Any, view: Any,
 
 
 def _route(fabric: Fabric, jobs: Sequence[Any], tl: Any, view: Any, profiles: Sequence[JobProfile],
-           target: float, background: Any, window_s: float | None, routing: str = "ecmp"
-           ) -> tuple[dict, LinkLoads, Any]:
+           target: float, background: Any, window_s: float | None, routing: str = "ecmp",
+           clock: dict | None = None) -> tuple[dict, LinkLoads, Any]:
     # ties to spraying's even split where the scenario sprays (flowherd.planning.congestion)
+    c0 = time.process_time()
     splits, loads = route_windows(fabric, _planned_jobs(jobs, tl, view, profiles), target=target,
                                   background=background, window_s=window_s, even_ties=routing == "spray")
+    if clock is not None:
+        clock["routing_s"] += time.process_time() - c0
     return splits, loads, tl.gpus
 
 
@@ -581,7 +590,8 @@ def _route_and_restore(tl: Any, planner: Any, method: str, view: Any, profiles: 
                        fabric: Fabric, jobs: Sequence[Any], seed: int, deadline: float | None,
                        slack_aware: bool, bg: Any, backfill: bool, guard: Congestion | None, target: float,
                        background: Any, window_s: float | None, routing: str = "ecmp", order: str = "fifo",
-                       migration: Any = None) -> tuple[Any, tuple, dict[str, Any]]:
+                       migration: Any = None, clock: dict | None = None
+                       ) -> tuple[Any, tuple, dict[str, Any]]:
     """Route the timeline's plan (`flowherd.planning.congestion.route_windows`). For the joint
     heuristic, while the routes leave links over the target that a routing could avoid, plan
     again with a tighter leaf guard (moving jobs, shifting starts), and also without the guard
@@ -596,7 +606,7 @@ def _route_and_restore(tl: Any, planner: Any, method: str, view: Any, profiles: 
     submit = np.array([p.submit_s for p in profiles])
 
     def candidate(t: Any, leaf_target: float) -> dict[str, Any]:
-        r = _route(fabric, jobs, t, view, profiles, target, background, window_s, routing)
+        r = _route(fabric, jobs, t, view, profiles, target, background, window_s, routing, clock)
         return {"tl": t, "routes": r, "excess_s": excess(r[1]), "leaf_target": leaf_target,
                 "objective_s": float(np.mean(t.end - submit))}
 
