@@ -16,7 +16,8 @@ from flowherd.errors import ConfigError
 def plan(
     scenario: str = typer.Argument(..., help="a scenario YAML file or an embedded scenario name (default)"),
     method: str = typer.Option("heuristic", "--method",
-                               help="random, packed, topology, hetero, milp, heuristic, arnold or bilevel"),
+                               help="random, packed, topology, hetero, milp, heuristic, arnold, bilevel or "
+                                    "monkeytree"),
     time_limit: float = typer.Option(None, "--time-limit", help="solver time limit, seconds"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     out: Path = typer.Option(None, "--out", help="write the plan to this JSON file"),
