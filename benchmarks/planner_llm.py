@@ -1,5 +1,5 @@
 """The planner on the LLM-era families (`benchmarks/scenarios/llm_*.yaml`), run by
-``benchmarks/planner.py --simulate --scenarios llm_oversub4,llm_nonblocking,llm_rail,llm_inference``.
+``benchmarks/planner.py --simulate --scenarios llm_kalos_4to1,llm_kalos_8to1,llm_seren_1to1,llm_kalos_rail``.
 
 Each family is a YAML scenario whose jobs come from `flowherd.workload.llm_cluster` (the Acme
 clusters' figures); seed s is another window of the generator (another draw of jobs, background
@@ -10,24 +10,34 @@ first step of the split:
 * baselines: ``first-fit+backfill`` (lowest free GPU ids), ``topology+backfill`` (fewest servers,
   then fewest leaves), ``arnold+backfill`` (Arnold's MIP over DP-group and pipeline spread,
   `flowherd.planning.groups.arnold_counts`), ``monkeytree+backfill`` (topology placement, then
-  MonkeyTree's migration ILP at every start, `flowherd.planning.migration`), all routed by the
-  scenario's routing (ECMP);
+  MonkeyTree's migration rule and ILP at every job start and end, `flowherd.planning.migration`,
+  each moved worker down `MIGRATION_COST_S`), all routed by the scenario's routing (ECMP);
 * the plan: ``bilevel`` (group-aligned candidates scored by the routing LP,
   `flowherd.planning.bilevel`) routed by ECMP (``bilevel+ecmp``), by the windowed MCF
   (``bilevel``), paced (``bilevel+pacing``: what a scenario's plan is under roce), and with
-  migration (``bilevel+migration``).
+  migration as its lever (``bilevel+migration``: MonkeyTree's ILP proposes, the model's predicted
+  gain against the stalls at `MIGRATION_COST_S` per moved worker decides).
 
 The gain split over ``topology`` (FIFO): backfilling (-> topology+backfill), placement
 (-> bilevel+ecmp), routing (-> bilevel), pacing (-> bilevel+pacing), migration
 (-> bilevel+migration); each step's paired mean difference with its 95% CI (Student t over the
 seeds). "Isolated": each job's run time alone on the idle fabric by the planner's model (no
 queue, no other job, no background), the floor a plan can approach; the gap of a variant is its
-mean JCT over that. Cells are cached (JSON lines, keyed by family, seed, label and the plan's
-signature) so a run can be resumed and reported.
+mean JCT over that.
+
+Where the gap is (`why`), from each simulated job's record: its queueing (start less submission)
+and its run time alone on the idle fabric as the simulator measures it (iterations times its
+solo iteration); "queue + alone" is the mean JCT the same starts would give if no job ever met
+another job's or the background's traffic: the most a placement, routing or pacing under that
+schedule can remove is the variant's mean JCT less it ("sharing"). "Shared" is the share of the
+jobs' run time during which a job spread over leaves runs beside another such job on one of its
+leaves (their rings then share that leaf's uplinks). Cells are cached (JSON lines, keyed by
+family, seed, label and the plan's signature) so a run can be resumed and reported.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -35,7 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
-FAMILIES = ("llm_oversub4", "llm_nonblocking", "llm_rail", "llm_inference")
+FAMILIES = ("llm_kalos_4to1", "llm_kalos_8to1", "llm_seren_1to1", "llm_kalos_rail")
+# the oversubscribed, communication-heavy families (the ones the plan must beat topology+backfill on)
+OVERSUBSCRIBED = ("llm_kalos_4to1", "llm_kalos_8to1")
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 MIGRATION_COST_S = 9.02  # MonkeyTree (arXiv 2602.08296): end-to-end overhead per migrated worker
 LLM_VARIANTS = [
@@ -46,6 +58,10 @@ LLM_VARIANTS = [
     ("bilevel+ecmp", "bilevel", {}),
     ("bilevel", "bilevel", {"routes": True, "pace": False}),
     ("bilevel+pacing", "bilevel", {"routes": True, "pace": True}),
+    ("monkeytree+backfill", "monkeytree", {"backfill": True,
+                                           "migration_cost_per_worker_s": MIGRATION_COST_S}),
+    ("bilevel+migration", "bilevel", {"routes": True, "pace": True,
+                                      "migration_cost_per_worker_s": MIGRATION_COST_S}),
 ]
 PRIORITY = ("topology+backfill", "bilevel+pacing", "arnold+backfill", "bilevel+ecmp", "bilevel", "topology",
             "monkeytree+backfill", "bilevel+migration", "first-fit+backfill")
@@ -82,6 +98,23 @@ def _isolated_mean_s(sc) -> float:
     return float(np.mean(out)) if out else 0.0
 
 
+def job_records(sc, plan, res) -> list[list]:
+    """Per simulated job: [name, submit_s, start_s, finish_s, iterations, solo_iteration_s (alone on
+    the idle fabric, measured by the simulator), the leaves its GPUs span] (None where it did not
+    start or end before the horizon)."""
+    from flowherd.planning.predict import _server_of, fabric_view
+
+    view = fabric_view(sc.fabric)
+    srv = _server_of(view)
+    out = []
+    for r in res.jobs:
+        leaves = sorted({int(x) for x in view.server_leaf[srv[np.asarray(r.gpus, dtype=np.int64)]]}) if len(
+            r.gpus) else []
+        out.append([r.name, r.submit_s, r.start_s, r.finish_s, int(r.iterations_planned),
+                    r.solo_iteration_s, leaves])
+    return out
+
+
 def _signature(plan) -> str:
     import hashlib
 
@@ -108,18 +141,34 @@ def simulate(families: tuple[str, ...] = FAMILIES, seeds: int = 10, network: str
     order = [x for x in PRIORITY if x in variants and (not labels or x in labels)]
     if not report_only:
         bases = {fam: read_scenario_mapping(SCENARIOS / f"{fam}.yaml") for fam in families}
-        for seed in range(seeds):  # seed by seed: a run cut short still holds paired comparisons
-            for fam in families:
-                sc = scenario_from_mapping({**bases[fam], "seed": seed, "network": network})
-                iso = None
-                for label in order:
+        fabrics: dict = {}
+        made: dict = {}  # this run's paced plans (the unpaced plan is the paced one without its caps)
+        # variant by variant in `PRIORITY` order, every seed of each: a run cut short holds the
+        # first variants on every seed (the reference and the plan first: paired comparisons)
+        for label in order:
+            for seed in range(seeds):
+                for fam in families:
                     if (fam, seed, label) in done:
                         continue
+                    sc = scenario_from_mapping({**bases[fam], "seed": seed, "network": network})
+                    # one fabric object per family: the planner's job profiles are cached per
+                    # fabric view and job shape, and the shapes recur from seed to seed
+                    sc = dataclasses.replace(sc, fabric=fabrics.setdefault(fam, sc.fabric))
                     method, opts = variants[label]
                     opts = dict(opts)
                     c0 = time.process_time()
-                    plan = make_plan(sc.fabric, sc.jobs, method=method, seed=seed, background=sc.background,
-                                     window_s=sc.horizon_s / 100, routing=sc.routing, **opts)
+                    paced = made.get((fam, seed, "bilevel+pacing"))
+                    if label == "bilevel" and paced is not None:
+                        # the same plan without the pacing caps: `make_plan` computes the caps after
+                        # the routes and nothing else depends on them, so no second routing LP
+                        plan = dataclasses.replace(paced, info={k: v for k, v in paced.info.items()
+                                                                if k != "pacing"})
+                    else:
+                        plan = make_plan(sc.fabric, sc.jobs, method=method, seed=seed,
+                                         background=sc.background, window_s=sc.horizon_s / 100,
+                                         routing=sc.routing, **opts)
+                    if label == "bilevel+pacing":
+                        made[(fam, seed, label)] = plan
                     plan_cpu = time.process_time() - c0
                     sig = _signature(plan)
                     hit = by_sig.get((fam, seed, sig))
@@ -127,12 +176,12 @@ def simulate(families: tuple[str, ...] = FAMILIES, seeds: int = 10, network: str
                         check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
                                          fidelity=sc.fidelity, seed=seed, network=sc.network)
                         c1 = time.process_time()
-                        mean_s = simulate_plan(sc.fabric, sc.jobs, plan, check).mean_jct_s
+                        ran = simulate_plan(sc.fabric, sc.jobs, plan, check)
+                        mean_s, per_job = ran.mean_jct_s, job_records(sc, plan, ran.cluster)
                         sim_cpu = time.process_time() - c1
                     else:
-                        mean_s, sim_cpu = hit["simulated_mean_jct_s"], 0.0
-                    if iso is None:
-                        iso = _isolated_mean_s(sc)
+                        mean_s, sim_cpu, per_job = hit["simulated_mean_jct_s"], 0.0, hit.get("per_job", [])
+                    iso = _isolated_mean_s(sc)
                     pred = float(plan.predicted_mean_jct_s)
                     row = {"family": fam, "seed": seed, "label": label, "signature": sig,
                            "simulated_mean_jct_s": mean_s, "predicted_mean_jct_s": pred,
@@ -140,7 +189,7 @@ def simulate(families: tuple[str, ...] = FAMILIES, seeds: int = 10, network: str
                            "isolated_mean_s": iso, "plan_cpu_s": plan_cpu, "sim_cpu_s": sim_cpu,
                            "jobs": len(sc.jobs), "network": sc.network.model,
                            "migrations": len(plan.info.get("migrations", [])),
-                           "placement_notes": plan.info.get("placement_notes", [])}
+                           "placement_notes": plan.info.get("placement_notes", []), "per_job": per_job}
                     done[(fam, seed, label)] = by_sig[(fam, seed, sig)] = row
                     if cache:
                         with open(cache.split(",")[0], "a") as fh:
@@ -182,6 +231,50 @@ def verdict(d: np.ndarray) -> str:
     if not math.isfinite(h):
         return "n/a"
     return "tie" if abs(m) <= h else ("better" if m < 0 else "worse")
+
+
+def _by_owner(per_job: list) -> dict[str, list]:
+    """Per job (the parts of a migrated one merged): [submit_s, start_s, finish_s, iterations, solo
+    iteration s, leaves]."""
+    out: dict[str, list] = {}
+    for name, submit, start, finish, its, solo, leaves in per_job:
+        owner = name.split("~", 1)[0]
+        if owner not in out:
+            out[owner] = [submit, start, finish, its, solo, set(leaves)]
+            continue
+        o = out[owner]
+        o[2] = None if finish is None or o[2] is None else max(o[2], finish)
+        o[3] += its
+        o[5] |= set(leaves)
+    return out
+
+
+def why(row: dict) -> dict[str, float]:
+    """Where a cell's JCT goes (module docstring): mean queueing, mean run time alone (the
+    simulator's solo iterations), queue + alone, sharing (mean JCT less queue + alone), and the
+    share of run time spread jobs spend beside another spread job on a common leaf."""
+    jobs = _by_owner(row.get("per_job") or [])
+    done = {k: v for k, v in jobs.items() if v[1] is not None and v[2] is not None and v[4] is not None}
+    if not done:
+        return {}
+    queue = np.array([v[1] - v[0] for v in done.values()])
+    alone = np.array([v[3] * v[4] for v in done.values()])
+    run = np.array([v[2] - v[1] for v in done.values()])
+    spread = {k: v for k, v in done.items() if len(v[5]) > 1}
+    shared = 0.0
+    for k, v in spread.items():
+        ivs = sorted((max(v[1], w[1]), min(v[2], w[2])) for q, w in spread.items()
+                     if q != k and v[5] & w[5] and min(v[2], w[2]) > max(v[1], w[1]))
+        t, cover = -math.inf, 0.0
+        for a, b in ivs:  # the union of the overlaps
+            if b > t:
+                cover += b - max(a, t)
+                t = b
+        shared += cover
+    mean = float(row["simulated_mean_jct_s"])
+    return {"queue_s": float(queue.mean()), "alone_s": float(alone.mean()), "run_s": float(run.mean()),
+            "queue_alone_s": float((queue + alone).mean()), "sharing_s": mean - float((queue + alone).mean()),
+            "shared_share": shared / float(run.sum()) if run.sum() > 0 else 0.0}
 
 
 def report(fam: str, rows: dict) -> list[list]:
@@ -229,6 +322,22 @@ def report(fam: str, rows: dict) -> list[list]:
                 m, h = _ci(xa - xb)
                 print(f"  {mine} - {other}: {m:+.3f} +- {h:.3f} s ({100 * np.mean(xa / xb - 1):+.2f}%, "
                       f"{verdict(xa - xb)})")
+    for label in ("topology+backfill", "bilevel+pacing"):
+        ws = [w for w in (why(r) for r in rows.get(label, {}).values()) if w]
+        if ws:
+            m = {k: float(np.mean([w[k] for w in ws])) for k in ws[0]}
+            jct = float(np.mean([r["simulated_mean_jct_s"] for r in rows[label].values()]))
+            print(f"  where {label}'s JCT goes ({len(ws)} seeds): mean JCT {jct:.3f} s = queueing "
+                  f"{m['queue_s']:.3f} + alone {m['alone_s']:.3f} + sharing {m['sharing_s']:.3f} s (queue + "
+                  f"alone {m['queue_alone_s']:.3f} s; sharing {100 * m['sharing_s'] / jct:.2f}% of the JCT); "
+                  "spread jobs beside another spread job on a common leaf "
+                  f"{100 * m['shared_share']:.1f}% of the run time")
+    if "bilevel+migration" in rows:
+        n = [r.get("migrations", 0) for r in rows["bilevel+migration"].values()]
+        print(f"  migrations of the plan's lever: {sum(n)} over {len(n)} seeds")
+    if "monkeytree+backfill" in rows:
+        n = [r.get("migrations", 0) for r in rows["monkeytree+backfill"].values()]
+        print(f"  MonkeyTree's migrations: {sum(n)} over {len(n)} seeds")
     notes = [n for r in rows.get("bilevel+pacing", {}).values() for n in r.get("placement_notes", [])]
     if notes:
         print(f"  where the routing LP changed a placement ({len(notes)}): " + " | ".join(notes[:4]))
@@ -236,33 +345,74 @@ def report(fam: str, rows: dict) -> list[list]:
 
 
 def record_tables(table: dict, name: str) -> None:
-    """Save the families' headline figures and tables (`benchmarks/record.py`)."""
+    """Save the families' headline figures and tables (`benchmarks/record.py`): per family every
+    variant against topology+backfill, the gain split, the plan against the Arnold-style and
+    MonkeyTree-style baselines, and where the JCT goes."""
     import record
 
     figures, tables = {}, []
+    ref, mine = "topology+backfill", "bilevel+pacing"
     for fam, rows in table.items():
-        ref = "topology+backfill"
         lines = []
         for label, _, _ in LLM_VARIANTS:
             if label not in rows:
                 continue
             x = np.array([r["simulated_mean_jct_s"] for r in rows[label].values()])
             err = np.array([r["jct_error"] for r in rows[label].values()])
-            m = h = math.nan
+            m = h = rel = math.nan
             v = ""
             if label != ref and ref in rows:
                 xa, xb = paired(rows, label, ref)
                 m, h = _ci(xa - xb)
+                rel = 100 * float(np.mean(xa / xb - 1))
                 v = verdict(xa - xb)
-            lines.append([label, len(x), round(float(x.mean()), 3), round(m, 3), round(h, 3), v,
-                          round(float(100 * err.mean()), 2), round(float(100 * np.abs(err).max()), 2)])
-        tables.append(record.table(f"{fam} (seeds 0-{max(len(v) for v in rows.values()) - 1}, "
-                                   f"network {next(iter(next(iter(rows.values())).values()))['network']})",
+            lines.append([label, len(x), round(float(x.mean()), 3), round(m, 3), round(h, 3), round(rel, 2),
+                          v, round(float(100 * err.mean()), 2), round(float(100 * np.abs(err).max()), 2)])
+        seeds = max(len(v) for v in rows.values())
+        net = next(iter(next(iter(rows.values())).values()))["network"]
+        tables.append(record.table(f"{fam} (seeds 0-{seeds - 1}, network {net})",
                                    ["variant", "seeds", "mean JCT (s)", "minus topology+backfill (s)",
-                                    "95% CI (s)", "verdict", "predicted vs simulated (%)", "max |error| (%)"],
-                                   lines))
-        if "bilevel+pacing" in rows and ref in rows:
-            xa, xb = paired(rows, "bilevel+pacing", ref)
+                                    "95% CI (s)", "relative (%)", "verdict", "predicted vs simulated (%)",
+                                    "max |error| (%)"], lines))
+        split = []
+        for a, b, what in CHAIN:
+            if a in rows and b in rows:
+                xa, xb = paired(rows, a, b)
+                m, h = _ci(xa - xb)
+                split.append([what, f"{a} -> {b}", len(xa), round(m, 3), round(h, 3),
+                              round(100 * float(np.mean((xa - xb) / xa)), 2), verdict(xb - xa)])
+        if split:
+            tables.append(record.table(f"{fam}: gain split over topology (FIFO), positive = faster",
+                                       ["step", "from -> to", "seeds", "gain (s)", "95% CI (s)", "gain (%)",
+                                        "verdict"], split))
+        why_rows = []
+        for label in (ref, mine):
+            ws = [w for w in (why(r) for r in rows.get(label, {}).values()) if w]
+            if ws:
+                mm = {k: float(np.mean([w[k] for w in ws])) for k in ws[0]}
+                jct = float(np.mean([r["simulated_mean_jct_s"] for r in rows[label].values()]))
+                why_rows.append([label, len(ws), round(jct, 3), round(mm["queue_s"], 3),
+                                 round(mm["alone_s"], 3), round(mm["sharing_s"], 3),
+                                 round(100 * mm["sharing_s"] / jct, 2), round(100 * mm["shared_share"], 1)])
+        if why_rows:
+            tables.append(record.table(f"{fam}: where the JCT goes",
+                                       ["variant", "seeds", "mean JCT (s)", "queueing (s)", "alone (s)",
+                                        "sharing (s)", "sharing (% of JCT)",
+                                        "spread beside spread on a leaf (% of run time)"], why_rows))
+        if mine in rows and ref in rows:
+            xa, xb = paired(rows, mine, ref)
             m, h = _ci(xa - xb)
-            figures[f"{fam}: plan - topology+backfill"] = record.figure(round(m, 3), "s", ci95=round(h, 3))
+            rel = 100 * float(np.mean(xa / xb - 1))
+            figures[f"{fam}: plan - topology+backfill"] = record.figure(
+                round(m, 3), "s", ci95=round(h, 3), **({"target": "<= -10%", "met": rel <= -10.0}
+                                                       if fam in OVERSUBSCRIBED else {}))
+            for other in ("arnold+backfill", "monkeytree+backfill"):
+                if other in rows:
+                    xa, xb = paired(rows, mine, other)
+                    m, h = _ci(xa - xb)
+                    figures[f"{fam}: plan - {other}"] = record.figure(round(m, 3), "s", ci95=round(h, 3))
+            err = np.array([r["jct_error"] for r in rows[mine].values()])
+            worst = float(np.abs(err).max())
+            figures[f"{fam}: plan, predicted vs simulated mean JCT, max |error|"] = record.figure(
+                round(100 * worst, 2), "%", target="<= 5", met=worst <= 0.05)
     record.save(name, figures, tables=tables)

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
@@ -31,3 +32,45 @@ def test_the_split_chain_steps_from_fifo_topology_to_the_plan():
     assert steps[:4] == ["backfilling", "placement", "routing", "pacing"]
     assert planner_llm.CHAIN[0][0] == "topology" and planner_llm.CHAIN[3][1] == "bilevel+pacing"
     assert all(a in labels and b in labels for a, b, _ in planner_llm.CHAIN[:4])
+
+
+def test_the_split_ends_with_migration_on_top_of_the_paced_plan():
+    assert planner_llm.CHAIN[4] == ("bilevel+pacing", "bilevel+migration", "migration")
+    labels = {label for label, _, _ in planner_llm.LLM_VARIANTS}
+    assert {"monkeytree+backfill", "bilevel+migration", "arnold+backfill"} <= labels
+
+
+def test_why_splits_a_jct_into_queueing_alone_and_sharing():
+    # two spread jobs on a common leaf overlap for 2 s of their 4 + 6 s of run; a third job on
+    # other leaves shares nothing; per job: [name, submit, start, finish, iterations, solo s, leaves]
+    row = {"simulated_mean_jct_s": 6.0,
+           "per_job": [["a", 0.0, 0.0, 4.0, 2, 1.5, [0, 1]],
+                       ["b", 0.0, 2.0, 8.0, 3, 1.8, [1, 2]],
+                       ["c", 1.0, 1.0, 7.0, 6, 1.0, [3]]]}
+    w = planner_llm.why(row)
+    assert w["queue_s"] == pytest.approx((0 + 2 + 0) / 3)
+    assert w["alone_s"] == pytest.approx((3.0 + 5.4 + 6.0) / 3)
+    assert w["sharing_s"] == pytest.approx(6.0 - (3.0 + 7.4 + 6.0) / 3)
+    assert w["shared_share"] == pytest.approx((2.0 + 2.0) / (4 + 6 + 6))
+
+
+def test_a_migrated_jobs_parts_are_one_job_in_why():
+    row = {"simulated_mean_jct_s": 10.0,
+           "per_job": [["a", 0.0, 0.0, 3.0, 2, 1.0, [0, 1]], ["a~1", 4.0, 4.0, 10.0, 4, 1.5, [0]]]}
+    w = planner_llm.why(row)
+    assert w["queue_s"] == 0.0 and w["run_s"] == 10.0 and w["alone_s"] == pytest.approx(6 * 1.0)
+
+
+def test_the_families_are_the_acme_clusters_at_their_own_size():
+    # Kalos: 302 servers of 8 GPUs (2,416), Seren: 286 (2,288), rounded up to whole leaves / SUs;
+    # the jobs as published: at most 1,024 GPUs (the traces' largest), at least 16
+    from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
+    from flowherd.planning.predict import fabric_view
+
+    size = {"llm_kalos_4to1": 2416, "llm_kalos_8to1": 2416, "llm_seren_1to1": 2288, "llm_kalos_rail": 2416}
+    assert set(planner_llm.OVERSUBSCRIBED) <= set(planner_llm.FAMILIES) == set(size)
+    for fam, gpus in size.items():
+        sc = scenario_from_mapping(read_scenario_mapping(planner_llm.SCENARIOS / f"{fam}.yaml"))
+        unit = sc.fabric.num_gpus // fabric_view(sc.fabric).num_leaves
+        assert gpus <= sc.fabric.num_gpus < gpus + unit, fam
+        assert all(16 <= j.world_size <= 1024 for j in sc.jobs) and len(sc.jobs) == 16

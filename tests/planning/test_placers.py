@@ -19,7 +19,7 @@ def _job(name, n, tp=1, iters=3):
 
 def test_registry_holds_the_cli_methods():
     assert set(PLANNERS) == {"random", "packed", "topology", "hetero", "milp", "heuristic", "arnold",
-                             "bilevel"}
+                             "bilevel", "monkeytree"}
 
 
 def test_packed_is_first_fit():

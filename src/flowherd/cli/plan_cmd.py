@@ -16,7 +16,8 @@ from flowherd.errors import ConfigError
 def plan(
     scenario: str = typer.Argument(..., help="a scenario YAML file or an embedded scenario name (default)"),
     method: str = typer.Option("heuristic", "--method",
-                               help="random, packed, topology, hetero, milp, heuristic, arnold or bilevel"),
+                               help="random, packed, topology, hetero, milp, heuristic, arnold, bilevel or "
+                                    "monkeytree"),
     time_limit: float = typer.Option(None, "--time-limit", help="solver time limit, seconds"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     out: Path = typer.Option(None, "--out", help="write the plan to this JSON file"),
@@ -59,7 +60,8 @@ def plan(
     p = make_plan(sc.fabric, sc.jobs, method=method, time_limit_s=time_limit, seed=sc.seed,
                   routes=routes, backfill=None if schedule is None else schedule == "backfill",
                   max_utilization=sc.max_utilization, background=sc.background,
-                  routing=sc.routing, pace=sc.pace)
+                  routing=sc.routing, pace=sc.pace,
+                  migration_cost_per_worker_s=sc.migration_cost_per_worker_s)
     if out is not None:
         p.to_json(out)
     if export is not None:

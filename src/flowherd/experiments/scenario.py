@@ -49,7 +49,9 @@ The contract (fields beyond these are documented on each model below)::
     planner: {max_utilization: 0.9}   # the routes keep every link's predicted load under it
                                       # where feasible (flowherd.planning.congestion); pace caps
                                       # each job's pairs at the plan's rate so that they stay so
-                                      # inside a window (omitted: on unless the network is ideal)
+                                      # inside a window (omitted: on unless the network is ideal);
+                                      # migration_cost_per_worker_s: job migration as a lever of
+                                      # `flowherd plan` (flowherd.planning.migration; omitted: off)
 
 Every error is one `ConfigError` naming the field path (``workload.jobs[0].gpus``), the value and
 what was expected.
@@ -256,6 +258,10 @@ class PlannerModel(_Model):
                               "the congestion-free routes stay so inside each window; the run applies "
                               "the plan's caps. Omitted: on where the network queues (roce, tcp), off "
                               "under ideal (no queue to protect: the caps would only cost)")
+    migration_cost_per_worker_s: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="job migration as a lever of the plan "
+        "(flowherd.planning.migration): seconds each moved worker is down (checkpoint, transfer, "
+        "restore; MonkeyTree measured 9.02). Omitted: no migration")
 
 
 class ControllerModel(_Model):
@@ -309,6 +315,7 @@ class Scenario:
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     max_utilization: float = 0.9  # planner.max_utilization
     pace: bool = False  # planner.pace, resolved (omitted: on unless the network is ideal)
+    migration_cost_per_worker_s: float | None = None  # planner.migration_cost_per_worker_s (None: off)
     levers: Levers = dataclasses.field(default_factory=lambda: GRANTS["buffer"])
     telemetry: TelemetrySpec | None = None  # simulation.telemetry (flowherd.experiments.telemetry)
     slos: Mapping[str, ServiceSlo] = dataclasses.field(default_factory=dict)  # by service name
@@ -605,6 +612,7 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
                     controller_params=dict(m.controller.params), on_controller_error=m.controller.on_error,
                     source=dict(data), network=network, levers=levers, slos=slos,
                     max_utilization=m.planner.max_utilization,
+                    migration_cost_per_worker_s=m.planner.migration_cost_per_worker_s,
                     telemetry=telemetry_from_mapping(m.simulation.telemetry, horizon_s),
                     pace=network.model != "ideal" if m.planner.pace is None else m.planner.pace)
 

@@ -29,8 +29,8 @@ from flowherd.fabric.core import Fabric
 from flowherd.planning.congestion import DEFAULT_MAX_UTILIZATION, PlannedJob, predict_link_loads
 from flowherd.planning.sim_check import SimCheck
 
-__all__ = ["ACTIVE_LOAD", "TIERS", "PlanSimulation", "estimate_check", "predicted_as_run", "run_penalties_s",
-           "simulate_plan"]
+__all__ = ["ACTIVE_LOAD", "TIERS", "PlanSimulation", "estimate_check", "migrated_parts", "predicted_as_run",
+           "run_penalties_s", "simulate_plan"]
 
 ACTIVE_LOAD = 0.01
 
@@ -67,18 +67,50 @@ def simulate_plan(fabric: Fabric, jobs: Sequence[Any], plan: Any, check: SimChec
     from flowherd.planning.pacing import plan_pacing
 
     t0, c0 = time.perf_counter(), time.process_time()
+    moved = bool((plan.info or {}).get("migrations"))
+    run_jobs, run_plan = migrated_parts(jobs, plan) if moved else (list(jobs), plan)
     reqs = [JobRequest(name=j.name, tenant=getattr(j, "tenant", "default"), spec=j, submit_s=j.submit_s)
-            for j in jobs]
+            for j in run_jobs]
     ctx = contextlib.nullcontext() if check.network is None else use_network(check.network)
     with ctx:
         res = simulate_cluster(fabric, reqs, placer="first-fit", fidelity=check.fidelity,
                                horizon_s=check.horizon_s, router=_router(fabric, plan, check),
-                               background=check.background, seed=check.seed, placements=plan.placements(),
-                               planned_start=plan.planned_starts(), link_series=True, controller=controller,
+                               background=check.background, seed=check.seed,
+                               placements=run_plan.placements(), planned_start=run_plan.planned_starts(),
+                               link_series=True, controller=controller,
                                levers=levers, pacing=plan_pacing(plan, fabric))  # the plan's caps, paced
-    jct = res.censored_jct_s()
+    if moved:  # a job's JCT: its last part's end less its submission
+        from flowherd.planning.migration import merged_jct_s
+
+        jct = merged_jct_s(jobs, res.jobs, res.horizon_s)
+    else:
+        jct = res.censored_jct_s()
     return PlanSimulation(cluster=res, mean_jct_s=float(jct.mean()) if jct.size else 0.0,
                           wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0)
+
+
+def migrated_parts(jobs: Sequence[Any], plan: Any) -> tuple[list[Any], Any]:
+    """(the jobs, the plan) as the simulator runs a plan with migrations (``info["migrations"]``):
+    a moved job's parts (`flowherd.planning.migration.split_parts`) as jobs of their own, pinned to
+    their GPUs, each part after the first planned at its move's end; in the plan's order on
+    every GPU, so a part starts once the part before it has left the GPUs they share."""
+    from flowherd.planning.migration import Move, split_parts
+
+    index = {j.name: k for k, j in enumerate(jobs)}
+    by = {j.name: j for j in plan.jobs}
+    moves = [Move(job=index[m["job"]], time_s=float(m["time_s"]),
+                  old_gpus=np.asarray(m["from_gpus"], dtype=np.int64),
+                  new_gpus=np.asarray(m["to_gpus"], dtype=np.int64),
+                  moved_gpus=int(m["moved_gpus"]), iterations_before=int(m["iterations_before"]),
+                  stall_s=float(m["stall_s"])) for m in plan.info["migrations"]]
+    parts = split_parts(jobs, [by[j.name].start_s for j in jobs], [by[j.name].gpus for j in jobs], moves)
+    run_jobs, plans = [], []
+    for k, spec, g, start in parts:
+        jp = by[jobs[k].name]
+        run_jobs.append(spec)
+        plans.append(dataclasses.replace(jp, name=spec.name, gpus=tuple(int(x) for x in g),
+                                         start_s=float(start)))
+    return run_jobs, dataclasses.replace(plan, jobs=tuple(plans))
 
 
 def _planned(jobs: Sequence[Any], plan: Any) -> list[PlannedJob]:

@@ -52,23 +52,28 @@ def large_instance(seed: int, num_jobs: int = 200) -> tuple[Fabric, list[Trainin
     return fabric, jobs
 
 
-def small_llm_instance(seed: int, *, servers: int = 16, leaves: int = 4,
-                       max_jobs: int = 6) -> tuple[Fabric, list[TrainingJob]]:
-    """A small LLM-era instance: servers of 8 H100 under ``leaves`` leaves at 4:1, up to
-    ``max_jobs`` jobs of 16-64 GPUs with the published shapes of `flowherd.workload.llm_cluster`
-    (NeMo recipes: Llama 3 8B TP 1 CP 2, Llama 3 70B TP 4 PP 4 CP 2, Mixtral 8x7B PP 4 EP 8,
-    GPT-3 175B TP 4 PP 8), 2-6 iterations, that fit together (several must span leaves)."""
+def small_llm_instance(seed: int, *, servers: int = 24, leaves: int = 4, oversubscription: float = 8,
+                       max_jobs: int = 8) -> tuple[Fabric, list[TrainingJob]]:
+    """A small LLM-era instance on which placement is a decision: servers of 8 H100 under
+    ``leaves`` leaves (6 servers each by default) at 8:1, jobs of 16-48 GPUs, all submitted at
+    once, drawn until the next would not fit (at most ``max_jobs``), so that they fill most of the
+    fabric and several must span leaves: Llama 3 8B as NeMo trains it (TP 1, CP 2: one pipeline
+    stage, its data-parallel ring crosses every leaf it spans) on 16, 24, 40 or 48 GPUs, and the
+    32-GPU recipes (Llama 3 70B TP 4 PP 4 CP 2, Mixtral 8x7B PP 4 EP 8, GPT-3 175B TP 4 PP 8), 2-6
+    iterations each. Sizes of 3 and 5 servers do not tile leaves of 6: which jobs share which
+    leaves sets their slow-down."""
     from flowherd.workload.llm_cluster import recipe_shape
 
     rng = np.random.default_rng(seed)
-    fabric = leaf_spine(servers=servers, gpus_per_server=8, leaves=leaves, spines=2, oversubscription=4)
+    fabric = leaf_spine(servers=servers, gpus_per_server=8, leaves=leaves, spines=2,
+                        oversubscription=oversubscription)
     jobs: list[TrainingJob] = []
     total = 0
     while len(jobs) < max_jobs:
-        n = int(rng.choice([16, 32, 32, 64]))
+        n = int(rng.choice([16, 24, 32, 40, 48]))
         if total + n > fabric.num_gpus:
             break
-        models = [m for m in ("llama3-8b", "llama3-70b", "mixtral-8x7b", "gpt3-175b") if recipe_shape(m, n)]
+        models = ["llama3-8b"] if n != 32 else ["llama3-70b", "mixtral-8x7b", "gpt3-175b"]
         model = models[int(rng.integers(len(models)))]
         shape = recipe_shape(model, n)
         total += n

@@ -199,5 +199,16 @@ class BilevelPlanner(Planner):
         return place_groups(view, batch, free.copy(), running, congestion=congestion)
 
 
+class MonkeyTreePlanner(TopologyPlanner):
+    """MonkeyTree (arXiv 2602.08296) as a baseline: the topology placement, then its migration
+    rule in the timeline: at every job start and end, when a leaf's ring-weighted fragmented
+    segments exceed what its uplinks carry, the minimum-move ILP defragments the running jobs,
+    whatever the stalls cost (`flowherd.planning.migration`; `make_plan` turns it on for this
+    method). Routes by the scenario's routing (ECMP)."""
+
+    name = "monkeytree"
+
+
 PLANNERS.add("arnold", ArnoldPlanner)
 PLANNERS.add("bilevel", BilevelPlanner)
+PLANNERS.add("monkeytree", MonkeyTreePlanner)

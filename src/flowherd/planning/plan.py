@@ -328,7 +328,8 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
               check: SimCheck | None = None, backfill: bool | None = None,
               max_utilization: float = DEFAULT_MAX_UTILIZATION, background: Any = None,
               joint: bool | None = None, window_s: float | None = None, routing: str = "ecmp",
-              pace: bool = False, order: str | None = None, network: Any = None) -> Plan:
+              pace: bool = False, order: str | None = None, network: Any = None,
+              migration_cost_per_worker_s: float | None = None) -> Plan:
     """Plan ``jobs`` on ``fabric`` with ``method`` (module docstring).
 
     Args:
@@ -374,6 +375,13 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
             marks, DCQCN's cuts, PFC pauses) enters the predicted iteration times, hence the
             lower level's concurrent-traffic estimate and the upper level's scores and
             schedule; None (or ideal): the ideal network's loads model.
+        migration_cost_per_worker_s: Job migration as a lever of the plan
+            (`flowherd.planning.migration`): at every job start and end, MonkeyTree's ILP proposes
+            moves of running jobs that defragment the leaves, made when the model predicts a gain
+            over the stalls; each moved worker is down this many seconds (`planner.
+            migration_cost_per_worker_s`, >= 0). None: no migration (``monkeytree`` always
+            migrates, by MonkeyTree's rule, at MonkeyTree's 9.02 s unless given). The moves are in
+            ``info["migrations"]``.
 
     Returns:
         The plan.
@@ -395,7 +403,15 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
                           "(--time-limit)")
     if check is not None and not isinstance(check, SimCheck):
         raise ConfigError(f"check must be a SimCheck or None, got {type(check).__name__} (check)")
-    wall0 = time.perf_counter()
+    migration = None
+    if migration_cost_per_worker_s is not None or method == "monkeytree":
+        from flowherd.planning.migration import MONKEYTREE_COST_PER_WORKER_S, Migration, check_migration_cost
+
+        cost = (MONKEYTREE_COST_PER_WORKER_S if migration_cost_per_worker_s is None
+                else check_migration_cost(migration_cost_per_worker_s))
+        migration = Migration(cost_per_worker_s=cost, cost_aware=method != "monkeytree")
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    clock = {"routing_s": 0.0}  # CPU seconds of the lower level's routing LP (`_route`)
     view = fabric_view(fabric)
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
@@ -417,7 +433,8 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
         guard = Congestion(leaf=LeafCongestion(target=target, background_bytes_per_s=leaf_bg), fabric=fabric,
                            background=background, target=target)
     tl = run_timeline(planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(seed),
-                       deadline, slack_aware, background=bg, backfill=backfill, congestion=guard, order=order)
+                       deadline, slack_aware, background=bg, backfill=backfill, congestion=guard, order=order,
+                       migration=migration)
     submit = np.array([p.submit_s for p in profiles])
     info: dict[str, Any] = {"num_gpus": fabric.num_gpus, "num_jobs": len(jobs), "seed": int(seed),
                             "schedule": "backfill" if backfill else "fifo", "order": order}
@@ -427,15 +444,15 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if routes and jobs:
         tl, loads, info["congestion_restore"] = _route_and_restore(
             tl, planner, method, view, profiles, fabric, jobs, seed, deadline, slack_aware, bg, backfill,
-            guard, target, background, window_s, routing, order)
+            guard, target, background, window_s, routing, order, migration, clock)
     if check is not None and method == "heuristic" and jobs:
         tl, info["sim_check"] = check_in_simulator(tl, planner, method, view, profiles, fabric, jobs,
                                                     seed, deadline, check, bg, backfill, order)
-    gpus, start, end, bounds, statuses = tl.gpus, tl.start, tl.end, tl.bounds, tl.statuses
-    placements = [g for g in gpus]
+    start, end, bounds, statuses = tl.start, tl.end, tl.bounds, tl.statuses
     # the objective is the planning model the methods optimize (run times predicted at the start,
-    # with the jobs running then); the per-job predictions refine it with the time overlaps
-    final = evaluate(view, profiles, placements, start_s=start)
+    # with the jobs running then); the per-job predictions refine it with the time overlaps (of
+    # every part of a migrated job: `flowherd.planning.migration.split_parts`)
+    placements, final_it, final_jct = _final_prediction(jobs, tl, view, profiles)
     lb_jobs = np.array([p.fixed_duration_s if p.fixed_duration_s is not None
                         else p.iterations * floor_iteration_s(view, p) for p in profiles])
     objective = float(np.mean(end - submit)) if len(jobs) else 0.0
@@ -457,13 +474,14 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
                        rank_to_gpu=tuple(int(x) for x in rank_to_gpu(j, g, view.gpus_per_server,
                                                                      gpu_server=fabric.gpu_server)),
                        start_s=float(s), predicted_iteration_s=float(it), predicted_jct_s=float(c))
-               for j, p, g, s, it, c in zip(jobs, profiles, placements, start, final.iteration_s,
-                                             final.jct_s, strict=True))
+               for j, p, g, s, it, c in zip(jobs, profiles, placements, start, final_it, final_jct,
+                                             strict=True))
     route_map = None
     if routes:
         route_map = {}
         if jobs and (loads is None or tl.gpus is not loads[2]):  # the check moved jobs: route again
-            loads = _route(fabric, jobs, tl, view, profiles, target, background, window_s, routing)
+            loads = _route(fabric, jobs, tl, view, profiles, target, background, window_s, routing,
+                           clock)
         if loads is not None:
             route_map = {f"{a},{b}": [(tuple(int(x) for x in p), float(w)) for p, w in v]
                          for (a, b), v in loads[0].items()}
@@ -479,8 +497,19 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
         info["pacing"] = {f"{a},{b}": float(r) for (a, b), r in sorted(caps.items())}
     if tl.notes:
         info["placement_notes"] = list(tl.notes)
+    if migration is not None:
+        info["migration_cost_per_worker_s"] = migration.cost_per_worker_s
+        info["migrations"] = [{"job": jobs[m.job].name, "time_s": float(m.time_s),
+                               "from_gpus": [int(x) for x in m.old_gpus],
+                               "to_gpus": [int(x) for x in m.new_gpus],
+                               "moved_gpus": int(m.moved_gpus), "iterations_before": int(m.iterations_before),
+                               "stall_s": float(m.stall_s)} for m in tl.moves]
     info["overrun_risk"] = float(tl.risk)
     info["starts_held"] = int(tl.held)
+    # CPU seconds: the routing LP of the lower level (every routed candidate), the rest (placement,
+    # schedule, the LP scores inside a joint placement, pacing)
+    cpu = time.process_time() - cpu0
+    info["cpu_s"] = {"total": cpu, "routing": clock["routing_s"], "placement": cpu - clock["routing_s"]}
     plan = Plan(method=method, jobs=jp, routes=route_map, objective=objective, lower_bound=lower, gap=gap,
                 solve_s=time.perf_counter() - wall0, status=status, info=info)
     if check is not None and jobs:  # the estimate against the simulation (the plan's check)
@@ -492,21 +521,59 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     return plan
 
 
+def _parts(jobs: Sequence[Any], tl: Any, profiles: Sequence[JobProfile]) -> tuple[list, list, list, list]:
+    """(part specs, part profiles, part GPUs, part starts) of the timeline's jobs: one part per
+    job, more for a migrated one (`flowherd.planning.migration.split_parts`); the owner of each
+    part is in its spec's name."""
+    if not getattr(tl, "moves", ()):
+        return list(jobs), list(profiles), list(tl.gpus), list(tl.start)
+    from flowherd.planning.migration import split_parts
+
+    parts = split_parts(jobs, tl.start, tl.gpus, tl.moves)
+    specs = [spec for _, spec, _, _ in parts]
+    profs = [dataclasses.replace(profiles[k], name=spec.name, iterations=int(spec.iterations),
+                                 submit_s=float(spec.submit_s), job=spec) for k, spec, _, _ in parts]
+    return specs, profs, [g for _, _, g, _ in parts], [s for _, _, _, s in parts]
+
+
+def _final_prediction(jobs: Sequence[Any], tl: Any, view: Any, profiles: Sequence[JobProfile]
+                      ) -> tuple[list, np.ndarray, np.ndarray]:
+    """(each job's first GPUs, predicted iteration time there, predicted JCT) with the time
+    overlaps of every part."""
+    specs, profs, gpus, starts = _parts(jobs, tl, profiles)
+    res = evaluate(view, profs, gpus, start_s=np.asarray(starts, dtype=np.float64))
+    if len(specs) == len(jobs):
+        return list(gpus), np.asarray(res.iteration_s), np.asarray(res.jct_s)
+    first: dict[str, int] = {}
+    last_end: dict[str, float] = {}
+    for i, (spec, p) in enumerate(zip(specs, profs, strict=True)):
+        owner = spec.name.split("~", 1)[0]
+        first.setdefault(owner, i)
+        last_end[owner] = max(last_end.get(owner, -math.inf), float(res.jct_s[i]) + p.submit_s)
+    idx = [first[j.name] for j in jobs]
+    return ([gpus[i] for i in idx], np.asarray(res.iteration_s)[idx],
+            np.array([last_end[j.name] - j.submit_s for j in jobs]))
+
+
 def _planned_jobs(jobs: Sequence[Any], tl: Any, view: Any,
                   profiles: Sequence[JobProfile]) -> list[PlannedJob]:
-    """The timeline's jobs as the lower level sees them (iteration times predicted with the
-    time overlaps of all jobs)."""
-    res = evaluate(view, profiles, list(tl.gpus), start_s=tl.start)
+    """The timeline's jobs (the parts of a migrated one) as the lower level sees them
+    (iteration times predicted with the time overlaps of all jobs)."""
+    specs, profs, gpus, starts = _parts(jobs, tl, profiles)
+    res = evaluate(view, profs, gpus, start_s=np.asarray(starts, dtype=np.float64))
     return [PlannedJob(job=j, gpus=tuple(int(x) for x in g), start_s=float(s), iteration_s=float(it))
-            for j, g, s, it in zip(jobs, tl.gpus, tl.start, res.iteration_s, strict=True)]
+            for j, g, s, it in zip(specs, gpus, starts, res.iteration_s, strict=True)]
 
 
 def _route(fabric: Fabric, jobs: Sequence[Any], tl: Any, view: Any, profiles: Sequence[JobProfile],
-           target: float, background: Any, window_s: float | None, routing: str = "ecmp"
-           ) -> tuple[dict, LinkLoads, Any]:
+           target: float, background: Any, window_s: float | None, routing: str = "ecmp",
+           clock: dict | None = None) -> tuple[dict, LinkLoads, Any]:
     # ties to spraying's even split where the scenario sprays (flowherd.planning.congestion)
+    c0 = time.process_time()
     splits, loads = route_windows(fabric, _planned_jobs(jobs, tl, view, profiles), target=target,
                                   background=background, window_s=window_s, even_ties=routing == "spray")
+    if clock is not None:
+        clock["routing_s"] += time.process_time() - c0
     return splits, loads, tl.gpus
 
 
@@ -522,7 +589,8 @@ RESTORE_JCT_TOLERANCE = 0.01
 def _route_and_restore(tl: Any, planner: Any, method: str, view: Any, profiles: Sequence[JobProfile],
                        fabric: Fabric, jobs: Sequence[Any], seed: int, deadline: float | None,
                        slack_aware: bool, bg: Any, backfill: bool, guard: Congestion | None, target: float,
-                       background: Any, window_s: float | None, routing: str = "ecmp", order: str = "fifo"
+                       background: Any, window_s: float | None, routing: str = "ecmp", order: str = "fifo",
+                       migration: Any = None, clock: dict | None = None
                        ) -> tuple[Any, tuple, dict[str, Any]]:
     """Route the timeline's plan (`flowherd.planning.congestion.route_windows`). For the joint
     heuristic, while the routes leave links over the target that a routing could avoid, plan
@@ -538,7 +606,7 @@ def _route_and_restore(tl: Any, planner: Any, method: str, view: Any, profiles: 
     submit = np.array([p.submit_s for p in profiles])
 
     def candidate(t: Any, leaf_target: float) -> dict[str, Any]:
-        r = _route(fabric, jobs, t, view, profiles, target, background, window_s, routing)
+        r = _route(fabric, jobs, t, view, profiles, target, background, window_s, routing, clock)
         return {"tl": t, "routes": r, "excess_s": excess(r[1]), "leaf_target": leaf_target,
                 "objective_s": float(np.mean(t.end - submit))}
 
@@ -546,13 +614,14 @@ def _route_and_restore(tl: Any, planner: Any, method: str, view: Any, profiles: 
         g2 = dataclasses.replace(guard, leaf=dataclasses.replace(guard.leaf, target=leaf_target))
         return run_timeline(planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(seed),
                             deadline, slack_aware, background=bg, backfill=backfill, congestion=g2,
-                            order=order)
+                            order=order, migration=migration)
 
     cands = [candidate(tl, target if guard is not None else math.inf)]
     if guard is not None:  # the sequential plan is a candidate: the joint one is never worse
         cands.append(candidate(run_timeline(planner, method, view, profiles, fabric.num_gpus,
                                             np.random.default_rng(seed), deadline, slack_aware,
-                                            background=bg, backfill=backfill, order=order), math.inf))
+                                            background=bg, backfill=backfill, order=order,
+                                            migration=migration), math.inf))
     if guard is not None and min(c["excess_s"] for c in cands) > 0:
         cands.append(candidate(rerun(1e9), math.inf))  # the LP's choice without the leaf guard
         leaf_target = target

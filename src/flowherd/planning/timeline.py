@@ -43,6 +43,9 @@ class Timeline:
     risk: float  # jobs placed on GPUs at risk of an overrun (`heuristic.OVERRUN_SLACK`)
     held: int = 0  # starts the congestion guard shifted (a job held back while a leaf was full)
     notes: tuple[str, ...] = ()  # the method's notes on the placements it committed
+    # the jobs migrated while running (`flowherd.planning.migration.Move`); ``gpus`` holds each
+    # job's last placement, ``end`` its end after every move
+    moves: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -70,8 +73,10 @@ class _Planning:
     def __init__(self, planner: Any, method: str, view: Any, profiles: Sequence[JobProfile],
                  num_gpus: int, rng: np.random.Generator, deadline: float | None, slack_aware: bool,
                  shuffle: bool, background: KnownBackground | None,
-                 congestion: Congestion | None = None, order: str = "fifo"):
+                 congestion: Congestion | None = None, order: str = "fifo", migration: Any = None):
         self.planner, self.method, self.view, self.profiles = planner, method, view, profiles
+        self.migration = migration
+        self.moves: list[Any] = []
         self.rng, self.deadline, self.slack_aware, self.shuffle = rng, deadline, slack_aware, shuffle
         self.background = background
         self.congestion = congestion
@@ -91,6 +96,7 @@ class _Planning:
         self.held_s = np.zeros(num_gpus)  # predicted run time of that holder
         self.gpus: list[np.ndarray | None] = [None] * nj
         self.start = np.zeros(nj)
+        self.resume = np.zeros(nj)  # when its progress (re)starts: its start, or a migration's end
         self.end = np.full(nj, math.inf)
         self.running: list[int] = []
         self.t = 0.0
@@ -170,18 +176,47 @@ class _Planning:
             self.free[g] = False
             self.gpus[i] = g
             self.start[i] = max(self.t, self.profiles[i].submit_s)  # a looked-ahead job: its submission
+            self.resume[i] = self.start[i]
             self.risk += float(np.min(gpu_slack[g]) < OVERRUN_SLACK)
         self._advance(self.t)
         running.extend(took)
         self._repredict()
         for i in took:
             self.waiting.remove(i)
+        self.migrate(started=took)
+
+    def migrate(self, started: Sequence[int] = ()) -> None:
+        """Job migration at a job's start or end (`flowherd.planning.migration`): the moves it
+        proposes now; a job that starts now is placed again (no stall), one that runs stops, is
+        down the stall and resumes on its new GPUs at an iteration boundary."""
+        if self.migration is None or not self.running:
+            return
+        from flowherd.planning.migration import propose
+
+        now = np.zeros(self.nj, bool)
+        now[list(started)] = True
+        moves = propose(self.view, self.profiles, self.running, self.gpus, self.free, self.left, now, self.t,
+                        self.migration)
+        if not moves:
+            return
+        for m in moves:
+            self.free[m.old_gpus] = True
+        for m in moves:
+            k = m.job
+            self.free[m.new_gpus] = False
+            self.gpus[k] = m.new_gpus
+            if m.iterations_before:
+                its = self.profiles[k].iterations
+                self.left[k] = (its - m.iterations_before) / its  # it resumes at an iteration boundary
+                self.resume[k] = self.t + m.stall_s
+                self.moves.append(m)
+        self._repredict()
 
     def _advance(self, t: float) -> None:
         """Move the running jobs' progress to ``t`` at their current rates."""
         for k in self.running:
             if self.rate_s[k] > 0:
-                dt = max(0.0, t - max(self.t_done, self.start[k]))
+                dt = max(0.0, t - max(self.t_done, self.resume[k]))
                 self.left[k] = max(0.0, self.left[k] - dt / self.rate_s[k])
         self.t_done = max(self.t_done, t)
 
@@ -196,7 +231,7 @@ class _Planning:
         res = evaluate(self.view, [self.profiles[k] for k in now], [self.gpus[k] for k in now])
         for k, d in zip(now, res.duration_s, strict=True):
             self.rate_s[k] = float(d)
-            self.end[k] = max(self.t_done, self.start[k]) + self.left[k] * float(d)
+            self.end[k] = max(self.t_done, self.resume[k]) + self.left[k] * float(d)
 
     def backfill_now(self) -> bool:
         """EASY backfilling (Lifka 1995; Mu'alem and Feitelson 2001) now: the queue's head does
@@ -274,6 +309,7 @@ class _Planning:
             self.running.remove(k)
             self.left[k] = 0.0
             self._repredict()  # the others run faster without it
+            self.migrate()
         self._advance(self.t)
 
     def fifo_batch(self) -> list[int]:
@@ -318,7 +354,7 @@ def run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPro
                  rng: np.random.Generator, deadline: float | None, slack_aware: bool,
                  shuffle: bool = False, background: KnownBackground | None = None,
                  backfill: bool = False, congestion: Congestion | None = None,
-                 order: str = "fifo") -> Timeline:
+                 order: str = "fifo", migration: Any = None) -> Timeline:
     """The planning timeline of `flowherd.planning.plan` with one method (``backfill``: EASY).
 
     Args:
@@ -336,9 +372,12 @@ def run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPro
         congestion: `planner.max_utilization` for the upper level (`Congestion`): the method
             keeps leaves under the target, and a start that would overload a leaf is shifted
             until running jobs end; None: no guard.
+        order: The queue's order (`ORDERS`).
+        migration: `flowherd.planning.migration.Migration` settings: migrate running jobs at job
+            starts and ends; None: no migration.
     """
     run = _Planning(planner, method, view, profiles, num_gpus, rng, deadline, slack_aware, shuffle,
-                    background, congestion, order)
+                    background, congestion, order, migration)
     while run.waiting:
         run.t = max(run.t, min(profiles[i].submit_s for i in run.waiting))
         run.release_ended()
@@ -354,10 +393,13 @@ def run_timeline(planner: Any, method: str, view: Any, profiles: Sequence[JobPro
         if backfill and run.backfill_now():
             continue
         run.t = run.next_time(backfill)
+    while migration is not None and run.running:  # the queue is empty: the ends still migrate jobs
+        run.t = max(run.t, min(float(run.end[k]) for k in run.running))
+        run.release_ended()
     started = {profiles[i].name for i in range(len(profiles)) if run.gpus[i] is not None}
     notes = tuple(v for k, v in run.notes.items() if k in started)
     return Timeline(gpus=run.gpus, start=run.start, end=run.end, bounds=run.bounds,
-                    statuses=run.statuses, risk=run.risk, held=run.held, notes=notes)
+                    statuses=run.statuses, risk=run.risk, held=run.held, notes=notes, moves=tuple(run.moves))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
