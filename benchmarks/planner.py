@@ -579,8 +579,8 @@ def main() -> None:
     ap.add_argument("--first-slice", type=int, default=0, help="first trace slice of the run")
     ap.add_argument("--network", default="roce", help="network model of the simulations (roce, tcp, ideal)")
     ap.add_argument("--scenarios", default="default,trace", help="default, trace, or LLM-era families "
-                    "(benchmarks/scenarios/llm_*.yaml: llm_oversub4, llm_nonblocking, llm_rail, "
-                    "llm_inference; "
+                    "(benchmarks/scenarios/llm_*.yaml: llm_kalos_4to1, llm_kalos_8to1, llm_seren_1to1, "
+                    "llm_kalos_rail, llm_inference; "
                     "benchmarks/planner_llm.py)")
     ap.add_argument("--variants", default=None, help="comma-separated labels (default: all)")
     ap.add_argument("--cache", default=None, help="JSON-lines file of finished simulations (resume, report); "

@@ -112,10 +112,10 @@ def test_bad_parameter_is_one_line_naming_it(kw, field):
 
 
 def test_scenario_key_generates_the_jobs_on_the_fabric():
-    sc = load_scenario(SCENARIOS / "llm_oversub4.yaml")
-    assert sc.fabric.num_gpus == 1024
-    assert len(sc.jobs) == 12 and all(j.world_size >= 16 for j in sc.jobs)
-    other = load_scenario(SCENARIOS / "llm_oversub4.yaml", seed=1)
+    sc = load_scenario(SCENARIOS / "llm_kalos_4to1.yaml")
+    assert sc.fabric.num_gpus == 2432
+    assert len(sc.jobs) == 16 and all(j.world_size >= 16 for j in sc.jobs)
+    other = load_scenario(SCENARIOS / "llm_kalos_4to1.yaml", seed=1)
     assert [j.world_size for j in other.jobs] != [j.world_size for j in sc.jobs]
 
 
@@ -133,7 +133,8 @@ def test_a_fabric_too_small_for_the_smallest_job_is_one_line():
         scenario_from_mapping(data)
 
 
-@pytest.mark.parametrize("name", ["llm_oversub4", "llm_nonblocking", "llm_rail", "llm_inference"])
+@pytest.mark.parametrize("name", ["llm_kalos_4to1", "llm_kalos_8to1", "llm_seren_1to1", "llm_kalos_rail",
+                                  "llm_inference"])
 def test_families_load(name):
     sc = load_scenario(SCENARIOS / f"{name}.yaml", seed=2)
     assert sc.network.model == "roce" and sc.fidelity == "phase"
