@@ -50,7 +50,8 @@ def shares(name: str) -> dict:
     a, i, w = np.array(alone), np.array(inside), np.array(weights)
     if not len(w):
         return {"jobs": 0}
-    return {"jobs": len(w), "alone": float(np.average(a, weights=w)), "inside": float(np.average(i, weights=w)),
+    return {"jobs": len(w), "alone": float(np.average(a, weights=w)),
+            "inside": float(np.average(i, weights=w)),
             "alone_median": float(np.median(a)), "alone_max": float(a.max()),
             "inside_median": float(np.median(i)), "inside_max": float(i.max())}
 
@@ -73,7 +74,8 @@ def main() -> None:
         row = [name, s["jobs"], round(s["alone"], 4), round(s["alone_median"], 4), round(s["alone_max"], 4),
                round(s["inside"], 4), round(s["inside_median"], 4), round(s["inside_max"], 4)]
         rows.append(row)
-        print(f"{name:<18} {s['jobs']:>5} {s['alone']:>8.1%} {s['alone_median']:>8.1%} {s['alone_max']:>8.1%} "
+        print(f"{name:<18} {s['jobs']:>5} {s['alone']:>8.1%} {s['alone_median']:>8.1%} "
+              f"{s['alone_max']:>8.1%} "
               f"{s['inside']:>8.1%} {s['inside_median']:>8.1%} {s['inside_max']:>8.1%} "
               f"{time.perf_counter() - t0:>6.0f} s", flush=True)
         figures[f"{name}: exposed communication alone"] = record.figure(round(100 * s["alone"], 2), "%")
