@@ -62,13 +62,17 @@ MEANING = {
                                                   "interleaved 1F1B; 1: plain 1F1B).",
     "workload.jobs[].parallelism.fsdp": "PyTorch FSDP (full sharding, as ZeRO-3) instead of plain data "
                                         "parallelism.",
+    "workload.jobs[].parallelism.fsdp_shard": "Hybrid sharding (FSDP's HYBRID_SHARD): GPUs of one shard "
+                                              "group (consecutive data-parallel ranks); the groups replicate "
+                                              "and all-reduce each reduced shard. null: one group of all.",
     "workload.jobs[].recompute": "Activation recomputation: none, selective (attention core) or full "
                                  "(every layer's forward, with its TP collectives).",
     "workload.jobs[].param_bytes": "Bytes per element of the weights the framework keeps (and ZeRO-3 / FSDP "
                                    "all-gathers); null: the activation dtype. 4 is PyTorch FSDP with FP32 "
                                    "weights under autocast: every pass casts them.",
     "workload.jobs[].grad_bytes": "Bytes per gradient element in the data-parallel reduction "
-                                  "(2: BF16, 4: FP32).",
+                                  "(2: BF16, 4: FP32); null: 4 under framework megatron with BF16 "
+                                  "activations (Megatron-LM reduces BF16 gradients in FP32), else 2.",
     "workload.jobs[].grad_accumulation": "How gradients are summed over micro-batches: fused (into the "
                                          "FP32 main gradient by the weight-gradient GEMM) or fp32-buffer "
                                          "(DeepSpeed's BF16_Optimizer: a cast-and-add after every "
@@ -102,7 +106,8 @@ MEANING = {
     "workload.jobs[].attention": "Attention kernels the run used: flash (fused, causal blocks skipped; "
                                  "FlashAttention-3 on H100), triton (FlashAttention in Triton, slower "
                                  "than FA2), cudnn (cuDNN's fused attention, Transformer Engine's choice "
-                                 "on Hopper) or unfused (Megatron-LM before flash attention: the s x s "
+                                 "on Hopper), flash2 (PyTorch SDPA's FlashAttention-2) or unfused "
+                                 "(Megatron-LM before flash attention: the s x s "
                                  "scores through HBM).",
     "workload.jobs[].precision": "GEMM number format: bf16 or fp8 (Transformer Engine's FP8 projections "
                                  "at the GPU's FP8 peak; H100, H200, B200).",

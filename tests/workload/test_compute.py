@@ -7,8 +7,9 @@ import itertools
 import pytest
 
 from flowherd.errors import ConfigError
-from flowherd.workload import GPUS, ModelShape, TaskKind, TrainingJob
+from flowherd.workload import GPUS, ModelShape, TaskKind, TrainingJob, get_model
 from flowherd.workload import compute as cm
+from flowherd.workload.gpus import get_gpu
 
 # OpenXLA matmul_interpolator_data.h, sm_90 (H100 SXM), bf16 x bf16 -> bf16, TFLOP/s
 # (tensorflow/tensorflow commit 372d578bb861cc5804e56d37d93aec931a59762c): the training-sized shapes
@@ -460,3 +461,16 @@ def test_context_parallel_ring_merges_cost_their_bytes():
     ovh = cm.kernel_model(g).kernel_overhead_s
     assert two["attention"].flops == pytest.approx(one["attention"].flops / 2, rel=1e-12)
     assert two["attention"].fwd_s - 2 * ovh == pytest.approx((one["attention"].fwd_s - ovh) / 2, rel=1e-12)
+
+
+def test_flash2_is_fa2_on_h100_and_the_flash_kernel_on_a100():
+    # SDPA's flash backend is FlashAttention-2: on H100 slower than FlashAttention-3 (the "flash"
+    # constants, FA3 paper figures 5-6), on A100 the same kernel as "flash" (FA2 paper figure 4)
+    m = get_model("llama3-8b")
+
+    def attn(gpu: str, kernel: str) -> float:
+        ops = cm.layer_ops(m, 0, get_gpu(gpu), micro_batch=1, seq_len=4096, attention=kernel)
+        return next(o.fwd_s for o in ops if o.name == "attention")
+
+    assert attn("h100", "flash2") > 1.3 * attn("h100", "flash")
+    assert attn("a100", "flash2") == pytest.approx(attn("a100", "flash"))

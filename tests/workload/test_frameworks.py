@@ -89,8 +89,8 @@ def test_gradient_buckets_follow_the_framework():
     # Megatron-Core: max(40000000, 1000000 * dp) parameters; one bucket without overlap_grad_reduce;
     # PyTorch DDP 25 MiB; NeMo (Apex distributed_fused_adam) 125 MiB
     j = TrainingJob(model="llama3-8b", gpus=64 * 8, tp=8, dp=64, framework="megatron")
-    assert j.bucket_bytes == 64_000_000 * 2
-    assert TrainingJob(model="llama3-8b", gpus=16, tp=8, framework="megatron").bucket_bytes == 40_000_000 * 2
+    assert j.bucket_bytes == 64_000_000 * 4  # parameters of FP32 gradients (BF16 reduced in FP32)
+    assert TrainingJob(model="llama3-8b", gpus=16, tp=8, framework="megatron").bucket_bytes == 40_000_000 * 4
     assert TrainingJob(model="llama3-8b", gpus=16, tp=8).bucket_bytes == 25 * 2**20  # no framework named
     assert TrainingJob(model="llama3-8b", gpus=16, tp=8, overlap_grad_reduce=False).bucket_bytes == math.inf
     assert TrainingJob(model="llama3-8b", gpus=16, tp=8, framework="pytorch").bucket_bytes == 25 * 2**20
@@ -161,3 +161,23 @@ def test_every_framework_builds_an_iteration():
                         recompute="selective")
         g = j.iteration_graph()
         assert g.critical_path_s() > 0 and j.hfu(1.0) > j.mfu(1.0)
+
+
+def test_megatron_reduces_bf16_gradients_in_fp32():
+    # megatron/training/arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done
+    # in fp32" (accumulate_allreduce_grads_in_fp32 -> DistributedDataParallelConfig.grad_reduce_in_fp32)
+    base = dict(model="llama3-8b", gpus=16, tp=8, zero_stage=1, global_batch=4, seq_len=1024)
+    assert TrainingJob(**base, framework="megatron").grad_bytes == 4
+    assert TrainingJob(**base, framework="megatron", precision="fp8").grad_bytes == 4  # BF16 weights
+    assert TrainingJob(**base).grad_bytes == 2  # no framework named: BF16, as before
+    assert TrainingJob(**base, framework="nemo").grad_bytes == 2
+    assert TrainingJob(**base, framework="pytorch").grad_bytes == 2
+    assert TrainingJob(**base, framework="megatron", grad_bytes=2).grad_bytes == 2  # stated wins
+    wide = TrainingJob(**base, framework="megatron").iteration_graph().bytes_by_group()["dp"]
+    narrow = TrainingJob(**base, framework="megatron", grad_bytes=2).iteration_graph().bytes_by_group()["dp"]
+    assert wide == pytest.approx(2 * narrow)
+    fab = {"kind": "leaf-spine", "servers": 2, "gpus_per_server": 8, "leaves": 1, "spines": 1}
+    sc = scenario_from_mapping({"name": "g", "fabric": fab,
+                                "workload": {"jobs": [{"name": "a", "model": "llama3-8b", "gpus": 16,
+                                                       "framework": "megatron", "parallelism": {"tp": 8}}]}})
+    assert sc.jobs[0].grad_bytes == 4

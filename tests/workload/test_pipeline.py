@@ -197,3 +197,28 @@ def test_scenario_yaml_takes_the_pipeline_engine_and_the_cudnn_kernel():
     assert sc().jobs[0].pipeline_engine == "megatron"
     with pytest.raises(ConfigError, match="pipeline_engine"):
         sc(pipeline_engine="colossal")
+
+
+def test_hybrid_sharding_gathers_inside_the_shard_group_and_allreduces_across():
+    # PyTorch FSDP HYBRID_SHARD (torch/distributed/fsdp/_runtime_utils.py, _reduce_grad): each layer's
+    # all-gather and reduce-scatter over the shard group, then an all-reduce of the reduced shard over
+    # the replicas; the optimizer runs over 1 / shard of the parameters
+    kw = dict(model="llama3-8b", gpus=32, fsdp=True, global_batch=32, seq_len=1024)
+    full, hybrid = TrainingJob(**kw), TrainingJob(**kw, fsdp_shard=8)
+    g = hybrid.iteration_graph()
+    colls = [(t, c) for t in g.tasks for c in t.collectives]
+    ag_rs = [c for t, c in colls if c.op.name in ("ALLGATHER", "REDUCESCATTER")]
+    assert ag_rs and all(len(c.gpus) == 8 and max(c.gpus) // 8 == min(c.gpus) // 8 for c in ag_rs)
+    ar = [(t, c) for t, c in colls if c.op.name == "ALLREDUCE"]
+    assert ar and all(len(c.gpus) == 4 and len({x % 8 for x in c.gpus}) == 1 for _, c in ar)
+    by_op = g.bytes_by_group_op()
+    rs = sum(v for (grp, op), v in by_op.items() if op.name == "REDUCESCATTER")
+    # 4 shard groups reduce-scatter a layer each; 8 replica groups all-reduce 1/8 of it each
+    assert sum(v for (grp, op), v in by_op.items() if op.name == "ALLREDUCE") == pytest.approx(rs / 4)
+    step = {j: next(t.duration_s for t in j.iteration_graph().tasks if t.name == "s0/optimizer")
+            for j in (full, hybrid)}
+    assert step[hybrid] == pytest.approx(4 * step[full])  # 1/8 of the states instead of 1/32
+    with pytest.raises(ConfigError, match="fsdp_shard"):
+        TrainingJob(**kw, fsdp_shard=5)
+    with pytest.raises(ConfigError, match="fsdp_shard"):
+        TrainingJob(model="llama3-8b", gpus=32, zero_stage=1, fsdp_shard=8)

@@ -12,8 +12,8 @@ The contract (fields beyond these are documented on each model below)::
            iterations: 20, submit: 0s}
         # model: a catalog name or {name, layers, hidden, heads, kv_heads, ffn_hidden, vocab,
         #   gated_mlp}; parallelism: {tp, pp, dp, cp, ep, virtual_stages, sequence_parallel,
-        #   zero, fsdp}; recompute: none | selective | full; attention: flash | unfused | triton |
-        #   cudnn; precision: bf16 | fp8; pipeline_engine: megatron | deepspeed;
+        #   zero, fsdp, fsdp_shard}; recompute: none | selective | full; attention: flash | unfused |
+        #   triton | cudnn | flash2; precision: bf16 | fp8; pipeline_engine: megatron | deepspeed;
         #   framework: megatron | nemo | deepspeed | torchtitan | pytorch (fsdp, eager): kernels,
         #   selective recompute and overlap as that framework runs them (tp_comm_overlap,
         #   overlap_param_gather, overlap_grad_reduce, bucket_bytes override its defaults);
@@ -129,6 +129,7 @@ class Parallelism(_Model):
     sequence_parallel: bool = False
     virtual_stages: int = Field(1, ge=1)
     fsdp: bool = False
+    fsdp_shard: int | None = Field(None, ge=1)  # hybrid sharding: GPUs of one FSDP shard group
 
 
 class JobModel(_Model):
@@ -150,10 +151,10 @@ class JobModel(_Model):
     global_batch: int | None = Field(None, ge=1)
     iterations: int = Field(1, ge=1)
     recompute: Literal["none", "selective", "full"] = "none"
-    attention: Literal["flash", "unfused", "triton", "cudnn"] = "flash"
+    attention: Literal["flash", "unfused", "triton", "cudnn", "flash2"] = "flash"
     precision: Literal["bf16", "fp8"] = "bf16"
     param_bytes: int | None = Field(None, ge=1)  # None: the activation dtype (TrainingJob.param_bytes)
-    grad_bytes: int = Field(2, ge=1)
+    grad_bytes: int | None = Field(None, ge=1)  # None: the framework's (4 under megatron, else 2)
     grad_accumulation: Literal["fused", "fp32-buffer"] = "fused"
     pipeline_engine: Literal["megatron", "deepspeed"] | None = None  # None: the framework's
     framework: str | None = None  # flowherd.workload.frameworks.FRAMEWORKS; None: Megatron, 25 MiB buckets
@@ -445,7 +446,8 @@ def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None) ->
         return TrainingJob(model=m.model, gpu=gpu, gpus=m.gpus, name=m.name, tenant=m.tenant,
                            tp=p.tp, pp=p.pp, dp=p.dp, ep=p.ep, cp=p.cp, zero_stage=p.zero,
                            sequence_parallel=p.sequence_parallel, virtual_stages=p.virtual_stages,
-                           fsdp=p.fsdp, recompute=m.recompute, attention=m.attention, precision=m.precision,
+                           fsdp=p.fsdp, fsdp_shard=p.fsdp_shard, recompute=m.recompute, attention=m.attention,
+                           precision=m.precision,
                            param_bytes=m.param_bytes, grad_bytes=grad_bytes,
                            grad_accumulation=m.grad_accumulation, pipeline_engine=m.pipeline_engine,
                            framework=m.framework, tp_comm_overlap=m.tp_comm_overlap,

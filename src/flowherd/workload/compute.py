@@ -22,6 +22,9 @@ Each op of a layer's forward and backward pass on one rank is timed as a rooflin
   (13 bytes per score in BF16; the backward moves twice that).
 * **Triton flash attention** (``attention="triton"``: FlashAttention in Triton, MosaicML MPT's
   ``attn_impl: triton``): the FlashAttention-2 fractions over 1.4 (forward) and 2 (backward).
+* **FlashAttention-2** (``attention="flash2"``: PyTorch SDPA's flash backend, FlashAttention-2 up to
+  torch 2.6, as eager FSDP stacks such as IBM's fms-fsdp run it): FlashAttention-2's fractions, the
+  ``flash`` ones on GPUs whose ``flash`` constants are FlashAttention-2's (A100).
 * **cuDNN fused attention** (``attention="cudnn"``: Transformer Engine's ``FusedAttention``, cuDNN's
   ``F16_arbitrary_seqlen`` flash kernel, which TE selects over FlashAttention on Hopper:
   ``get_attention_backend``, "Disabling FlashAttention to give FusedAttention preference on Hopper+
@@ -278,7 +281,7 @@ KERNEL_MODELS: dict[str, KernelModel] = {
                           attention_bwd_fraction=0.30, sustained_fraction=0.862, sm_count=304),
 }
 
-ATTENTION = ("flash", "unfused", "triton", "cudnn")  # attention kernels of `layer_ops`
+ATTENTION = ("flash", "unfused", "triton", "cudnn", "flash2")  # attention kernels of `layer_ops`
 PRECISIONS = ("bf16", "fp8")  # GEMM precisions of `layer_ops` (module docstring)
 FP8_GEMMS = frozenset({"qkv", "attn-out", "mlp-up", "mlp-down", "experts-up", "experts-down", "shared-up",
                        "shared-down"})  # the ops Transformer Engine runs in FP8
@@ -531,7 +534,7 @@ def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, 
     if attention == "unfused":
         ops.append(_unfused_attention(m, gpu, t=t, seq_len=seq_len, tp=tp, micro_batch=micro_batch,
                                       dtype_bytes=dtype_bytes))
-    elif attention in ("flash", "triton", "cudnn"):
+    elif attention in ("flash", "triton", "cudnn", "flash2"):
         core = t * m.attention_score_flops(seq_len) / tp
         ring = cp_ring and cp > 1
         extra = (cp - 1) * kernel_model(gpu).kernel_overhead_s if ring else 0.0  # a kernel per ring step

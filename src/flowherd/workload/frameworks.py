@@ -54,6 +54,13 @@ documentation:
   (llama2_70b.yaml's ``optim``) start each bucket's all-gather of the updated weights after the
   optimizer step and make only the next forward of that bucket's layers wait for it, instead of
   the whole next iteration.
+* **Gradient reduction dtype** (``fp32_grad_reduce``): Megatron-LM with BF16 accumulates and
+  reduces the gradients in FP32 unless told otherwise (megatron/training/arguments.py: "bfloat16
+  requires gradient accumulation and all-reduce to be done in fp32", ``accumulate_allreduce_grads_in_fp32
+  = True``, which training.py passes to ``DistributedDataParallelConfig(grad_reduce_in_fp32=...)``;
+  NVIDIA/Megatron-LM@d98e8a64dd): a job on ``megatron`` with 2-byte activations reduces 4-byte
+  gradients unless ``grad_bytes`` says otherwise. NeMo sets it per model (``optim.grad_sync_dtype``),
+  PyTorch FSDP by ``reduce_dtype``, DeepSpeed by its optimizer: 2 bytes unless stated.
 
 Unknown names get the closest match (`flowherd.registry.Registry`).
 """
@@ -88,6 +95,7 @@ class Framework:
             parameters) or "bytes" (``bucket_cap_bytes``).
         bucket_cap_bytes: The cap of a "bytes" bucket.
         pipeline_engine: The pipeline engine a job of this framework runs by default.
+        fp32_grad_reduce: Whether BF16 gradients are reduced in FP32 by default (module docstring).
         source: Where the fields were read.
     """
 
@@ -101,6 +109,7 @@ class Framework:
     bucket: str = "megatron"
     bucket_cap_bytes: float = 25 * MiB
     pipeline_engine: str = "megatron"
+    fp32_grad_reduce: bool = False
     source: str = ""
 
     def bucket_bytes(self, *, dp: int, grad_bytes: int) -> float:
@@ -119,7 +128,7 @@ MEGATRON_BUCKET_PARAMS = 40_000_000
 MEGATRON_BUCKET_PARAMS_PER_RANK = 1_000_000
 
 FRAMEWORKS: Registry[Framework] = Registry("framework", {
-    "megatron": Framework(name="megatron", source=_MEGATRON),
+    "megatron": Framework(name="megatron", fp32_grad_reduce=True, source=_MEGATRON),
     "nemo": Framework(name="nemo", overlap_param_gather=True, bucket="bytes", bucket_cap_bytes=125 * MiB,
                       source=_NEMO),
     # Megatron-DeepSpeed: Megatron's fused kernels and selective recomputation on DeepSpeed's engine

@@ -242,17 +242,24 @@ class _Builder:
                                                           grad_bytes=j.grad_bytes)
                                       for x in dense / j.tp + expert / (j.tp * j.ep)])
                 # each layer's pass runs beside the next layer's prefetched all-gather (and, in the
-                # backward, a reduce-scatter of the gradients): NCCL's blocks take SMs from it
-                dp, edp = self._groups(p, "dp"), self._groups(p, "edp")
-                fr = [(g.shape[1] - 1) / g.shape[1] for g in (dp, edp)]
+                # backward, a reduce-scatter of the gradients, and under hybrid sharding the all-reduce
+                # of the reduced shard across the replicas): NCCL's blocks take SMs from it
+                shard, edp = self._groups(p, "shard"), self._groups(p, "edp")
+                fr = [(g.shape[1] - 1) / g.shape[1] for g in (shard, edp)]
                 gather = (dense / j.tp * fr[0] + expert / (j.tp * j.ep) * fr[1]) * j.param_bytes
                 scatter = gather * j.grad_bytes / j.param_bytes
                 rc_fwd = np.array([x.fwd_s for x in lt]) if j.recompute == "full" else 0.0
-                far = self._dp_far(p)
+                far = self._far(p, "shard")
                 fwd = fwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far)
                                       for t, x in zip(fwd, gather, strict=True)])
                 bwd = bwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far)
                                       for t, x in zip(bwd + rc_fwd, gather + scatter, strict=True)])
+                if j.fsdp_shard is not None and j.dp > j.fsdp_shard:
+                    r = j.dp // j.fsdp_shard
+                    ar = dense / j.tp / j.fsdp_shard * j.grad_bytes * 2 * (r - 1) / r
+                    far_r = self._far(p, "replica")
+                    bwd = bwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far_r)
+                                          for t, x in zip(bwd + rc_fwd, ar, strict=True)])
         # recomputation (Korthikanti et al. 2022): full repeats each layer's forward (not the
         # output head) before its backward; selective repeats the attention core only
         if j.recompute == "full":
@@ -296,6 +303,10 @@ class _Builder:
                 g = r.transpose(0, 2, 1).reshape(-1, j.cp)
             elif kind == "dp":
                 g = r.transpose(2, 0, 1).reshape(j.tp, j.dp * j.cp)
+            elif kind in ("shard", "replica"):  # hybrid sharding (`TrainingJob.fsdp_shard`)
+                n = j.fsdp_shard or j.dp * j.cp
+                g = r.transpose(2, 0, 1).reshape(j.tp, (j.dp * j.cp) // n, n)
+                g = g.reshape(-1, n) if kind == "shard" else g.transpose(0, 2, 1).reshape(-1, g.shape[1])
             else:
                 e = r.reshape(j.dp // j.ep, j.ep, j.cp, j.tp)
                 if kind == "ep":
@@ -319,6 +330,12 @@ class _Builder:
 
     def _param_colls(self, p: int, op: Op, dense: float, expert: float) -> tuple[Collective, ...]:
         return self._colls(p, "dp", op, dense) + self._colls(p, "edp", op, expert)
+
+    def _fsdp_colls(self, p: int, op: Op, dense: float, expert: float) -> tuple[Collective, ...]:
+        """ZeRO-3 / FSDP's per-layer collectives: over the shard groups under hybrid sharding."""
+        if self.job.fsdp_shard is None:
+            return self._param_colls(p, op, dense, expert)
+        return self._colls(p, "shard", op, dense)
 
     # ---- passes ----------------------------------------------------------------------------
     def _chunks(self, key: tuple[int, int], phase: str, mb: int) -> list[list[int]]:
@@ -356,7 +373,7 @@ class _Builder:
             if j.zero_stage == 3:
                 dense = float(u["dense_loc"][units].sum()) * j.param_bytes / n
                 expert = float(u["expert_loc"][units].sum()) * j.param_bytes / n
-                colls = self._param_colls(p, Op.ALLGATHER, dense, expert)
+                colls = self._fsdp_colls(p, Op.ALLGATHER, dense, expert)
                 if colls:
                     ag = b.comm(f"{lbl}/zero-ag", colls, (self.zero_tail[p], *anchor), group="zero",
                                 stage=p, count=n, micro_batch=mb, phase=phase)
@@ -415,12 +432,19 @@ class _Builder:
             if j.zero_stage == 3 and phase == "bwd":
                 dense = float(u["dense_loc"][units].sum()) * j.grad_bytes / n
                 expert = float(u["expert_loc"][units].sum()) * j.grad_bytes / n
-                colls = self._param_colls(p, Op.REDUCESCATTER, dense, expert)
+                colls = self._fsdp_colls(p, Op.REDUCESCATTER, dense, expert)
                 if colls:
                     rs = b.comm(f"{lbl}/dp-rs", colls, (c, self.dp_tail[p]), group="dp", stage=p,
                                 count=n, micro_batch=mb, phase=phase)
                     self.dp_tail[p] = rs
                     self.dangling[p].append(rs)
+                    if j.fsdp_shard is not None:  # the reduced shard, all-reduced across the replicas
+                        ar = self._colls(p, "replica", Op.ALLREDUCE, dense / j.fsdp_shard)
+                        if ar:
+                            t = b.comm(f"{lbl}/dp-ar", ar, (rs,), group="dp", stage=p, count=n,
+                                       micro_batch=mb, phase=phase)
+                            self.dp_tail[p] = t
+                            self.dangling[p].append(t)
             anchor = entry
             entry = tail
         self.last[p] = entry
@@ -430,8 +454,12 @@ class _Builder:
 
     def _dp_far(self, p: int) -> bool:
         """Whether stage ``p``'s data-parallel groups span servers (8 GPUs a server)."""
-        dp = self._groups(p, "dp")
-        return bool(np.any(dp.min(axis=1) // 8 != dp.max(axis=1) // 8))
+        return self._far(p, "dp")
+
+    def _far(self, p: int, kind: str) -> bool:
+        """Whether stage ``p``'s groups of ``kind`` span servers (8 GPUs a server)."""
+        g = self._groups(p, kind)
+        return bool(g.shape[1] > 1 and np.any(g.min(axis=1) // 8 != g.max(axis=1) // 8))
 
     def _bucket_bus_bytes(self, p: int, u: dict[str, np.ndarray], bucket: list[int]) -> float:
         """What one GPU sends for a DDP bucket's gradient collective (nccl-tests bus bytes): an
@@ -536,7 +564,9 @@ class _Builder:
             dense = sum(float(u["dense_loc"].sum()) for u in us)
             expert = sum(float(u["expert_loc"].sum()) for u in us)
             shard = dense + expert
-            if j.zero_stage >= 1:  # optimizer states sharded over the (expert) data-parallel ranks
+            if j.fsdp_shard is not None:  # sharded over one shard group, replicated across them
+                shard = dense / j.fsdp_shard
+            elif j.zero_stage >= 1:  # optimizer states sharded over the (expert) data-parallel ranks
                 shard = dense / (j.dp * j.cp) + expert / max(1, j.dp * j.cp // j.ep)
             step = b.compute(f"s{p}/optimizer", cm.optimizer_step_s(shard, j.gpu),
                              (*self.last[p], *self.dangling[p]), stage=p, phase="step")

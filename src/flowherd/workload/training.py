@@ -117,6 +117,15 @@ class TrainingJob:
             over the ``pp * virtual_stages`` model chunks as evenly as possible, the first chunks
             taking one more (as ``numpy.array_split``), where Megatron would require divisibility.
         fsdp: PyTorch FSDP full sharding, i.e. ``zero_stage=3``.
+        fsdp_shard: Hybrid sharding (PyTorch FSDP's ``HYBRID_SHARD``, torchtitan's
+            ``data_parallel_shard_degree``): parameters, gradients and optimizer states are sharded
+            over groups of ``fsdp_shard`` consecutive data-parallel ranks and replicated across the
+            ``dp / fsdp_shard`` groups; each layer's all-gather and reduce-scatter stay inside its
+            shard group and its reduced shard is then all-reduced across the replicas (FSDP's
+            ``_post_backward_hook`` -> ``_reduce_grad``: ``reduce_scatter_tensor`` over the shard
+            group, then ``all_reduce`` over the inter-node group; torch/distributed/fsdp/
+            _runtime_utils.py). None (default): one shard group of all ``dp`` ranks. Needs ZeRO-3 /
+            FSDP, ``cp == 1`` and ``ep == 1``, and must divide ``dp``.
         seq_len: Tokens per sequence.
         micro_batch: Sequences per micro-batch per replica.
         global_batch: Sequences per iteration; a multiple of ``micro_batch * dp``. Defaults to
@@ -128,7 +137,9 @@ class TrainingJob:
         precision: The GEMMs' number format, "bf16" (default) or "fp8" (Transformer Engine's FP8
             projections; `flowherd.workload.compute`); activations and communication stay in
             ``dtype_bytes``.
-        grad_bytes: Bytes per gradient element in the DP reduction (2: BF16; 4: FP32).
+        grad_bytes: Bytes per gradient element in the DP reduction (2: BF16; 4: FP32); None: 4
+            for a job that names ``framework: megatron`` with 2-byte activations (Megatron-LM reduces
+            BF16 gradients in FP32, `flowherd.workload.frameworks`), else 2.
         param_bytes: Bytes per element of the weights the framework keeps and (ZeRO-3 / FSDP)
             all-gathers; None (default): ``dtype_bytes``. 4 is PyTorch FSDP with FP32 parameters
             under autocast (Composer's ``mixed_precision: DEFAULT``): every forward casts the weights
@@ -190,6 +201,7 @@ class TrainingJob:
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
     fsdp: bool = False
+    fsdp_shard: int | None = None
     seq_len: int = 4096
     micro_batch: int = 1
     global_batch: int | None = None
@@ -197,7 +209,7 @@ class TrainingJob:
     efficiency: float | None = None
     dtype_bytes: int = 2
     precision: str = "bf16"
-    grad_bytes: int = 2
+    grad_bytes: int | None = None
     param_bytes: int | None = None
     grad_accumulation: str = "fused"
     pipeline_engine: str | None = None
@@ -214,6 +226,11 @@ class TrainingJob:
         object.__setattr__(self, "model", get_model(self.model))
         object.__setattr__(self, "gpu", get_gpu(self.gpu))
         w = f"job {self.name!r}"
+        if self.grad_bytes is None:  # the named framework's reduction dtype (`Framework.fp32_grad_reduce`)
+            known = isinstance(self.framework, str) and self.framework in FRAMEWORKS
+            fw0 = FRAMEWORKS[self.framework] if known else None
+            wide = fw0 is not None and fw0.fp32_grad_reduce and self.dtype_bytes == 2
+            object.__setattr__(self, "grad_bytes", 4 if wide else 2)
         for f in ("gpus", "tp", "pp", "ep", "cp", "seq_len", "micro_batch", "iterations", "dtype_bytes",
                   "grad_bytes"):
             _pos_int(getattr(self, f), f, w)
@@ -252,6 +269,12 @@ class TrainingJob:
                 raise ConfigError(
                     f"{w}: fsdp shards like zero_stage 3, got zero_stage={self.zero_stage} (fsdp)")
             object.__setattr__(self, "zero_stage", 3)
+        if self.fsdp_shard is not None:
+            _pos_int(self.fsdp_shard, "fsdp_shard", w)
+            if self.zero_stage != 3 or self.cp != 1 or self.ep != 1 or self.dp % self.fsdp_shard:
+                raise ConfigError(f"{w}: fsdp_shard (hybrid sharding) needs fsdp (zero_stage 3), cp = ep = 1 "
+                                  f"and to divide dp={self.dp}, got fsdp_shard={self.fsdp_shard}, zero_stage="
+                                  f"{self.zero_stage}, cp={self.cp}, ep={self.ep} (fsdp_shard)")
         if self.recompute not in RECOMPUTE:
             raise ConfigError(f"{w}: recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r} "
                               "(recompute)")
@@ -437,7 +460,8 @@ DDP_BUCKET_BYTES = 25 * MiB  # PyTorch DDP's bucket_cap_mb = 25: the bucket of a
 CP_COMM = ("p2p", "all-gather")
 GRAD_ACCUMULATION = ("fused", "fp32-buffer")
 PIPELINE_ENGINES = ("megatron", "deepspeed")
-PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "virtual_stages", "sequence_parallel", "zero", "fsdp")
+PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "virtual_stages", "sequence_parallel", "zero", "fsdp",
+                    "fsdp_shard")
 
 
 def _split_layers(job: TrainingJob, where: str) -> tuple[range, ...]:
