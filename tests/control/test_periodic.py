@@ -59,28 +59,73 @@ def _a_bucket():
 
 
 def _learnt_pair(ctl, period_s=1.0, n=3):
-    """Jobs a and b in lock step for ``n`` iterations, a asked first at each onset."""
+    """Jobs a and b in lock step for ``n`` iterations, a asked first at each onset (delays not applied)."""
     for pa, pb in zip(_bursts("a", period_s, n), _bursts("b", period_s, n), strict=True):
         ctl.decide(pa, _view())
         ctl.decide(pb, _view())
 
 
+def _run_pair(ctl, n, buckets=4, spacing_s=0.1):
+    """Jobs a and b started in lock step (period 1 s, ``buckets`` chained buckets), the delays applied
+    as the simulator does: a delay moves the job's later collectives with it. Returns b's delays
+    by iteration."""
+    ctl.decide(_point("other", -1.0), _view())  # link 0 is shared from the start
+    off = {"a": 0.0, "b": 0.0}
+    got = []
+    for k in range(n):
+        for b in range(buckets):
+            for job in ("a", "b"):
+                d = ctl.decide(_point(job, k + off[job] + b * spacing_s), _view())
+                if d is not None:
+                    off[job] += d.delay_s
+                    if job == "b":
+                        got.append((k, d.delay_s))
+                    else:
+                        raise AssertionError(f"a delayed at iteration {k}")
+    return got
+
+
 def test_a_burst_meeting_another_jobs_burst_is_shifted_once_by_its_solo_length():
-    # lock step: at the next origin a goes first; b finds a's bucket on the shared link and waits
-    # for a's burst to end alone (W = 0.4 s) plus a quarter of the free time T - 2 W = 0.2 s
+    # lock step: at the second origin the pattern is known (T = 1 s, W = 4 GB / C = 0.4 s); b opens
+    # its burst while a's is predicted to hold the link (no bytes in flight needed: a burst paced
+    # by compute leaves the link idle between its buckets) and waits for it to end alone (0.4 s)
+    # plus a quarter of the free time T - 2 W = 0.2 s; then the two take turns: no further delay
     ctl = InterleaveController(InterleaveParams(guard_fraction=0.25))
-    _learnt_pair(ctl)
-    t = 3.0
-    assert ctl.decide(_point("a", t), _view()) is None
-    busy = _a_bucket()
-    d = ctl.decide(_point("b", t), _view(busy, now_s=t))
-    assert d.delay_s == pytest.approx(0.4 + 0.25 * 0.2)
-    # the shifted burst then meets nothing: no further delay in the next iterations
-    for k in range(1, 4):
-        for b in range(4):
-            assert ctl.decide(_point("a", t + k + 0.1 * b), _view()) is None
-            assert ctl.decide(_point("b", t + d.delay_s + k + 0.1 * b), _view()) is None
+    got = _run_pair(ctl, 6)
+    assert got == [(1, pytest.approx(0.4 + 0.25 * 0.2))]
     assert ctl.learner.jobs["b"].shifts == 1
+    # a's bursts were seen alone from then on: its span is learnt (back to back buckets: 0.4 s)
+    assert ctl.learner.jobs["a"].span_s == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(("other_at_s", "span_s"), [(0.7, 0.55), (0.5, None)])
+def test_a_burst_paced_by_compute_is_as_long_as_its_span_seen_alone(other_at_s, span_s):
+    # buckets of 1 GB every 0.15 s (the link idle a third of the time): the burst holds the link
+    # 3 x 0.15 + 0.1 = 0.55 s, not W = 0.4 s; learnt only from a burst no other job's collective met
+    # (another job's bucket at 0.5 s into a's burst makes it say nothing of a alone)
+    lr = PatternLearner()
+    for k in range(3):
+        lr.observe(_point("other", k + other_at_s), _view(), k + other_at_s)
+        for p in _bursts("a", 1.0, 1, offset_s=k + 1.0, spacing_s=0.15):
+            lr.observe(p, _view(), p.now_s)
+    pat = lr.jobs["a"]
+    assert pat.solo_burst_s == pytest.approx({0: 0.4})
+    assert pat.span_s == (None if span_s is None else pytest.approx(span_s))
+    assert pat.burst_length_on([0]) == pytest.approx(0.4 if span_s is None else span_s)
+
+
+def test_the_first_burst_seen_under_contention_is_learnt_whole():
+    # in lock step the first burst's buckets are evenly spaced (each waits for the one before):
+    # every gap looks like an iteration's until the compute gap is seen. Its onsets must not be
+    # forgotten then, or the burst learnt is its tail only (W far too short)
+    lr = PatternLearner()
+    lr.observe(_point("other", -1.0), _view(), -1.0)
+    for p in [*_bursts("a", 1.0, 1, buckets=12, spacing_s=0.05), *_bursts("a", 1.0, 1, offset_s=1.0,
+                                                                          buckets=12, spacing_s=0.05)]:
+        lr.observe(p, _view(), p.now_s)
+    pat = lr.jobs["a"]
+    assert pat.solo_burst_s == pytest.approx({0: 12 * BUCKET / CAP})
+    assert pat.origins[-2:] == pytest.approx([0.0, 1.0]) and pat.period_s == pytest.approx(1.0)
 
 
 def test_no_shift_without_the_delay_lever_or_before_a_burst_was_seen_whole():
@@ -138,19 +183,21 @@ def two_jobs():
 
 
 def test_flowherd_under_buffer_reaches_near_the_isolated_bound_on_the_two_job_case(two_jobs):
-    # no control shares the uplink in lock step (each iteration about 1.4x its solo
-    # time); learnt shifts interleave the DP bursts. On the scenario's roce fabric (measured
-    # 2026-12-02) the first shifts leave a partial overlap for three iterations (about 1.07-1.11x
-    # solo) and every iteration runs at its solo time from the sixth at the latest (ideal engine:
-    # job a from the fourth): 1.042x the bound over 20 iterations (ideal 1.037x)
+    # no control shares the uplink in lock step (each iteration 1.39x its solo time). Each job's DP
+    # traffic is 32 gradient buckets overlapping the backward pass: 16.1 GB on the uplink (0.080 s
+    # at its capacity) spread over 0.103 s of a 0.2363 s iteration, so b's burst must start 0.105
+    # to 0.130 s after a's (measured by starting b that much later without control). The learnt
+    # shift (a's burst as long as it was seen alone, b's held buckets running back to back) puts
+    # b there in one shift at its second iteration; measured (roce): a at its solo time from its
+    # second iteration, b from its third, 1.033x the bound over 20 iterations
     none, bound, _ = two_jobs("none")
     herd, _, res = two_jobs("flowherd")
     assert none > 1.3 * bound
     for rec, job in zip(res.cluster.jobs, res.jobs, strict=True):
         its = np.diff(np.r_[0.0, rec.iteration_end_s])
-        assert its.size == 20 and its[5:] == pytest.approx(job["solo_iteration_s"], rel=1e-3), rec.name
-    assert herd < 1.05 * bound
-    assert (none - herd) / (none - bound) > 0.85  # most of the gap closed
+        assert its.size == 20 and its[2:] == pytest.approx(job["solo_iteration_s"], rel=1e-3), rec.name
+    assert herd < 1.04 * bound
+    assert (none - herd) / (none - bound) > 0.9  # most of the gap closed
     assert not res.cluster.controller_issues
     # the threshold rule alone delays nothing here (every DP bucket has slack 0: FINDINGS.md)
     thr, _, _ = two_jobs("threshold")

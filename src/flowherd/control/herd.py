@@ -132,8 +132,8 @@ class HerdParams:
             one-time interleaving shift (`flowherd.control.periodic`), or ``gate``, a decision at
             every collective (`flowherd.control.gate`: turns where bursts saturate the link,
             deadline order by learnt slack). Measured (development runs): on the two-job case
-            (20 iterations, roce) the shift ends 1.042x the bound, the gate 1.059x (it converges
-            in 8 iterations, the shift in 5); on heavy seed 5 (roce) 113.05 s against 115.75 s;
+            (20 iterations, roce) the shift ends 1.033x the bound, the gate 1.060x (it converges
+            in 10 iterations, the shift in 3); on heavy seed 5 (roce) 113.05 s against 115.75 s;
             on the mixed-period family (seeds 0-1) 16.57 s against 16.36 s, no control 16.51 s.
     """
 

@@ -19,17 +19,33 @@ What is learnt, per job ``j`` (times in seconds):
 * **Solo burst length** ``W_j``: per shared link, the bytes its last complete burst put there over
   the link's capacity, the largest over its links: how long the burst needs with the bottleneck
   to itself.
+* **Burst span** ``S_j``: from the origin of its last complete burst seen alone (no other job's
+  collective on its links during it) to the end of its last collective at the capacity. A burst
+  paced by compute (DDP/Megatron gradient buckets overlapping the backward pass) holds the link
+  longer than its bytes need: on the two-job case (`control_two_jobs.yaml`) 0.103 s against
+  ``W`` = 0.080 s. ``L_j = max(S_j, W_j)`` once a span was seen, ``W_j`` before.
+  The first burst's onsets are kept until a compute gap tells the bursts apart (under contention
+  its buckets are evenly spaced and each gap looks like an iteration's).
 
 The rule (`InterleaveController`). At a burst origin of ``j`` (its first collective across a
-shared link after its compute gap), find the other jobs whose current burst, started at ``o_k``
-and predicted to end at ``o_k + W_k`` if it has the link alone, holds a link ``j`` needs now
-(it has bytes left there). If there is one, hold ``j``'s collective back until the last of
-those bursts ends, plus a guard of ``guard_fraction`` of the free time ``T_j - W_k - W_j``
-(centering ``j``'s burst in the others' silence when it is 0.5). Then its later collectives,
-chained behind this one, follow; and since both jobs repeat with their periods, the next bursts
-do not meet again (``W_k + W_j <= T``). A job shifts at most ``max_shifts`` times between two
-changes of the set of running jobs, and not again before ``cooldown_iterations`` of its own
-iterations have shown whether the last shift held.
+shared link after its compute gap), find the other jobs whose current burst, started at ``o_k``,
+holds a link ``j`` needs now: bytes left there, or predicted to end after now at
+``o_k + L_k`` (the link is idle between the buckets of a burst paced by compute). If there is one,
+shift ``j`` until the last of those bursts ends, plus a guard of ``guard_fraction`` of the free
+time ``T_j - L_k - L_j`` (centering ``j``'s burst in the others' silence when it is 0.5). Then
+its later collectives, chained behind this one, follow; and since both jobs repeat with their
+periods, the next bursts do not meet again (``L_k + L_j <= T``). Where the shift is applied:
+
+* holding the collective that opens the burst moves the job's iteration by less than the hold:
+  its later buckets, ready by the end of the hold, run back to back (``W_j`` instead of ``S_j``).
+  With ``S_j`` known, the hold is the shift plus ``S_j - W_j``; the first shift, in lock step, holds
+  by the shift alone (no span was seen alone yet), which ends the overlap at once;
+* a later correction without ``S_j`` is applied whole to the job's first collective after that
+  burst (its next iteration's start, where nothing is compressed; CASSINI's point), if the job
+  has collectives between its bursts, else at the origin.
+
+A job shifts at most ``max_shifts`` times between two changes of the set of running jobs, and not
+again before ``cooldown_iterations`` of its own iterations have shown whether the last shift held.
 
 Why it helps (the property relied on): two bursts that must cross one bottleneck of capacity
 ``C`` take ``W_k + W_j`` together whether they share it or take turns; in turns, the first ends
@@ -64,17 +80,35 @@ class JobPattern:
         origins: Recent burst origins (recomputed from the onsets at each new origin).
         period_s: Median time between burst origins (None before one period was seen).
         solo_burst_s: Per link, its last complete burst's bytes there over the capacity.
+        span_s: Length of its last complete burst seen alone (no other job's collective on its
+            links during it, its origin not held back): from its origin to the end of its last
+            collective at the links' capacity; None before one was seen.
         shifts: Shifts made since the set of running jobs last changed.
         iterations_since_shift: Burst origins since its last shift.
+        pending_shift_s: A shift decided at a burst origin and not yet applied (`InterleaveController`
+            applies it to the job's first collective after that burst).
+        between_bursts: Whether a collective of the job was seen after a burst had started all its
+            bytes and before the next origin (one the shift can be applied to).
     """
 
     onsets: deque = field(default_factory=lambda: deque(maxlen=8192))
     origins: list = field(default_factory=list)
     period_s: float | None = None
     solo_burst_s: dict = field(default_factory=dict)
+    span_s: float | None = None
     shifts: int = 0
     iterations_since_shift: int = 1 << 30
+    pending_shift_s: float = 0.0
+    between_bursts: bool = False
     max_gap_s: float = 0.0  # longest gap between consecutive onsets kept
+    held_origin_s: float | None = None  # the origin of a burst held back at its origin
+    delimited: bool = False  # some onset kept is inside a burst (the bursts are told apart)
+
+    def burst_length_on(self, links) -> float:
+        """How long its burst holds ``links`` alone: its span seen alone if known, else its solo
+        burst length there (bytes over capacity: a burst paced by compute is longer), seconds."""
+        w = self.solo_burst_on(links)
+        return max(self.span_s, w) if self.span_s is not None and w > 0 else w
 
     @property
     def current_origin_s(self) -> float | None:
@@ -123,7 +157,19 @@ class PatternLearner:
             return True
         return now_s - p.onsets[-1][0] > p.gap_threshold_s()
 
-    def _relearn(self, p: JobPattern, cap: np.ndarray) -> None:
+    def _alone(self, job: str, start_s: float, end_s: float, links: set, cap: np.ndarray) -> bool:
+        """Whether no other job's collective was on ``links`` between ``start_s`` and ``end_s``
+        (each taken from its onset for its bytes there at the capacity)."""
+        for other, q in self.jobs.items():
+            if other == job:
+                continue
+            for t, b in q.onsets:
+                on = [v / float(cap[lk]) for lk, v in b.items() if lk in links]
+                if on and t < end_s and t + max(on) > start_s:
+                    return False
+        return True
+
+    def _relearn(self, job: str, p: JobPattern, cap: np.ndarray) -> None:
         """Origins, period and the last complete burst from the onsets kept, with today's gap
         threshold (the first burst's onsets, seen before any compute gap, are no origins then)."""
         t = np.fromiter((o[0] for o in p.onsets), dtype=np.float64, count=len(p.onsets))
@@ -135,11 +181,20 @@ class PatternLearner:
         p.solo_burst_s = {}
         if len(idx) >= 2:
             acc: dict[int, float] = {}
+            end = t[idx[-2]]
             for k in range(idx[-2], idx[-1]):
                 for lk, b in p.onsets[k][1].items():
                     acc[lk] = acc.get(lk, 0.0) + b
+                end = max(end, t[k] + max(b / float(cap[lk]) for lk, b in p.onsets[k][1].items()))
             p.solo_burst_s = {lk: b / float(cap[lk]) for lk, b in acc.items()}
-        if len(idx) > self.history_iterations + 2:  # forget onsets before the origins kept
+            o = float(t[idx[-2]])
+            if len(idx) < t.size and p.held_origin_s != o and self._alone(job, o, float(end), set(acc), cap):
+                p.span_s = float(end) - o
+        # forget onsets before the origins kept, once bursts are told apart (some onset inside a
+        # burst): before that every gap is above the threshold and the onsets of the first burst
+        # would be forgotten as if each were an iteration
+        p.delimited = len(idx) < t.size
+        if len(idx) > self.history_iterations + 2 and p.delimited:
             k = idx[-(self.history_iterations + 2)]
             for _ in range(k):
                 p.onsets.popleft()
@@ -175,7 +230,7 @@ class PatternLearner:
         p.onsets.append((start_s, {lk: bytes_on[lk] for lk in shared.tolist()}))
         if origin:
             p.iterations_since_shift += 1
-            self._relearn(p, view.link_capacity_bytes_per_s)
+            self._relearn(job, p, view.link_capacity_bytes_per_s)
         return origin
 
     def forget(self, job: str) -> None:
@@ -184,7 +239,7 @@ class PatternLearner:
         for s in self.link_jobs.values():
             s.discard(job)
         for p in self.jobs.values():
-            p.shifts = 0
+            p.shifts, p.pending_shift_s = 0, 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,15 +279,17 @@ def interleave_delay_s(point: DecisionPoint, view: NetworkView, learner: Pattern
     Call it right after `PatternLearner.observe` recorded ``point`` as a burst origin."""
     job = point.job
     p = learner.jobs.get(job)
-    if p is None or p.period_s is None or not p.solo_burst_s:
+    if p is None or p.period_s is None or not p.solo_burst_s or not p.delimited:
         return 0.0
     if p.shifts >= params.max_shifts or p.iterations_since_shift < params.cooldown_iterations:
         return 0.0
     shared = learner.shared_links(job, point.link_idx)
     if shared.size == 0:
         return 0.0
-    mine = p.solo_burst_on(shared)
-    # the other jobs with bytes left now on a link this burst needs
+    mine = p.burst_length_on(shared)
+    # the other jobs in a burst on a link this one needs: with bytes left there now, or whose
+    # current burst (learnt to hold those links) is predicted to last past now (a burst paced by
+    # the backward pass leaves the link idle between its buckets)
     busy: dict[str, set[int]] = {}
     for c in view.coflows:
         if c.job is None or c.job == job:
@@ -240,12 +297,17 @@ def interleave_delay_s(point: DecisionPoint, view: NetworkView, learner: Pattern
         on = np.intersect1d(c.link_idx[c.link_remaining_bytes > 0], shared)
         if on.size:
             busy.setdefault(c.job, set()).update(on.tolist())
+    for other, q in learner.jobs.items():
+        if other != job and q.current_origin_s is not None and q.current_origin_s <= point.now_s:
+            on = [lk for lk in shared.tolist() if q.solo_burst_s.get(lk, 0.0) > 0]
+            if on and q.current_origin_s + q.burst_length_on(on) > point.now_s:
+                busy.setdefault(other, set()).update(on)
     end = point.now_s
     for other, links in busy.items():
         q = learner.jobs.get(other)
         if q is None or q.current_origin_s is None or not q.solo_burst_s:
             continue
-        theirs = q.solo_burst_on(links)
+        theirs = q.burst_length_on(links)
         e = q.current_origin_s + theirs
         if e <= point.now_s:
             continue
@@ -335,22 +397,48 @@ class InterleaveController:
             return 0.0
         if point.kind == "arrival":
             for q in self.learner.jobs.values():
-                q.shifts = 0
+                q.shifts, q.pending_shift_s = 0, 0.0
             return 0.0
         if point.kind != "collective" or point.job is None or point.link_idx.size == 0:
             return 0.0
         origin = self.learner.observe(point, view, point.now_s)
-        d = 0.0
-        if origin and view.levers.delay:
-            d = interleave_delay_s(point, view, self.learner, self.params)
-        if d > 0:  # the burst starts later: so its onset and its origin
-            p = self.learner.jobs[point.job]
-            p.onsets[-1] = (point.now_s + d, p.onsets[-1][1])
-            if len(p.onsets) >= 2:
-                p.max_gap_s = max(p.max_gap_s, point.now_s + d - p.onsets[-2][0])
-            p.origins[-1] = point.now_s + d
+        p = self.learner.jobs.get(point.job)
+        if p is None:
+            return 0.0
+        if origin:
+            if p.pending_shift_s > 0:  # no collective came between the bursts: shift this one
+                return self._hold_origin(p, point, p.pending_shift_s)
+            d = interleave_delay_s(point, view, self.learner, self.params) if view.levers.delay else 0.0
+            if d <= 0:
+                return 0.0
+            first = p.shifts == 0
             p.shifts += 1
             p.iterations_since_shift = 0
+            w = p.solo_burst_on(self.learner.shared_links(point.job, point.link_idx))
+            if p.span_s is not None and p.span_s > w:  # its held buckets run back to back
+                return self._hold_origin(p, point, d + p.span_s - w)
+            if first or not p.between_bursts:
+                return self._hold_origin(p, point, d)
+            p.pending_shift_s = d  # applied to the first collective after this burst
+            return 0.0
+        if self.learner.shared_links(point.job, point.link_idx).size and p.onsets \
+                and p.onsets[-1][0] == point.now_s:
+            return 0.0  # inside the burst
+        prog = self.learner.burst_progress(point.job, view)
+        if prog is None or prog < 1.0 - 1e-9:
+            return 0.0
+        p.between_bursts = True
+        d, p.pending_shift_s = p.pending_shift_s, 0.0
+        return d if view.levers.delay else 0.0
+
+    def _hold_origin(self, p: JobPattern, point: DecisionPoint, d: float) -> float:
+        """Hold back the collective that opens a burst by ``d``: its onset and origin move."""
+        p.pending_shift_s = 0.0
+        p.onsets[-1] = (point.now_s + d, p.onsets[-1][1])
+        if len(p.onsets) >= 2:
+            p.max_gap_s = max(p.max_gap_s, point.now_s + d - p.onsets[-2][0])
+        p.origins[-1] = point.now_s + d
+        p.held_origin_s = point.now_s + d
         return d
 
     def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
