@@ -232,6 +232,7 @@ class ResultStore:
 
         self.path = resolve_store_path(path)
         self._duckdb_error = duckdb.Error
+        self._duckdb_interrupt = duckdb.InterruptException
         if read_only and not self.path.is_file():
             raise ConfigError(f"no result store at {_q(path)} (expected a results.duckdb file or a sweep "
                               "directory holding one)")
@@ -367,6 +368,14 @@ class ResultStore:
                 if rows:
                     con.executemany("INSERT INTO network_links VALUES (" + ", ".join(["?"] * 13) + ")", rows)
             con.execute("COMMIT")
+        except (self._duckdb_interrupt, RuntimeError) as err:
+            # DuckDB turns a Ctrl-C or SIGTERM that arrives inside a query into its own error
+            # ("Query interrupted"): the run is not stored and the command stops as interrupted
+            with contextlib.suppress(self._duckdb_error):
+                con.execute("ROLLBACK")
+            if isinstance(err, self._duckdb_interrupt) or "interrupted" in str(err).lower():
+                raise KeyboardInterrupt from err
+            raise
         except self._duckdb_error as err:
             with contextlib.suppress(self._duckdb_error):
                 con.execute("ROLLBACK")
