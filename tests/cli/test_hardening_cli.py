@@ -1,4 +1,4 @@
-"""Issue 15 through the command line: outputs checked before running, data printed as text, long
+"""Hardening through the command line: outputs checked before running, data printed as text, long
 runs not silent, one-line usage errors that echo the value."""
 
 import copy
