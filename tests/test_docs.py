@@ -131,7 +131,7 @@ def test_the_code_tests_benchmarks_and_results_tell_no_project_history():
             continue
         hits = _history(text)
         pending = NOT_YET_REWRITTEN.get(rel.as_posix(), [])
-        assert all(h in hits for h in pending), f"{rel} no longer says {pending}: drop it from NOT_YET_REWRITTEN"
+        assert all(h in hits for h in pending), f"{rel} no longer says {pending}: drop its entry"
         found += [f"{rel}: {hit}" for hit in hits if hit not in pending]
     assert not found, found
 
