@@ -1,4 +1,4 @@
-"""Where a `flowherd collective` spends its CPU time, phase by phase (issue 16's start-up).
+"""Where a `flowherd collective` spends its CPU time, phase by phase (its start-up).
 
     python benchmarks/collective_phases.py [--json] [COLLECTIVE ARGS ...]
 

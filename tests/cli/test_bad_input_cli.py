@@ -1,4 +1,4 @@
-"""Issue 2's bad inputs, each through the command line: one line on stderr, exit code 2, no traceback."""
+"""Bad inputs, each through the command line: one line on stderr, exit code 2, no traceback."""
 
 import pytest
 import yaml

@@ -1,4 +1,4 @@
-"""Issue 15 through the command line: outputs checked before running, data printed as text, long
+"""Hardening through the command line: outputs checked before running, data printed as text, long
 runs not silent, one-line usage errors that echo the value."""
 
 import copy
@@ -29,7 +29,7 @@ def test_job_and_tenant_names_are_printed_as_text_not_markup(tmp_path, capsys):
     data["name"] = "[red]tiny"
     assert main(["simulate", _write(tmp_path, data)]) == 0
     out = capsys.readouterr().out
-    assert "[/bold]" in out  # a closing tag without an opening one no longer crashes the table
+    assert "[/bold]" in out  # a closing tag without an opening one is shown, not a crash
     assert "[link=file:///etc/passwd]clickme[/link]" in out  # shown as typed, not a hidden hyperlink
     assert "\x1b]8;" not in out  # no OSC 8 terminal hyperlink
     assert "[red]tiny: 3 jobs" in out

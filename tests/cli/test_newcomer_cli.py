@@ -180,7 +180,7 @@ def test_a_planned_run_is_named_by_its_plan_not_by_the_scenarios_placer(tmp_path
     out = tmp_path / "run"
     assert main(["simulate", tiny, "--plan", str(plan), "--controller", "varys", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    # issue 16: "packed placement" was printed (and stored) for a planned run with a controller
+    # a planned run with a controller is labelled (and stored) with its plan's placement
     assert "(topology placement" in text and "first-fit placement" not in text
     with ResultStore(out, read_only=True) as st:
         (run,) = st.runs()

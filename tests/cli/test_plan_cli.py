@@ -1,4 +1,4 @@
-"""`flowherd plan`: the JSON contract of issue 4, --out, and executing a plan with simulate --plan."""
+"""`flowherd plan`: the JSON contract, --out, and executing a plan with simulate --plan."""
 
 from __future__ import annotations
 

@@ -30,6 +30,6 @@ def test_heartbeat_prints_at_most_one_line_a_minute_between_news():
 def test_elapsed_and_table_times_read_in_one_unit():
     assert format_elapsed(59.4) == "59 s" and format_elapsed(61) == "1 min 1 s"
     assert format_elapsed(7322) == "2 h 2 min"
-    # the terminal's JCTs in seconds, like the report's axes (issue 16: minutes vs seconds)
+    # the terminal's JCTs in seconds, like the report's axes (not minutes)
     assert _fmt(94.21) == "94.2 s" and _fmt(224.3) == "224 s" and _fmt(1234.5) == format_seconds(1234.5)
     assert _fmt(0.0421) == "0.0421 s" and _fmt(None) == "-" and _fmt(3.8, "x") == "3.8"

@@ -1,4 +1,4 @@
-"""`flowherd simulate` / `demo`: the JSON contract of issue 3, determinism, results on disk, bad input."""
+"""`flowherd simulate` / `demo`: the JSON contract, determinism, results on disk, bad input."""
 
 import json
 import subprocess
@@ -149,7 +149,7 @@ def test_controller_option_runs_a_controller(capsys, small_file):
     assert base["controller"] == "none" and base["num_decisions"] == 0
     assert ctl["controller"] == "adaptive" and ctl["num_decisions"] > 0
     assert ctl["controller_issues"] == []
-    # under the default grant (buffer) and against the same run without control (issue 14)
+    # under the default grant (buffer) and against the same run without control
     assert ctl["levers"] == "buffer" and ctl["refused_decisions"] == 0
     assert ctl["cost_to_others"]["baseline"] == "none" and "cost_to_others" not in base
 

@@ -1,4 +1,4 @@
-"""Schedules built once, checked once (issue 16's start-up): `steps_of` and `Step.retimed` make the
+"""Schedules built once, checked once (a collective's start-up): `steps_of` and `Step.retimed` make the
 steps `Step` and `dataclasses.replace` made, and the builder's one pass over all flows the steps
 its loop over them made (the loop is kept here, verbatim, as the reference)."""
 

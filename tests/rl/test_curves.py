@@ -1,4 +1,4 @@
-"""The RL comparison's table (issue 14): steps to within 5% of the best policy, CIs over seeds, and the
+"""The RL comparison's table: steps to within 5% of the best policy, CIs over seeds, and the
 benchmark's report from stored runs (flowherd.rl.curves, benchmarks/rl_curves.py)."""
 
 import importlib.util

@@ -1,4 +1,4 @@
-"""The Gymnasium environment: API conformance, determinism, exact rewards, clean threads (issue 5)."""
+"""The Gymnasium environment: API conformance, determinism, exact rewards, clean threads."""
 
 import gc
 import threading

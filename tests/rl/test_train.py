@@ -1,4 +1,4 @@
-"""Behaviour cloning, training, and a trained model run as a controller (issue 5)."""
+"""Behaviour cloning, training, and a trained model run as a controller."""
 
 import csv
 import json
@@ -205,8 +205,8 @@ def test_time_limit_is_honoured_within_ten_percent(tiny, tmp_path):
     limit_s = 20.0
     res = train(tiny, out=tmp_path / "t.zip", steps=10_000_000, train_seeds=[3, 4], val_seeds=[7],
                 bc_epochs=1, time_limit_s=limit_s, log=lines.append)
-    # the whole training, cloning and the last validation included, ends at the limit (issue 16:
-    # "--time-limit 2min ran 18 min"); what comes before RL (cloning, references, the first
+    # the whole training, cloning and the last validation included, ends at the limit
+    # (never "--time-limit 2min" running 18 min); what comes before RL (cloning, references, the first
     # validation: a few seconds, more on a busy machine) must leave RL some of the limit
     before_rl_s = res.curve[0].wall_s
     if before_rl_s > 0.6 * limit_s:  # about 3 s on a quiet 2-core machine

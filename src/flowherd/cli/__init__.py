@@ -107,7 +107,7 @@ _LIMIT_ENV = ("FLOWHERD_MAX_MEMORY", "FLOWHERD_MAX_EVENTS")  # flowherd.experime
 
 #: The cyclic collector's first threshold while a command runs (CPython's default is 700). A
 #: command's start-up makes long-lived objects only (modules, classes, functions): at 700 the
-#: collector ran 44 times over them in a 64-GPU `collective` (0.03 of its 0.7 CPU-s, issue 16),
+#: collector ran 44 times over them in a 64-GPU `collective` (0.03 of its 0.7 CPU-s),
 #: at this threshold 4 times; the cycles a long run leaves are still collected.
 GC_THRESHOLD = 10_000
 
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     Called as the process's entry (``argv`` None) for a command that only prints
     (`CommandEntry.writes_nothing`), it freezes the objects left (`gc.freeze`) once the command
     is done: the interpreter's exit still runs every exit handler and frees every module, but its
-    final collections do not walk them (0.06 of a 64-GPU `collective`'s 0.7 CPU-s, issue 16).
+    final collections do not walk them (0.06 of a 64-GPU `collective`'s 0.7 CPU-s).
     """
     old = gc.get_threshold()
     gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])

@@ -92,7 +92,7 @@ class Step:
     def retimed(self, *, latency_s: float, min_transfer_s: float = 0.0) -> Step:
         """This step with another latency and least duration: its flows and dependencies, checked
         when it was made (read-only arrays), are shared, not checked again as
-        `dataclasses.replace` would (a 512-step schedule's calibration, issue 16)."""
+        `dataclasses.replace` would (a 512-step schedule's calibration)."""
         if not min_transfer_s >= 0:
             raise ConfigError(f"a step's min_transfer_s must be >= 0 seconds, got "
                               f"{min_transfer_s!r} (step.min_transfer_s)")

@@ -116,7 +116,7 @@ def start_local_ray(num_cpus: int | None = None, memory_bytes: int | None = None
     """A fresh local Ray instance bound to 127.0.0.1, removed with its temporary directory on exit.
 
     Every Ray process of the instance (GCS, raylet, workers, dashboard and runtime-env agents)
-    listens on loopback only, the dashboard is off, and the session directory lives in a fresh
+    listens on loopback only, the dashboard is off, and Ray's temporary directory lives in a fresh
     ``flowherd-ray-<pid>-*`` directory of the system temp dir (short: Ray's Unix socket paths must
     stay under 108 bytes), deleted after `ray.shutdown`. Its workers inherit ``--max-memory`` and
     ``--max-events`` (`flowherd.experiments.budget`), and `memory_bytes` is the memory Ray

@@ -13,7 +13,7 @@ its duration and each communication task at its alone-on-the-fabric time (the bu
 bytes over its capacity under spraying, plus the schedule's critical-path latency), and each
 group's active share is the length of the union of its tasks' intervals over the iteration
 time. Two jobs' traffic can then be added on a link weighted by their active shares (the
-"concurrent-traffic estimate" of issue 4).
+planner's "concurrent-traffic estimate").
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def test_a_chain_of_acks_alternates_full_and_empty_queues():
 
 def test_slow_start_rounds_take_the_ack_delay_by_hand():
     # IW 1000 B, doubling, RTT 1 s, ACK delay 1 s, rate 1000 B/s, no setup: with the delay the
-    # first round (2 s) carries 1000 B, then the window (2000 B) fills r (RTT + d): 6000 B at
+    # the first RTT (2 s) carries 1000 B, then the window (2000 B) fills r (RTT + d): 6000 B at
     # line rate, done at 8 s; without it the window fills r RTT at once: 7000 B in 7 s
     kw = dict(rwnd_bytes=1e12, init_window_bytes=1000.0, growth=2.0, setup_rtts=0)
     q = _steady(1000.0, 1000.0, 1000.0)

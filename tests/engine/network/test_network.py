@@ -318,7 +318,7 @@ def test_slow_start_with_delayed_acks_by_hand():
     sent = 10e3 * (1.5**6 - 1) / 0.5
     assert loss[0] == pytest.approx(6 * 10e-6 - sent / 8e9)
     assert loss[0] > fluid.slow_start_loss_s(np.array([1e6]), np.array([8e9]), np.array([10e-6]), 10e3)[0]
-    # 25 kB ends in the second round (10 + 15): one whole RTT plus the last window at the rate
+    # 25 kB ends in the second RTT (10 + 15): one whole RTT plus the last window at the rate
     short = fluid.slow_start_loss_s(np.array([25e3]), np.array([8e9]), np.array([10e-6]), 10e3, 1.5)
     assert short[0] == pytest.approx(10e-6)
 

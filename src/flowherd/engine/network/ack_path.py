@@ -30,7 +30,7 @@ the same integration with an idle ACK path, so a flow whose receiver sends nothi
 nothing (and with ``rwnd`` 0, the default, the mechanism is off).
 
 Where it comes from: ns-3's ring AllReduce on two leaves (validation/README.md): the
-cross-leaf flows' round trips grow from 8.3 us to 14-22 us from their second round on, behind
+cross-leaf flows' round trips grow from 8.3 us to 14-22 us from their second RTT on, behind
 the data their receiver sends to its own ring neighbour; 187.5 KB of window (1.5 BDP at 10 us
 and 100 Gb/s) against an intra-leaf BDP of about 53 KB leaves about 134 KB queued, 10.8 us
 (ns-3's host queue holds 115-134 KB there, its neighbour's 0-24 KB). Every input is a protocol
