@@ -141,7 +141,7 @@ def run_small(instances: int, time_limit_s: float, llm: bool = False) -> dict[st
     return out
 
 
-LARGE_BUDGET_S = 60.0  # the heuristic's planning time at 4,096 GPUs and 200 jobs (issue 5's target)
+LARGE_BUDGET_S = 60.0  # the heuristic's planning time at 4,096 GPUs and 200 jobs (the target)
 
 
 def run_large(seed: int = 0) -> dict[str, float]:
