@@ -158,3 +158,15 @@ def test_unknown_controller_is_one_line(capsys, small_file):
     assert main(["simulate", str(small_file), "--controller", "casini"]) == 2
     err = capsys.readouterr().err
     assert "did you mean 'cassini'" in err and err.count("\n") == 1
+
+
+def test_the_controller_option_names_every_registered_controller():
+    """`simulate --help` lists every name `--controller` accepts (the registry, flowherd.control)."""
+    import inspect
+
+    from flowherd.cli.simulate_cmd import simulate
+    from flowherd.control import CONTROLLERS
+
+    help_text = inspect.signature(simulate).parameters["controller"].default.help
+    missing = [name for name in CONTROLLERS if f" {name}," not in help_text.replace("\n", " ")]
+    assert not missing, missing

@@ -316,10 +316,10 @@ def simulate(
     seed: int = typer.Option(None, "--seed", help="override the scenario's seed"),
     plan: Path = typer.Option(None, "--plan", help="a plan JSON (flowherd plan --out) pinning the jobs"),
     controller: str = typer.Option(None, "--controller", help="an online controller: none, adaptive, "
-                                   "cassini, crux, sincronia, varys, mltcp, threshold, interleave, flowherd, "
-                                   "or the path of a model trained by flowherd train (.zip); overrides the "
-                                   "scenario's (a controlled run is also run without control, for the "
-                                   "cost to others)"),
+                                   "cassini, crux, sincronia, varys, mltcp, threshold, interleave, gate, "
+                                   "kv-guard, flowherd, or the path of a model trained by flowherd train "
+                                   "(.zip); overrides the scenario's (a controlled run is also run without "
+                                   "control, for the cost to others)"),
     network: str = typer.Option(None, "--network", help="the network model: ideal, roce, tcp, a switch "
                                 "preset (tomahawk2, spectrum2, spectrum3, jericho3, shallow, deep) or a "
                                 "YAML file of a network: section; overrides the scenario's"),
