@@ -1,6 +1,6 @@
 """Write docs/scenario-schema.md, the reference of every scenario key, from the pydantic models.
 
-Keys, types, defaults and bounds come from `flowherd.experiments.scenario.ScenarioModel` and
+Keys, types, defaults and bounds come from `flowherd.experiments.scenario_schema.ScenarioModel` and
 `flowherd.fabric.spec.FabricSpec` (and the fields of `InferenceJob` for ``serving``, of
 `ModelShape` for an inline ``model``), so the page cannot list a key the code does not take or
 miss one it does; the one-line meanings are below (or a field's own pydantic ``description``).
@@ -351,7 +351,7 @@ def _dataclass_rows(cls: type, skip: tuple[str, ...]) -> list[str]:
 
 def render() -> tuple[str, list[str]]:
     """The page, and the keys that have no meaning written yet."""
-    from flowherd.experiments.scenario import ScenarioModel
+    from flowherd.experiments.scenario_schema import ScenarioModel
     from flowherd.fabric.spec import KIND_KEYS, FabricSpec
     from flowherd.workload.inference import InferenceJob
     from flowherd.workload.models import ModelShape

@@ -27,8 +27,10 @@ simultaneous (the later ones end up to that much early).
 The loop itself runs in compiled code (`flowherd.engine.event_loop`): it returns to Python only for
 a coflow that has an ``on_done`` listener, a congestion model's hooks, the closure rule, and
 bookkeeping now and then, so a callback costs only where a consumer listens. Coflows can be
-added one at a time (`add_coflow`), as single-flow batches (`add_flows`) or as a prepared graph
-of many coflows checked once (`add_coflows`, `flowherd.engine.coflow_batch`).
+added one at a time (`add_coflow`), as single-flow batches (`add_flows`,
+`flowherd.engine.flow_batch`) or as a prepared graph of many coflows checked once
+(`add_coflows`, `flowherd.engine.coflow_batch`); `result` (`flowherd.engine.snapshot`) copies
+the records out.
 """
 
 from __future__ import annotations
@@ -50,12 +52,14 @@ from flowherd.engine.allocation import (
 )
 from flowherd.engine.bottleneck import _Scratch, reallocate_local
 from flowherd.engine.coflow_batch import CoflowBatch, add_batch
-from flowherd.engine.coflow_input import as_1d, check_flows, check_routes, check_timing, check_weight
-from flowherd.engine.event_loop import RELEASE, drive, heap_push, heap_push_many
+from flowherd.engine.coflow_input import as_1d, check_timing, check_weight
+from flowherd.engine.event_loop import RELEASE, drive, heap_push
+from flowherd.engine.flow_batch import add_flows
 from flowherd.engine.incidence import COFLOW_COLUMNS, FLOW_COLUMNS, Grow, compact_flows, ranges
 from flowherd.engine.input_memo import InputMemo
 from flowherd.engine.network import NetworkConfig, current_network
 from flowherd.engine.results import SimResult
+from flowherd.engine.snapshot import link_bytes_now, snapshot
 from flowherd.errors import ConfigError, SimulationError
 from flowherd.fabric.core import Fabric
 from flowherd.routing.base import Router, Routes
@@ -366,61 +370,7 @@ class Engine:
             ConfigError: as `add_coflow`; a coflow in ``reuse`` that has not finished, has a
                 listener or dependents, or is named twice.
         """
-        c0 = self._c.count
-        what = f"coflows {c0}.. (add_flows)"
-        src_a, dst_a, size_a = check_flows(src, dst, size_bytes, self.fabric.num_gpus, what)
-        n = src_a.size
-        at_a = np.broadcast_to(as_1d("at_s", at_s, np.float64), (n,))
-        bad = np.flatnonzero(~np.isfinite(at_a) | ~(at_a >= 0))
-        if bad.size:
-            raise ConfigError(f"at_s must be finite times >= 0, got {float(at_a[bad[0]])!r} "
-                              f"(at_s[{bad[0]}] of {what})")
-        lnk, frc, ptr, lat = check_routes(routes, n, self.fabric.num_directed_links, what)
-        c = self._c
-        r = _NO_I if reuse is None else np.asarray(reuse, dtype=np.int64).ravel()
-        if r.size:
-            if r.size > n:
-                raise ConfigError(f"reuse names {r.size} coflows for {n} flows; expected at most one "
-                                  f"per flow (reuse of {what})")
-            if np.any((r < 0) | (r >= c0)):
-                bad = int(r[np.argmax((r < 0) | (r >= c0))])
-                raise ConfigError(f"reuse names unknown coflow {bad}, expected ids in 0..{c0 - 1} "
-                                  f"(reuse of {what})")
-            busy = np.isnan(c.finish[r]) | c.cb[r] | (c.dhead[r] >= 0)
-            if np.any(busy) or np.any(np.diff(np.sort(r)) == 0):  # not np.unique: it imports numpy.ma
-                bad = int(r[np.argmax(busy)]) if np.any(busy) else int(r[0])
-                raise ConfigError(f"reuse names coflow {bad}, which has not finished, is waited for or "
-                                  f"is named twice; expected finished coflows nobody waits for (reuse of "
-                                  f"{what})")
-            for col, (_dtype, fill) in COFLOW_COLUMNS.items():  # the reused records afresh
-                getattr(c, col)[r] = fill
-        ids = np.concatenate([r, np.arange(c0, c0 + n - r.size, dtype=np.int64)])
-        fs = self._f.extend(n)
-        ls = self._links.extend(lnk.size)
-        f = self._f
-        f.coflow[fs] = ids
-        f.src[fs] = src_a
-        f.dst[fs] = dst_a
-        f.size[fs] = size_a
-        f.lat[fs] = lat
-        f.weight[fs] = 1.0
-        f.prio[fs] = 0 if self.network is None else self.network.port_class(0)
-        f.lo[fs] = ptr[:-1] + ls.start
-        f.hi[fs] = ptr[1:] + ls.start
-        self._links.link[ls] = lnk
-        self._links.frac[ls] = frc
-        for cid in r.tolist():
-            self._c_name[cid] = name
-        self._c_name.extend([name] * (n - r.size))
-        c.extend(n - r.size)
-        c.flo[ids] = np.arange(fs.start, fs.stop)
-        c.fhi[ids] = c.flo[ids] + 1
-        c.base[ids] = at_a
-        c.alo[ids] = c.ahi[ids] = self._after.count
-        self._heap_room()
-        heap_push_many(self._hp.t, self._hp.seq, self._hp.kind, self._hp.cid, self._st_i,
-                       np.maximum(at_a + 0.0, self._now), RELEASE, ids)
-        return ids
+        return add_flows(self, src, dst, size_bytes, at_s=at_s, routes=routes, name=name, reuse=reuse)
 
     def add_coflows(self, batch: CoflowBatch, *, at_s: float | None = None, after: Sequence[int] = (),
                     name: str = "", on_done: Callable[[int, float], None] | None = None) -> int:
@@ -497,16 +447,7 @@ class Engine:
     def link_bytes_now(self) -> np.ndarray:
         """``float64[L]``: bytes each directed link has carried up to now, active flows included
         (the ``link_bytes`` of `result`, without its per-flow copies)."""
-        f = self._f
-        link_bytes = self._ls.bytes.copy()
-        act = self._active
-        if act.size:  # bytes sent since the active flows' last settle
-            sent = np.minimum(f.rate[act] * (self._now - f.t0[act]), f.rem[act])
-            lens = f.hi[act] - f.lo[act]
-            idx = ranges(f.lo[act], f.hi[act])
-            link_bytes += np.bincount(self._links.link[idx], weights=self._links.frac[idx] *
-                                      np.repeat(sent, lens), minlength=link_bytes.size)
-        return link_bytes
+        return link_bytes_now(self)
 
     def active_flows_on(self, links: np.ndarray) -> int:
         """How many active flows cross the directed links ``links`` (a flow counts once per link)."""
@@ -514,32 +455,7 @@ class Engine:
 
     def result(self) -> SimResult:
         """A snapshot of the records so far (safe to call mid-run; the engine keeps running)."""
-        f = self._f
-        n = f.count
-        busy = self._ls.busy_s.copy()
-        on = self._ls.nact > 0
-        busy[on] += self._now - self._ls.busy_since[on]
-        link_bytes = self.link_bytes_now()
-        finish = self._c.finish[:self._c.count].copy()
-        rec = self.record_flows
-        return SimResult(
-            now_s=self._now,
-            flow_coflow=f.coflow[:n].copy() if rec else None,
-            flow_src=f.src[:n].copy() if rec else None,
-            flow_dst=f.dst[:n].copy() if rec else None,
-            flow_size_bytes=f.size[:n].copy() if rec else None,
-            flow_start_s=f.start[:n].copy() if rec else None,
-            flow_finish_s=f.finish[:n].copy() if rec else None,
-            coflow_name=tuple(self._c_name),
-            coflow_start_s=self._c.start[:self._c.count].copy(),
-            coflow_finish_s=finish,
-            link_bytes=link_bytes,
-            link_busy_s=busy,
-            makespan_s=float(np.nanmax(finish)) if np.any(~np.isnan(finish)) else 0.0,
-            num_events=self.num_events,
-            num_rate_updates=self.num_rate_updates,
-        )
-
+        return snapshot(self)
     # ---- internals -----------------------------------------------------------------------
     def _push(self, t: float, kind: int, cid: int) -> None:
         h = self._hp

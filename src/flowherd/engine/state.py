@@ -1,6 +1,7 @@
 """What the engine's helpers see of an engine: its arrays and a few of its methods, as a protocol.
 
-The event loop (`flowherd.engine.event_loop`), coflow batches (`flowherd.engine.coflow_batch`),
+The event loop (`flowherd.engine.event_loop`), coflow batches (`flowherd.engine.coflow_batch`,
+`flowherd.engine.flow_batch`), the snapshot (`flowherd.engine.snapshot`),
 held flows (`flowherd.engine.hold`) and the congestion models (`flowherd.engine.network`) take
 the engine as an argument and read or write its columns in place: that is what keeps a run's
 state in one set of numpy arrays that the compiled kernels share. `Engine`
@@ -56,6 +57,8 @@ class EngineState(Protocol):
     _b_inc: np.ndarray  # the bucket pool: their incidences
     _running: bool
     _loop_work: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # `event_loop.run_events`' work arrays
+    num_events: int
+    num_rate_updates: int
 
     @property
     def now_s(self) -> float: ...
@@ -70,3 +73,5 @@ class EngineState(Protocol):
     def _heap_room(self) -> None: ...
 
     def _compact(self) -> None: ...
+
+    def link_bytes_now(self) -> np.ndarray: ...
