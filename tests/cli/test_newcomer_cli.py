@@ -194,3 +194,12 @@ def test_fabric_help_names_the_presets(capsys):
     assert main(["fabric", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "--list" in text and all(name in text for name in PRESETS)
+
+
+def test_python_dash_m_flowherd_is_the_command_line():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "flowherd", "simulate", "--help"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "--controller" in out.stdout, out.stderr[-500:]
