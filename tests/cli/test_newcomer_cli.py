@@ -197,9 +197,6 @@ def test_fabric_help_names_the_presets(capsys):
 
 
 def test_python_dash_m_flowherd_is_the_command_line():
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-m", "flowherd", "simulate", "--help"], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0 and "--controller" in out.stdout, out.stderr[-500:]
