@@ -131,10 +131,12 @@ class HerdParams:
         buffering: How bursts are held back (with ``interleave``): ``shift`` (the default), the
             one-time interleaving shift (`flowherd.control.periodic`), or ``gate``, a decision at
             every collective (`flowherd.control.gate`: turns where bursts saturate the link,
-            deadline order by learnt slack). Measured (development runs): on the two-job case
-            (20 iterations, roce) the shift ends 1.033x the bound, the gate 1.060x (it converges
-            in 10 iterations, the shift in 3); on heavy seed 5 (roce) 113.05 s against 115.75 s;
-            on the mixed-period family (seeds 0-1) 16.57 s against 16.36 s, no control 16.51 s.
+            deadline order by learnt slack). Measured (roce, `benchmarks/control.py`, mean JCT,
+            shift against gate): on the two-job case (20 iterations) 1.033x against 1.060x the
+            bound (the shift converges in 3 iterations, the gate in 10); on heavy, seeds 0-4,
+            the gate is 1.11 +-0.48 s slower (seed 5: 111.95 s against 113.73 s); on the
+            mixed-period family, seeds 0-4, 16.89 s against 16.64 s (no control 16.82 s): the
+            gate 0.25 +-0.21 s faster, the shift 0.07 +-0.05 s slower than no control.
     """
 
     theta: float = 1.0
