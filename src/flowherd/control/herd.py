@@ -102,17 +102,16 @@ class HerdParams:
         spray: Under a grant without priority classes, split each GPU pair's bytes evenly over
             its candidate paths (packet spraying: `spray_splits`) rather than choose the
             least-utilized one (the `adaptive` baseline's choice, the default: a floor by
-            construction; spraying measured the same on the heavy control scenario, seed 5,
-            roce: 135.97 s against 135.81 s mean JCT).
+            construction; on the heavy control scenario, seed 5, roce, spraying is slower:
+            148.05 s against 111.95 s mean JCT, `benchmarks/control.py` label ``flowherd/spray``).
         path_metric: Without classes, how the least-loaded path is told: ``share`` (the rate a
             new flow would get on the path's slowest link, from the links' flow counts:
             `_widest_share`; the default), ``utilization`` (the `adaptive` baseline's) or
             ``split`` (each pair's bytes over all its candidates in proportion to those rates:
             `share_splits`, an ablation). On the heavy scenario's first two jobs with its
-            background (seed 5, roce, 30 s) iterations took 2.03 s with ``share``, 2.73 s with
-            ``utilization`` and 2.73 s spraying; re-measured on f2f7a89's engine
-            (`studies/control_probe.py --controllers flowherd split-paths`): ``share``
-            1.99/2.08 s, ``split`` 2.38/2.39 s, spraying 2.76/2.69 s.
+            background (seed 5, roce, 30 s; `studies/control_probe.py --controllers flowherd
+            split-paths spray --no-bare`) the two jobs' iterations took 2.03/2.06 s with
+            ``share``, 2.40/2.36 s with ``split`` and 2.68/2.73 s spraying.
         prioritize: Set shortest-remaining-first classes (False: no priorities).
         num_classes: Classes the ranks are compressed onto (1: every job in one class ahead of
             unmarked traffic, no order among jobs: an ablation of the order); never more than
