@@ -102,17 +102,16 @@ class HerdParams:
         spray: Under a grant without priority classes, split each GPU pair's bytes evenly over
             its candidate paths (packet spraying: `spray_splits`) rather than choose the
             least-utilized one (the `adaptive` baseline's choice, the default: a floor by
-            construction; spraying measured the same on the heavy control scenario, seed 5,
-            roce: 135.97 s against 135.81 s mean JCT).
+            construction; on the heavy control scenario, seed 5, roce, spraying is slower:
+            148.05 s against 111.95 s mean JCT, `benchmarks/control.py` label ``flowherd/spray``).
         path_metric: Without classes, how the least-loaded path is told: ``share`` (the rate a
             new flow would get on the path's slowest link, from the links' flow counts:
             `_widest_share`; the default), ``utilization`` (the `adaptive` baseline's) or
             ``split`` (each pair's bytes over all its candidates in proportion to those rates:
             `share_splits`, an ablation). On the heavy scenario's first two jobs with its
-            background (seed 5, roce, 30 s) iterations took 2.03 s with ``share``, 2.73 s with
-            ``utilization`` and 2.73 s spraying; re-measured on f2f7a89's engine
-            (`studies/control_probe.py --controllers flowherd split-paths`): ``share``
-            1.99/2.08 s, ``split`` 2.38/2.39 s, spraying 2.76/2.69 s.
+            background (seed 5, roce, 30 s; `studies/control_probe.py --controllers flowherd
+            split-paths spray --no-bare`) the two jobs' iterations took 2.03/2.06 s with
+            ``share``, 2.40/2.36 s with ``split`` and 2.68/2.73 s spraying.
         prioritize: Set shortest-remaining-first classes (False: no priorities).
         num_classes: Classes the ranks are compressed onto (1: every job in one class ahead of
             unmarked traffic, no order among jobs: an ablation of the order); never more than
@@ -131,10 +130,12 @@ class HerdParams:
         buffering: How bursts are held back (with ``interleave``): ``shift`` (the default), the
             one-time interleaving shift (`flowherd.control.periodic`), or ``gate``, a decision at
             every collective (`flowherd.control.gate`: turns where bursts saturate the link,
-            deadline order by learnt slack). Measured (development runs): on the two-job case
-            (20 iterations, roce) the shift ends 1.033x the bound, the gate 1.060x (it converges
-            in 10 iterations, the shift in 3); on heavy seed 5 (roce) 113.05 s against 115.75 s;
-            on the mixed-period family (seeds 0-1) 16.57 s against 16.36 s, no control 16.51 s.
+            deadline order by learnt slack). Measured (roce, `benchmarks/control.py`, mean JCT,
+            shift against gate): on the two-job case (20 iterations) 1.033x against 1.060x the
+            bound (the shift converges in 3 iterations, the gate in 10); on heavy, seeds 0-4,
+            the gate is 1.11 +-0.48 s slower (seed 5: 111.95 s against 113.73 s); on the
+            mixed-period family, seeds 0-4, 16.89 s against 16.64 s (no control 16.82 s): the
+            gate 0.25 +-0.21 s faster, the shift 0.07 +-0.05 s slower than no control.
     """
 
     theta: float = 1.0
