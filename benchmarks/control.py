@@ -275,30 +275,19 @@ def run_one(task: tuple) -> dict:
 def queue_bound_jct_s(detail: list[dict], horizon_s: float, num_gpus: int) -> float:
     """Mean JCT (censored at the horizon, as the runs') if every job that ran took exactly its
     iterations times its solo iteration time, waiting for GPUs in the cluster's strict FIFO queue
-    (`flowherd.cluster.simulate`: no backfilling; a job fits when enough GPUs are free, which is what
-    the packed and spread placers need). No network controller can do better with this queue:
-    contention only lengthens a job's run, and in a strict FIFO queue a later end never starts a
-    job sooner. Jobs that never started in the run (no solo time) keep their censored JCT there
-    (they count as waiting to the horizon), which makes the bound a little loose, never wrong by
-    more than those jobs' waits."""
-    events: list[tuple[float, int]] = []  # (end time, gpus) of the jobs started in the replay
-    free, now, jct = num_gpus, 0.0, []
-    for d in sorted(detail, key=lambda d: d["submit_s"]):  # submission order: the FIFO order
-        if d["submit_s"] >= horizon_s:
-            continue
-        if d["solo_iteration_s"] is None or not d["iterations"]:
-            jct.append(horizon_s - d["submit_s"])
-            continue
-        now = max(now, d["submit_s"])
-        events.sort()
-        while free < d["gpus"]:
-            end, g = events.pop(0)
-            now, free = max(now, end), free + g
-        free -= d["gpus"]
-        end = now + d["iterations"] * d["solo_iteration_s"]
-        events.append((end, d["gpus"]))
-        jct.append(min(end, horizon_s) - d["submit_s"])
-    return float(np.mean(jct)) if jct else math.nan
+    (`flowherd.control.bound.queue_bound_jct_s`). Jobs that never started in the run (no solo
+    time) keep their censored JCT there (they count as waiting to the horizon), which makes the
+    bound a little loose, never wrong by more than those jobs' waits."""
+    from flowherd.control.bound import queue_bound_jct_s as fifo_mean_jct_s
+
+    live = [d for d in detail if d["submit_s"] < horizon_s]
+    ran = [{**d, "iteration_s": d["solo_iteration_s"]} for d in live
+           if d["solo_iteration_s"] is not None and d["iterations"]]
+    waited = [horizon_s - d["submit_s"] for d in live if d["solo_iteration_s"] is None or not d["iterations"]]
+    if not live:
+        return math.nan
+    total = (fifo_mean_jct_s(ran, horizon_s, num_gpus) * len(ran) if ran else 0.0) + sum(waited)
+    return total / len(live)
 
 
 def ci95(x: np.ndarray) -> tuple[float, float]:
