@@ -128,28 +128,29 @@ class HerdParams:
             in flight on the shared links (False).
         order_overloaded_only: Rank jobs by classes only on links they overload (module
             docstring; False: on every link, an ablation).
-        buffering: How bursts are held back (with ``interleave``): ``auto`` (the default) decides
-            per collective from the periods learnt online: the one-time interleaving shift
-            (`flowherd.control.periodic`) where the learnt periods of every job met on the
-            collective's shared links agree with its job's within ``period_tolerance``
-            (`flowherd.control.gate.periods_agree`, the gate's test for one common frame), the gate
-            (`flowherd.control.gate`: turns where bursts saturate the link, deadline order by
-            learnt slack, a decision at every collective) where one differs; ``shift`` and
-            ``gate`` use one rule throughout. Why: a separation made once lasts only where the
-            bursts repeat in one frame; where periods differ the offset between two bursts moves
-            by the difference every iteration. Measured (roce, `benchmarks/control.py`, mean JCT,
-            shift against gate): on the two-job case of one period (20 iterations) 1.033x
-            against 1.060x the bound (the shift converges in 3 iterations, the gate in 10); on
-            heavy, seeds 0-4, the gate is 1.11 +-0.48 s slower; on the mixed-period family,
-            seeds 0-4, 16.89 s against 16.64 s (no control 16.82 s): the gate 0.25 +-0.21 s
-            faster, the shift 0.07 +-0.05 s slower than no control
-            (`docs/control-buffering.md`).
+        buffering: How bursts are held back (with ``interleave``): ``shift`` (the default), the
+            one-time interleaving shift (`flowherd.control.periodic`); ``gate``, a decision at
+            every collective (`flowherd.control.gate`: turns where bursts saturate the link,
+            deadline order by learnt slack); or ``auto``, per collective from the periods learnt
+            online: the shift where the learnt periods of every job met on the collective's
+            shared links agree with its job's within ``period_tolerance``
+            (`flowherd.control.gate.periods_agree`, the gate's test for one common frame), the
+            gate where one differs (a separation made once lasts only where the bursts repeat in
+            one frame; where periods differ the offset between two bursts moves by the difference
+            every iteration). Measured (roce, `benchmarks/control.py`, mean JCT, paired 95% CIs,
+            seeds 0-4; `docs/control-buffering.md`): on the mixed-period family ``shift`` is
+            0.07 +-0.05 s slower than no control, ``gate`` 0.18 +-0.21 s faster (a tie), ``auto``
+            0.31 +-0.06 s faster; on heavy ``gate`` is 1.11 +-0.48 s and ``auto`` 0.66 +-0.37 s
+            slower than ``shift``; on the two-job case of one period ``auto`` is the shift
+            (11.97 s, 1.013x the bound; the gate 12.10 s). The default stays ``shift`` because
+            ``auto`` costs the heavy scenario that much.
         period_tolerance: With ``buffering: auto``, the relative difference of two learnt periods
             still taken as one. Wider than the gate's own margin (2%): a period is learnt from
             the first iterations, under contention, and two jobs of one period sharing a link in
-            lock step learn periods up to 6% apart there (two-job case, roce: 0.312 and 0.329 s
+            lock step learn periods 5.5% apart there (two-job case, roce: 0.312 and 0.329 s
             after one iteration, both 0.2364 s once apart); the mixed-period family's closest
-            periods are 27% apart.
+            periods are 27% apart. Wider still does not help the heavy scenario: at 0.2, auto is
+            slower there than at 0.1 (seeds 0-4: 112.76 s against 112.26 s mean JCT).
     """
 
     theta: float = 1.0
@@ -164,7 +165,7 @@ class HerdParams:
     path_metric: str = "share"
     yield_burst: bool = True
     order_overloaded_only: bool = True
-    buffering: str = "auto"
+    buffering: str = "shift"
     period_tolerance: float = 0.1
 
     def __post_init__(self) -> None:
