@@ -99,7 +99,8 @@ CONTROLLERS = [
     ("gate/deadlines", "gate", {"turns": False}),  # ... its deadline order alone
     ("threshold/0", "threshold", {"theta": 0.0}),  # every collective with slack waits for the burst
     ("flowherd", "flowherd", {}),
-    ("flowherd/gate", "flowherd", {"buffering": "gate"}),  # the per-iteration gate instead of the shift
+    ("flowherd/gate", "flowherd", {"buffering": "gate"}),  # the per-iteration gate throughout
+    ("flowherd/auto", "flowherd", {"buffering": "auto"}),  # the shift where periods agree, else the gate
     ("flowherd/1-class", "flowherd", {"num_classes": 1}),
     ("flowherd/spray", "flowherd", {"spray": True}),  # packet spraying instead of choosing a path
     ("flowherd/util-paths", "flowherd", {"path_metric": "utilization"}),  # adaptive's path choice
@@ -118,8 +119,8 @@ SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cas
                                                          "gate/deadlines")},
             "crux": {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")},
             **{lab: {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")}
-               for lab in ("flowherd", "flowherd/gate", "flowherd/1-class", "flowherd/spray",
-                           "flowherd/yield",
+               for lab in ("flowherd", "flowherd/gate", "flowherd/auto", "flowherd/1-class",
+                           "flowherd/spray", "flowherd/yield",
                           "flowherd/util-paths", "flowherd/drain-yield")},
             # MLTCP sets weights only, never a class: its jobs stay unmarked, at the background's
             # level, under `priority` as under `weighted` (`ControlHook`)

@@ -186,3 +186,49 @@ def test_under_weights_alone_the_order_is_weighted_shares_on_overloaded_links(pe
     got = [ctl.decide(DecisionPoint(kind="collective", now_s=0.0, job=n, link_idx=[0], link_bytes=[1e9]),
                       view).weight for n in ("short", "mid", "long")]
     assert tuple(got) == weights
+
+
+def _auto_wait(mode, b_period_s, a_spacing_s):
+    """b's wait at its burst origin (5.1 s) under ``buffering: mode``, both jobs' patterns learnt
+    from the same onsets: a (period 1 s) has 4 buckets of 1 GB ``a_spacing_s`` apart on link 0 (0.1
+    s each at 10 GB/s) and one in flight, b has 4 back-to-back buckets every ``b_period_s``."""
+    ctl = HerdController(HerdParams(buffering=mode, balance=False, prioritize=False))
+    learners = {id(lr): lr for lr in (ctl.shifter.learner, ctl.gate.learner)}.values()  # auto: one
+
+    def point(job, t):
+        return DecisionPoint(kind="collective", now_s=t, job=job, task=f"{job}@{t}", size_bytes=1e9,
+                             link_idx=[0], link_bytes=[1e9])
+
+    seen = [("other", -1.0), *(("a", k + b * a_spacing_s) for k in range(5) for b in range(4)),
+            *(("b", 5.1 - m * b_period_s + b * 0.1) for m in range(round(5 / b_period_s), 0, -1)
+              for b in range(4)),
+            ("a", 5.0), ("a", 5.0 + a_spacing_s)]
+    for lr in learners:
+        for job, t in sorted(seen, key=lambda x: x[1]):
+            lr.observe(point(job, t), _view([], levers="buffer"), t)
+    t = 5.0 + a_spacing_s
+    a_bucket = CoflowState(name="a/x", job="a", remaining_bytes=1e9, link_idx=[0], link_remaining_bytes=[1e9])
+    view = NetworkView(now_s=t, link_capacity_bytes_per_s=np.full(4, 10 * GBps), link_utilization=np.zeros(4),
+                       coflows=(a_bucket,), levers=GRANTS["buffer"])
+    d = ctl.decide(point("b", t), view)
+    return 0.0 if d is None else d.delay_s
+
+
+@pytest.mark.parametrize(("b_period_s", "a_spacing_s", "rule", "shift_gate_s"),
+                         [(1.0, 0.15, "shift", (0.3, 0.0)), (2.0, 0.1, "gate", (0.6, 0.3))])
+def test_auto_buffering_shifts_where_the_learnt_periods_agree_and_gates_where_they_differ(
+        b_period_s, a_spacing_s, rule, shift_gate_s):
+    # periods equal: the one-time shift waits for a's burst (its span, 0.55 s from 5.0) plus a
+    # quarter of the free time, 0.3 s; the gate's turns never wait for a burst that does not
+    # saturate the link (W / span = 0.4 / 0.55). Periods 2x apart: the gate waits for a's 0.3 s
+    # left (no margin: no common frame), the shift adds a quarter of b's free time 2 - 0.8 s: 0.6 s
+    shift, gate = _auto_wait("shift", b_period_s, a_spacing_s), _auto_wait("gate", b_period_s, a_spacing_s)
+    assert (shift, gate) == pytest.approx(shift_gate_s)
+    assert _auto_wait("auto", b_period_s, a_spacing_s) == pytest.approx(shift if rule == "shift" else gate)
+
+
+def test_buffering_and_its_period_tolerance_are_checked():
+    with pytest.raises(ConfigError, match=r"buffering must be 'auto', 'gate' or 'shift', got 'both'"):
+        HerdParams(buffering="both")
+    with pytest.raises(ConfigError, match=r"period_tolerance must be in \[0, 1\].*params.period_tolerance"):
+        HerdParams(period_tolerance=-0.1)

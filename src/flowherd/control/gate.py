@@ -63,7 +63,7 @@ from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.periodic import JobPattern, PatternLearner
 from flowherd.errors import ConfigError
 
-__all__ = ["BurstGate", "GateParams", "burst_pattern"]
+__all__ = ["BurstGate", "GateParams", "burst_pattern", "periods_agree"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +114,14 @@ class GateParams:
                               "(controller.params.tolerance)")
         if isinstance(self.trial, bool) or not isinstance(self.trial, int) or self.trial < 1:
             raise ConfigError(f"gate trial must be an int >= 1, got {self.trial!r} (controller.params.trial)")
+
+
+def periods_agree(period_s: float, other_s: float, tolerance: float) -> bool:
+    """Whether two learnt periods are taken as one: they differ by at most ``tolerance`` of the
+    first. Bursts of jobs whose periods agree repeat in one common frame of that period (a
+    separation made once lasts); where they differ the offset between two bursts moves by the
+    difference every iteration."""
+    return abs(other_s - period_s) <= tolerance * period_s
 
 
 def burst_pattern(p: JobPattern, link: int, capacity_bytes_per_s: float) -> tuple[float, np.ndarray] | None:
@@ -200,11 +208,11 @@ class BurstGate:
         ``period_tolerance``) the bursts repeat in one common frame of that period, and the turn
         lands ``guard_fraction`` into the free time ``T - W_j - sum W_k`` after them, so that a
         small drift does not bring them back together; 0 otherwise (no common frame)."""
-        t = self.learner.jobs[job].period_s
+        t, tol = self.learner.jobs[job].period_s, self.params.period_tolerance
         ws = []
         for k in others:
             q = self.learner.jobs.get(k)
-            if q is None or q.period_s is None or abs(q.period_s - t) > self.params.period_tolerance * t:
+            if q is None or q.period_s is None or not periods_agree(t, q.period_s, tol):
                 return 0.0
             ws.append(q.solo_burst_s.get(link, 0.0))
         return self.params.guard_fraction * max(t - my_w - sum(ws), 0.0)

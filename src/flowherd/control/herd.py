@@ -68,7 +68,7 @@ import numpy as np
 
 from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.baselines import _least_loaded, rank_to_class
-from flowherd.control.gate import BurstGate, GateParams
+from flowherd.control.gate import BurstGate, GateParams, periods_agree
 from flowherd.control.periodic import InterleaveController, InterleaveParams, yield_delay_s
 from flowherd.control.threshold import ThresholdParams, bottleneck_link, competing_burst, threshold_delay_s
 from flowherd.errors import ConfigError
@@ -78,6 +78,7 @@ __all__ = ["ACTIONS", "FEATURE_NAMES", "NUM_CLASSES", "NUM_FEATURES", "HerdContr
            "srpt_class", "structured_action"]
 
 NUM_CLASSES = 8
+BUFFERING = ("auto", "shift", "gate")  # `HerdParams.buffering`
 WEIGHT_RATIO = 4.0  # share of a job over the next one's in the weighted order (`_srpt_weight`)
 ACTIONS: tuple[tuple[int, bool], ...] = tuple((c, d) for d in (False, True) for c in range(NUM_CLASSES))
 GROUPS = ("tp", "pp", "dp", "ep")
@@ -128,14 +129,28 @@ class HerdParams:
         order_overloaded_only: Rank jobs by classes only on links they overload (module
             docstring; False: on every link, an ablation).
         buffering: How bursts are held back (with ``interleave``): ``shift`` (the default), the
-            one-time interleaving shift (`flowherd.control.periodic`), or ``gate``, a decision at
+            one-time interleaving shift (`flowherd.control.periodic`); ``gate``, a decision at
             every collective (`flowherd.control.gate`: turns where bursts saturate the link,
-            deadline order by learnt slack). Measured (roce, `benchmarks/control.py`, mean JCT,
-            shift against gate): on the two-job case (20 iterations) 1.033x against 1.060x the
-            bound (the shift converges in 3 iterations, the gate in 10); on heavy, seeds 0-4,
-            the gate is 1.11 +-0.48 s slower (seed 5: 111.95 s against 113.73 s); on the
-            mixed-period family, seeds 0-4, 16.89 s against 16.64 s (no control 16.82 s): the
-            gate 0.25 +-0.21 s faster, the shift 0.07 +-0.05 s slower than no control.
+            deadline order by learnt slack); or ``auto``, per collective from the periods learnt
+            online: the shift where the learnt periods of every job met on the collective's
+            shared links agree with its job's within ``period_tolerance``
+            (`flowherd.control.gate.periods_agree`, the gate's test for one common frame), the
+            gate where one differs (a separation made once lasts only where the bursts repeat in
+            one frame; where periods differ the offset between two bursts moves by the difference
+            every iteration). Measured (roce, `benchmarks/control.py`, mean JCT, paired 95% CIs,
+            seeds 0-4; `docs/control-buffering.md`): on the mixed-period family ``shift`` is
+            0.07 +-0.05 s slower than no control, ``gate`` 0.18 +-0.21 s faster (a tie), ``auto``
+            0.31 +-0.06 s faster; on heavy ``gate`` is 1.11 +-0.48 s and ``auto`` 0.66 +-0.37 s
+            slower than ``shift``; on the two-job case of one period ``auto`` is the shift
+            (11.97 s, 1.013x the bound; the gate 12.10 s). The default stays ``shift`` because
+            ``auto`` costs the heavy scenario that much.
+        period_tolerance: With ``buffering: auto``, the relative difference of two learnt periods
+            still taken as one. Wider than the gate's own margin (2%): a period is learnt from
+            the first iterations, under contention, and two jobs of one period sharing a link in
+            lock step learn periods 5.5% apart there (two-job case, roce: 0.312 and 0.329 s
+            after one iteration, both 0.2364 s once apart); the mixed-period family's closest
+            periods are 27% apart. Wider still does not help the heavy scenario: at 0.2, auto is
+            slower there than at 0.1 (seeds 0-4: 112.76 s against 112.26 s mean JCT).
     """
 
     theta: float = 1.0
@@ -151,6 +166,7 @@ class HerdParams:
     yield_burst: bool = True
     order_overloaded_only: bool = True
     buffering: str = "shift"
+    period_tolerance: float = 0.1
 
     def __post_init__(self) -> None:
         if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) \
@@ -163,9 +179,13 @@ class HerdParams:
                 or not 0 <= self.yield_fraction <= 4:
             raise ConfigError(f"flowherd yield_fraction must be in [0, 4], got {self.yield_fraction!r} "
                               "(controller.params.yield_fraction)")
-        if self.buffering not in ("gate", "shift"):
-            raise ConfigError(f"flowherd buffering must be 'gate' or 'shift', got {self.buffering!r} "
+        if self.buffering not in BUFFERING:
+            raise ConfigError(f"flowherd buffering must be 'auto', 'gate' or 'shift', got {self.buffering!r} "
                               "(controller.params.buffering)")
+        if isinstance(self.period_tolerance, bool) or not isinstance(self.period_tolerance, int | float) \
+                or not 0 <= self.period_tolerance <= 1:
+            raise ConfigError(f"flowherd period_tolerance must be in [0, 1], got {self.period_tolerance!r} "
+                              "(controller.params.period_tolerance)")
         if self.path_metric not in ("utilization", "share", "split"):
             raise ConfigError(f"flowherd path_metric must be 'utilization', 'share' or 'split', got "
                               f"{self.path_metric!r} (controller.params.path_metric)")
@@ -441,17 +461,50 @@ class HerdController:
     def __post_init__(self) -> None:
         self.shifter = InterleaveController(InterleaveParams(guard_fraction=self.params.guard_fraction))
         self.gate = BurstGate(GateParams())
+        if self.params.buffering == "auto":  # one record of the traffic, whichever rule acts
+            self.gate.learner = self.shifter.learner
 
     def reset(self, seed: int) -> None:
         """Forget the learnt patterns."""
         self.shifter.reset(seed)
         self.gate.reset(seed)
 
+    def periods_agree(self, point: DecisionPoint) -> bool:
+        """Whether the learnt period of ``point.job`` agrees with that of every job met on the
+        collective's shared links whose period is learnt (once its bursts are told apart:
+        `JobPattern.delimited`), within `HerdParams.period_tolerance`
+        (`flowherd.control.gate.periods_agree`);
+        True while its own period is not learnt (neither rule acts before it is)."""
+        lr = self.shifter.learner
+        p = lr.jobs.get(point.job)
+        if p is None or p.period_s is None or not p.delimited:
+            return True
+        tol = self.params.period_tolerance
+        for lk in lr.shared_links(point.job, point.link_idx).tolist():
+            for other in lr.link_jobs.get(lk, ()):
+                q = lr.jobs.get(other)
+                if other != point.job and q is not None and q.period_s is not None and q.delimited \
+                        and not periods_agree(p.period_s, q.period_s, tol):
+                    return False
+        return True
+
+    def _hold_s(self, point: DecisionPoint, view: NetworkView) -> float:
+        """The buffering rule's delay (`HerdParams.buffering`), recording the point."""
+        mode = self.params.buffering
+        if mode == "auto":
+            if point.kind == "collective" and point.job is not None and point.link_idx.size > 0:
+                mode = "shift" if self.periods_agree(point) else "gate"
+            else:  # arrivals and departures: both rules' bookkeeping (one shared learner)
+                if point.kind == "departure" and point.job is not None:
+                    self.gate.guards.pop(point.job, None)
+                return self.shifter.delay_s(point, view)
+        return (self.gate if mode == "gate" else self.shifter).delay_s(point, view)
+
     def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
         lv = view.levers
         shift = 0.0
         if self.params.interleave:
-            shift = (self.gate if self.params.buffering == "gate" else self.shifter).delay_s(point, view)
+            shift = self._hold_s(point, view)
         classes = min(self.params.num_classes, lv.priority_classes)
         prioritize = self.params.prioritize and classes > 0
         if asks_agent(point):
