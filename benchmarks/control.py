@@ -101,6 +101,7 @@ CONTROLLERS = [
     ("flowherd", "flowherd", {}),
     ("flowherd/gate", "flowherd", {"buffering": "gate"}),  # the per-iteration gate throughout
     ("flowherd/auto", "flowherd", {"buffering": "auto"}),  # the shift where periods agree, else the gate
+    ("flowherd/shift", "flowherd", {"buffering": "shift"}),  # the one-time shift throughout
     ("flowherd/1-class", "flowherd", {"num_classes": 1}),
     ("flowherd/spray", "flowherd", {"spray": True}),  # packet spraying instead of choosing a path
     ("flowherd/util-paths", "flowherd", {"path_metric": "utilization"}),  # adaptive's path choice
@@ -119,7 +120,7 @@ SAME_RUN = {**{lab: {g: _ALL for g in _ALL} for lab in ("none", "adaptive", "cas
                                                          "gate/deadlines")},
             "crux": {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")},
             **{lab: {"buffer": ("buffer", "weighted"), "weighted": ("weighted", "buffer")}
-               for lab in ("flowherd", "flowherd/gate", "flowherd/auto", "flowherd/1-class",
+               for lab in ("flowherd", "flowherd/gate", "flowherd/auto", "flowherd/shift", "flowherd/1-class",
                            "flowherd/spray", "flowherd/yield",
                           "flowherd/util-paths", "flowherd/drain-yield")},
             # MLTCP sets weights only, never a class: its jobs stay unmarked, at the background's
