@@ -32,7 +32,7 @@ from flowherd.experiments.runner import run_scenario
 from flowherd.experiments.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
-ALL = ("default", "llm_nonblocking", "llm_oversub4", "llm_rail", "llm_inference")
+ALL = ("default", "llm_kalos_4to1", "llm_kalos_8to1", "llm_seren_1to1", "llm_kalos_rail", "llm_inference")
 
 
 def shares(name: str) -> dict:
