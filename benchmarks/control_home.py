@@ -61,6 +61,11 @@ def tasks_for(level: str, path: Path, seeds: range, network) -> list[tuple]:
     return out
 
 
+def _base(label: str) -> str:
+    """The registered controller of a row's label (``flowherd@<grant>`` is ``flowherd``)."""
+    return label.split("@", 1)[0]
+
+
 def _key(r: dict) -> tuple:
     return (r["scenario"], r["controller"], r["seed"])
 
@@ -119,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for lvl, p in levels.items()
              for t in tasks_for(lvl, p, seeds, bench.network_arg(args.network) or bench.scenario_network(p))]
     rows = json.loads(args.reuse.read_text()) if args.reuse else []
+    codes = {t[3]: bench.policy_code(t[3]) for t in tasks}  # a changed policy is re-run
+    stale = [r for r in rows if r.get("policy_code") not in (None, codes.get(_base(r["controller"])))]
+    if stale:
+        print(f"  {len(stale)} runs of {args.reuse} were made with another policy code: re-run", flush=True)
+        rows = [r for r in rows if r not in stale]
     have = {_key(r) for r in rows}
     todo = [t for t in tasks if (t[0], t[2], t[5]) not in have]
     print(f"{len(tasks)} runs, {len(tasks) - len(todo)} reused, {len(todo)} to run, "
