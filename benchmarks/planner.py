@@ -586,6 +586,8 @@ def main() -> None:
     ap.add_argument("--cache", default=None, help="JSON-lines file of finished simulations (resume, report); "
                     "comma-separated: all are read, new rows go to the first")
     ap.add_argument("--report", action="store_true", help="only report what the cache holds")
+    ap.add_argument("--by-seed", action="store_true", help="LLM-era families: run seed by seed, every "
+                    "variant of each (default: variant by variant, every seed of each)")
     ap.add_argument("--as-run", default="", help="comma-separated labels: also predict each plan as it runs, "
                     "the background terms probed on its jobs' own runs under the network model")
     ap.add_argument("--record", default=None, help="save the figures (LLM-era families: and tables) with "
@@ -599,7 +601,7 @@ def main() -> None:
 
         table = planner_llm.simulate(llm, seeds=args.seeds, network=args.network,
                                      labels=tuple(args.variants.split(",")) if args.variants else None,
-                                     cache=args.cache, report_only=args.report)
+                                     cache=args.cache, report_only=args.report, by_seed=args.by_seed)
         if args.record:
             planner_llm.record_tables(table, args.record)
         return

@@ -126,11 +126,21 @@ def _signature(plan) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
+def cell_order(labels: list[str], seeds: int, by_seed: bool = False) -> list[tuple[str, int]]:
+    """(label, seed) in run order: variant by variant (``labels``' order), every seed of each; with
+    ``by_seed`` seed by seed, every variant of each."""
+    if by_seed:
+        return [(label, seed) for seed in range(seeds) for label in labels]
+    return [(label, seed) for label in labels for seed in range(seeds)]
+
+
 def simulate(families: tuple[str, ...] = FAMILIES, seeds: int = 10, network: str = "roce",
              labels: tuple[str, ...] | None = None, cache: str | None = None,
-             report_only: bool = False) -> dict:
+             report_only: bool = False, by_seed: bool = False) -> dict:
     """Plan and simulate every variant on every family and seed (module docstring); print the
-    tables; return them (per family: label -> {seed: row})."""
+    tables; return them (per family: label -> {seed: row}). Cells run variant by variant in
+    `PRIORITY` order, every seed of each; with ``by_seed`` seed by seed, every variant of each (a
+    run cut short then holds every variant on its first seeds)."""
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
     from flowherd.planning.estimate import simulate_plan
     from flowherd.planning.plan import SimCheck, make_plan
@@ -144,62 +154,61 @@ def simulate(families: tuple[str, ...] = FAMILIES, seeds: int = 10, network: str
         fabrics: dict = {}
         made: dict = {}  # this run's paced plans (the unpaced plan is the paced one without its caps)
         # variant by variant in `PRIORITY` order, every seed of each: a run cut short holds the
-        # first variants on every seed (the reference and the plan first: paired comparisons)
-        for label in order:
-            for seed in range(seeds):
-                for fam in families:
-                    if (fam, seed, label) in done:
-                        continue
-                    sc = scenario_from_mapping({**bases[fam], "seed": seed, "network": network})
-                    # one fabric object per family: the planner's job profiles are cached per
-                    # fabric view and job shape, and the shapes recur from seed to seed
-                    sc = dataclasses.replace(sc, fabric=fabrics.setdefault(fam, sc.fabric))
-                    method, opts = variants[label]
-                    opts = dict(opts)
-                    c0 = time.process_time()
-                    paced = made.get((fam, seed, "bilevel+pacing"))
-                    if label == "bilevel" and paced is not None:
-                        # the same plan without the pacing caps: `make_plan` computes the caps after
-                        # the routes and nothing else depends on them, so no second routing LP
-                        plan = dataclasses.replace(paced, info={k: v for k, v in paced.info.items()
-                                                                if k != "pacing"})
-                    else:
-                        plan = make_plan(sc.fabric, sc.jobs, method=method, seed=seed,
-                                         background=sc.background, window_s=sc.horizon_s / 100,
-                                         routing=sc.routing, **opts)
-                    if label == "bilevel+pacing":
-                        made[(fam, seed, label)] = plan
-                    plan_cpu = time.process_time() - c0
-                    sig = _signature(plan)
-                    hit = by_sig.get((fam, seed, sig))
-                    if hit is None:
-                        check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
-                                         fidelity=sc.fidelity, seed=seed, network=sc.network)
-                        c1 = time.process_time()
-                        ran = simulate_plan(sc.fabric, sc.jobs, plan, check)
-                        mean_s, per_job = ran.mean_jct_s, job_records(sc, plan, ran.cluster)
-                        sim_cpu = time.process_time() - c1
-                    else:
-                        mean_s, sim_cpu, per_job = hit["simulated_mean_jct_s"], 0.0, hit.get("per_job", [])
-                    iso = _isolated_mean_s(sc)
-                    pred = float(plan.predicted_mean_jct_s)
-                    row = {"family": fam, "seed": seed, "label": label, "signature": sig,
-                           "simulated_mean_jct_s": mean_s, "predicted_mean_jct_s": pred,
-                           "jct_error": pred / mean_s - 1.0 if mean_s > 0 else math.nan,
-                           "isolated_mean_s": iso, "plan_cpu_s": plan_cpu, "sim_cpu_s": sim_cpu,
-                           "jobs": len(sc.jobs), "network": sc.network.model,
-                           "migrations": len(plan.info.get("migrations", [])),
-                           "placement_notes": plan.info.get("placement_notes", []), "per_job": per_job}
-                    done[(fam, seed, label)] = by_sig[(fam, seed, sig)] = row
-                    if cache:
-                        with open(cache.split(",")[0], "a") as fh:
-                            fh.write(json.dumps(row) + "\n")
-                    print(f"  {fam} seed {seed} {label:20s}: simulated {mean_s:9.3f} s, predicted "
-                          f"{pred:9.3f} s ({100 * row['jct_error']:+.1f}%), isolated {iso:.3f} s; planned "
-                          f"{plan_cpu:.1f} CPU-s, "
-                          f"simulated {sim_cpu:.1f} CPU-s" + (f"; LP changed {len(row['placement_notes'])} "
-                                                             "placements" if row["placement_notes"] else ""),
-                          flush=True)
+        # first variants on every seed (the reference and the plan first: paired comparisons);
+        # ``by_seed``: every variant on the first seeds
+        for (label, seed), fam in ((c, f) for c in cell_order(order, seeds, by_seed) for f in families):
+            if (fam, seed, label) in done:
+                continue
+            sc = scenario_from_mapping({**bases[fam], "seed": seed, "network": network})
+            # one fabric object per family: the planner's job profiles are cached per
+            # fabric view and job shape, and the shapes recur from seed to seed
+            sc = dataclasses.replace(sc, fabric=fabrics.setdefault(fam, sc.fabric))
+            method, opts = variants[label]
+            opts = dict(opts)
+            c0 = time.process_time()
+            paced = made.get((fam, seed, "bilevel+pacing"))
+            if label == "bilevel" and paced is not None:
+                # the same plan without the pacing caps: `make_plan` computes the caps after
+                # the routes and nothing else depends on them, so no second routing LP
+                plan = dataclasses.replace(paced, info={k: v for k, v in paced.info.items()
+                                                        if k != "pacing"})
+            else:
+                plan = make_plan(sc.fabric, sc.jobs, method=method, seed=seed,
+                                 background=sc.background, window_s=sc.horizon_s / 100,
+                                 routing=sc.routing, **opts)
+            if label == "bilevel+pacing":
+                made[(fam, seed, label)] = plan
+            plan_cpu = time.process_time() - c0
+            sig = _signature(plan)
+            hit = by_sig.get((fam, seed, sig))
+            if hit is None:
+                check = SimCheck(horizon_s=sc.horizon_s, routing=sc.routing, background=sc.background,
+                                 fidelity=sc.fidelity, seed=seed, network=sc.network)
+                c1 = time.process_time()
+                ran = simulate_plan(sc.fabric, sc.jobs, plan, check)
+                mean_s, per_job = ran.mean_jct_s, job_records(sc, plan, ran.cluster)
+                sim_cpu = time.process_time() - c1
+            else:
+                mean_s, sim_cpu, per_job = hit["simulated_mean_jct_s"], 0.0, hit.get("per_job", [])
+            iso = _isolated_mean_s(sc)
+            pred = float(plan.predicted_mean_jct_s)
+            row = {"family": fam, "seed": seed, "label": label, "signature": sig,
+                   "simulated_mean_jct_s": mean_s, "predicted_mean_jct_s": pred,
+                   "jct_error": pred / mean_s - 1.0 if mean_s > 0 else math.nan,
+                   "isolated_mean_s": iso, "plan_cpu_s": plan_cpu, "sim_cpu_s": sim_cpu,
+                   "jobs": len(sc.jobs), "network": sc.network.model,
+                   "migrations": len(plan.info.get("migrations", [])),
+                   "placement_notes": plan.info.get("placement_notes", []), "per_job": per_job}
+            done[(fam, seed, label)] = by_sig[(fam, seed, sig)] = row
+            if cache:
+                with open(cache.split(",")[0], "a") as fh:
+                    fh.write(json.dumps(row) + "\n")
+            print(f"  {fam} seed {seed} {label:20s}: simulated {mean_s:9.3f} s, predicted "
+                  f"{pred:9.3f} s ({100 * row['jct_error']:+.1f}%), isolated {iso:.3f} s; planned "
+                  f"{plan_cpu:.1f} CPU-s, "
+                  f"simulated {sim_cpu:.1f} CPU-s" + (f"; LP changed {len(row['placement_notes'])} "
+                                                     "placements" if row["placement_notes"] else ""),
+                  flush=True)
     table: dict = {}
     for (fam, seed, label), r in done.items():
         if fam in families and seed < seeds:

@@ -74,3 +74,12 @@ def test_the_families_are_the_acme_clusters_at_their_own_size():
         unit = sc.fabric.num_gpus // fabric_view(sc.fabric).num_leaves
         assert gpus <= sc.fabric.num_gpus < gpus + unit, fam
         assert all(16 <= j.world_size <= 1024 for j in sc.jobs) and len(sc.jobs) == 16
+
+
+def test_cells_run_variant_by_variant_or_seed_by_seed():
+    labels = ["topology+backfill", "bilevel+pacing"]
+    assert planner_llm.cell_order(labels, 2) == [("topology+backfill", 0), ("topology+backfill", 1),
+                                                 ("bilevel+pacing", 0), ("bilevel+pacing", 1)]
+    by_seed = planner_llm.cell_order(labels, 2, by_seed=True)
+    assert by_seed == [("topology+backfill", 0), ("bilevel+pacing", 0), ("topology+backfill", 1),
+                       ("bilevel+pacing", 1)]
