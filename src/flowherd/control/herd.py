@@ -8,7 +8,10 @@ has delays and paths). At a collective about to start it decides:
 * **Buffering** (whether to hold the collective back), two rules. The *interleaving shift*
   (`flowherd.control.periodic`): the job's period and bursts are learnt from its observed
   collectives, and a burst that would meet another job's on a shared bottleneck is delayed once
-  so that the two take turns in every later iteration. Where no shift applies, the `threshold`
+  so that the two take turns in every later iteration. Where the learnt periods of the jobs met
+  on its links differ, a separation made once does not last, and the per-iteration gate
+  (`flowherd.control.gate`) decides instead (``buffering: auto``, the default). Where neither
+  holds it back, the `threshold`
   rule (`flowherd.control.threshold`): wait for the competing burst on the bottleneck to drain
   while the contention there exceeds ``theta`` and the job's slack allows, capped.
 * **Priority** (only under a grant with priority classes: which transfer goes first on a shared
