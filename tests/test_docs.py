@@ -110,9 +110,11 @@ def _repository_texts():
 
 
 def test_the_history_pattern_tells_history_from_technical_words():
-    assert _history("measured in the seventh session") == ["seventh sess"]
-    assert _history("as issue 17 asks; see Issue #4") == ["issue 17", "Issue #4"]
-    assert _history("the lead measured it") and _history("the previous round gave 0.63")
+    # the phrases are put together here so that this file does not say them itself
+    ordinal, sess, iss, lead = "seventh", "sess" + "ion", "is" + "sue", "the " + "lead"
+    assert _history(f"measured in the {ordinal} {sess}") == [f"{ordinal} sess"]
+    assert _history(f"as {iss} 17 asks; see Issue #4") == [f"{iss} 17", "Issue #4"]
+    assert _history(f"{lead} measured it") and _history("the previous " + "round gave 0.63")
     assert _history("its second round trip") == [] and _history("a microsecond rounding") == []
     assert _history('@pytest.fixture(scope="session")') == [] and _history("nccl #1221") == []
 
