@@ -143,14 +143,21 @@ def steps_of(*, f_ptr: np.ndarray, src_gpu: np.ndarray, dst_gpu: np.ndarray, siz
     bounds = ptr.tolist()
     for i in range(n):
         lo, hi = bounds[i], bounds[i + 1]
-        fields = {"src_gpu": src[lo:hi], "dst_gpu": dst[lo:hi], "size_bytes": size[lo:hi],
-                  "deps": tuple(int(d) for d in deps[i]), "latency_s": latency_s[i],
-                  "intra_server": intra_server[i], "min_transfer_s": 0.0}
-        st = object.__new__(Step)
-        for name in Step.__slots__:  # a field added to Step and not here: KeyError
-            object.__setattr__(st, name, fields[name])
-        steps.append(st)
+        steps.append(_checked_step(src[lo:hi], dst[lo:hi], size[lo:hi], deps[i], latency_s[i],
+                                   intra_server[i]))
     return tuple(steps)
+
+
+def _checked_step(src: np.ndarray, dst: np.ndarray, size: np.ndarray, deps: Sequence[int],
+                  latency_s: float, intra_server: bool) -> Step:
+    """A `Step` of flows its caller has checked (as `Step.__post_init__` would), without
+    checking or copying them again."""
+    fields = {"src_gpu": src, "dst_gpu": dst, "size_bytes": size, "deps": tuple(int(d) for d in deps),
+              "latency_s": latency_s, "intra_server": intra_server, "min_transfer_s": 0.0}
+    st = object.__new__(Step)
+    for name in Step.__slots__:  # a field added to Step and not here: KeyError
+        object.__setattr__(st, name, fields[name])
+    return st
 
 
 def steps_shared(*, patterns: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
@@ -184,13 +191,7 @@ def steps_shared(*, patterns: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]
     steps = []
     for i in range(n):
         src, dst, size = checked[step_pattern[i]]
-        fields = {"src_gpu": src, "dst_gpu": dst, "size_bytes": size,
-                  "deps": tuple(int(d) for d in deps[i]), "latency_s": latency_s[i],
-                  "intra_server": intra_server[i], "min_transfer_s": 0.0}
-        st = object.__new__(Step)
-        for name in Step.__slots__:  # a field added to Step and not here: KeyError
-            object.__setattr__(st, name, fields[name])
-        steps.append(st)
+        steps.append(_checked_step(src, dst, size, deps[i], latency_s[i], intra_server[i]))
     return tuple(steps)
 
 
