@@ -112,7 +112,10 @@ ASTRA = {
     ("resnet50", 256): (1086.5504, 1086.5504, 28.974, 51.947),
 }
 
+# flowherd first, as its command line imports it: numpy's BLAS then runs on one thread
+# (flowherd/__init__.py); ASTRA-sim runs on one thread too
 CHILD = """
+import flowherd
 import json, sys, numpy as np
 from flowherd.collectives.ops import Collective, Op
 from flowherd.fabric.builder import FabricBuilder
