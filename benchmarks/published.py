@@ -16,7 +16,8 @@ external check):
   PyTorch FSDP ``FULL_SHARD`` over all GPUs, activation checkpointing as listed (full
   recomputation). Model shapes: ``scripts/train/yamls/pretrain/mpt-*.yaml`` (``d_model``,
   ``n_heads``, ``n_layers``, ``expansion_ratio: 4``, GELU MLP, vocabulary 50,368, tied embeddings,
-  no biases); the table's NumParams column checks them. How the runs were set up, from the same
+  no biases, learned positions over the run's sequence and no ALiBi: MPTConfig's defaults, which the
+  yamls keep); the table's NumParams column checks them. How the runs were set up, from the same
   repository: ``submit_benchmarks.py`` sets ``attn_impl`` to its ``--attn_impl`` default
   ``triton`` (FlashAttention in Triton), which ``sweep.sh`` does not override; the table's "MP Mode"
   is Composer's FSDP mixed precision (``composer/trainer/dist_strategy.py``): DEFAULT keeps FP32
@@ -168,12 +169,15 @@ def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 51200, **
             "vocab": vocab, "gated_mlp": False, "tied_embeddings": True, "biases": True, **kw}
 
 
-# MPT shapes: scripts/train/yamls/pretrain/mpt-{1b,3b,7b,13b,30b,70b}.yaml (no biases, vocab 50,368,
-# ALiBi in the attention kernel (attn_config alibi: true), no rotary embedding;
+# MPT shapes: scripts/train/yamls/pretrain/mpt-{1b,3b,7b,13b,30b,70b}.yaml (no biases, vocab 50,368;
 # n_heads 16 / 20 / 32 / 40 / 56 / 64: head dim 128 throughout, "so that d_head == 128 to satisfy
-# FlashAttention", as the 1b and 3b yamls say)
+# FlashAttention", as the 1b and 3b yamls say). Their attn_config sets only attn_impl, so MPTConfig's
+# defaults hold (llmfoundry/models/mpt/configuration_mpt.py at the same commit: alibi False,
+# learned_pos_emb True): a learned position table of max_seq_len rows, which submit_benchmarks.py sets
+# to the run's sequence (`_mpt`). The table's NumParams column shows it: MPT-30b counts 29,975,214,080
+# at 2,048 tokens and 30,019,254,272 at 8,192, (8192 - 2048) x 7168 more.
 MPT = {k: {"name": f"mpt-{k}", "layers": L, "hidden": h, "heads": a, "ffn_hidden": 4 * h, "vocab": 50368,
-           "gated_mlp": False, "tied_embeddings": True, "rotary": False}
+           "gated_mlp": False, "tied_embeddings": True}
        for k, (L, h, a) in {"1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
                             "13b": (40, 5120, 40), "30b": (48, 7168, 56), "70b": (80, 8192, 64)}.items()}
 
@@ -243,7 +247,8 @@ def _mpt(gpu: str, model: str, s: int, n: int, mbs: int, ga: int, ac: bool, tps:
     rc = ", full recompute" if ac else ""
     label = f"MPT-{model} s={s} {n}x{gpu.upper()} FSDP mbs={mbs} GBS={mbs * ga * n}{rc}"
     return Row(source=LLM_FOUNDRY, label=label,
-               gpu=gpu, nic="400Gbps" if gpu == "h100" else "200Gbps", model=MPT[model], gpus=n, seq_len=s,
+               gpu=gpu, nic="400Gbps" if gpu == "h100" else "200Gbps",
+               model={**MPT[model], "learned_positions": s}, gpus=n, seq_len=s,
                micro_batch=mbs, global_batch=mbs * ga * n, fsdp=True, recompute="full" if ac else "none",
                param_bytes=4 if mp == "DEFAULT" else 2, attention="triton", published=tps, metric="tokens",
                framework="pytorch", held_out=held_out)
