@@ -95,7 +95,7 @@ so full recomputation repeats every op of each MPT block, as modelled. Megatron-
 TFLOP/s (BLOOM) is ``24 * 4 * B s L h^2 (1 + s / 6h + V / 16Lh)`` with checkpointing, which equals
 flowherd's hardware FLOPs of the same run (4 passes of every layer, 3 of the logits).
 
-Known residuals (measured with the command below: 72 of the 88 default rows within 10%, 8 beyond 20%;
+Known residuals (measured with the command below: 73 of the 88 default rows within 10%, 8 beyond 20%;
 each row beyond 10% is printed with what it lacks, measured: its error with communication free;
 docs/fidelity.md groups them by cause):
 
@@ -121,7 +121,7 @@ docs/fidelity.md groups them by cause):
   8 GPUs holds FP32 weights, FP32 gradients and Adam's two FP32 moments (``decoupled_adamw`` in
   mpt-30b.yaml: 16 bytes x 3.75e9 parameters = 60 GB of the 80) before any activation or gathered
   layer; no measured cost of running PyTorch's caching allocator at its limit is modelled.
-* BLOOM +10.8% (kernels alone +21.9%) against its logged 104.70 s per iteration and "TFLOPs: 149.77"
+* BLOOM +9.6% (kernels alone about +21%) against its logged 104.70 s per iteration and "TFLOPs: 149.77"
   (bigscience train/tr11-176B-ml/README.md, iteration 85,376; the same FLOP count as flowherd's). Its
   ``CUDA_LAUNCH_BLOCKING=1`` is not the cause: the same README says it "makes a tiny impact or no impact
   at all to the throughput", and even 10 us of host gap on each of the ~400 kernels of a micro-batch on
