@@ -16,7 +16,8 @@ external check):
   PyTorch FSDP ``FULL_SHARD`` over all GPUs, activation checkpointing as listed (full
   recomputation). Model shapes: ``scripts/train/yamls/pretrain/mpt-*.yaml`` (``d_model``,
   ``n_heads``, ``n_layers``, ``expansion_ratio: 4``, GELU MLP, vocabulary 50,368, tied embeddings,
-  no biases); the table's NumParams column checks them. How the runs were set up, from the same
+  no biases, learned positions over the run's sequence and no ALiBi: MPTConfig's defaults, which the
+  yamls keep); the table's NumParams column checks them. How the runs were set up, from the same
   repository: ``submit_benchmarks.py`` sets ``attn_impl`` to its ``--attn_impl`` default
   ``triton`` (FlashAttention in Triton), which ``sweep.sh`` does not override; the table's "MP Mode"
   is Composer's FSDP mixed precision (``composer/trainer/dist_strategy.py``): DEFAULT keeps FP32
@@ -94,18 +95,20 @@ so full recomputation repeats every op of each MPT block, as modelled. Megatron-
 TFLOP/s (BLOOM) is ``24 * 4 * B s L h^2 (1 + s / 6h + V / 16Lh)`` with checkpointing, which equals
 flowherd's hardware FLOPs of the same run (4 passes of every layer, 3 of the logits).
 
-Known residuals (measured with the command below: 72 of the 88 default rows within 10%, 8 beyond 20%;
-each row beyond 10% is printed with what it lacks, measured: its error with communication free):
+Known residuals (measured with the command below: 73 of the 88 default rows within 10%, 8 beyond 20%;
+each row beyond 10% is printed with what it lacks, measured: its error with communication free;
+docs/fidelity.md groups them by cause):
 
-* Megatron-Core r0.8.0 on H100 (BF16): with communication free the kernels alone run 18-38% faster
-  than published on every row, where the NeMo FP8 and LLM Foundry BF16 H100 rows fit; the settings
-  the README leaves out (micro-batch, interleaving depth, dropout, Megatron's default 0.1) are not
-  fitted. The exposed data-parallel communication of the PP = 1 rows depends on the unpublished
-  micro-batch: their gradients are reduced in FP32 (Megatron-LM with BF16) during the last
-  micro-batch's backward only, so GPT-32B (TP 8, 48 data-parallel ranks, one per server) exposes
-  35.6% at micro-batch 1, 24% at 2 and 6% at 4 (-19.0%, -2.9%, +22.0% against published). The
-  strong-scaling trend holds (96 -> 1,152 GPUs 0.973 against 0.971; with --all 96 -> 4,608), the
-  weak-scaling one 48 -> 768 GPUs 1.015 against 1.027.
+* Megatron-Core r0.8.0 on H100 (BF16): with communication free the kernels alone run 18-38% faster than
+  published on every row, where the NeMo FP8 and LLM Foundry BF16 H100 rows fit; the settings the README
+  leaves out (micro-batch, interleaving depth, recomputation, dropout) are not fitted
+  (``--micro-batch-size`` has no default in megatron/training/arguments.py; recomputation defaults to
+  none, ``--attention-dropout`` and ``--hidden-dropout`` to 0.1). The exposed data-parallel communication
+  of the PP = 1 rows depends on the unpublished micro-batch: their gradients are reduced in FP32
+  (Megatron-LM with BF16) during the last micro-batch's backward only, so GPT-32B (TP 8, 48 data-parallel
+  ranks, one per server) exposes 35.6% at micro-batch 1, 24% at 2 and 6% at 4 (-19.0%, -2.9%, +22.0%
+  against published). The strong-scaling trend holds (96 -> 1,152 GPUs 0.973 against 0.971; with --all 96
+  -> 4,608), the weak-scaling one 48 -> 768 GPUs 1.015 against 1.027.
 * Eager PyTorch FSDP (IBM's fms-fsdp, Llama 2 7B, hybrid sharding): A100 +16.1%, H100 +24.5%, the
   kernels alone +18% / +27%: flowherd's eager kernels are optimistic there, more on H100, while the
   LLM Foundry rows (eager FSDP over FP32 weights and Triton attention, which the sustained fractions
@@ -118,12 +121,13 @@ each row beyond 10% is printed with what it lacks, measured: its error with comm
   8 GPUs holds FP32 weights, FP32 gradients and Adam's two FP32 moments (``decoupled_adamw`` in
   mpt-30b.yaml: 16 bytes x 3.75e9 parameters = 60 GB of the 80) before any activation or gathered
   layer; no measured cost of running PyTorch's caching allocator at its limit is modelled.
-* BLOOM +10.8% (kernels alone +21.9%; its launch script sets ``CUDA_LAUNCH_BLOCKING=1``, "do not
-  remove or the training will hang": every kernel launch waits for the GPU, a host gap per kernel
-  with no measured value here). A100 MPT-70b on 32 GPUs +10.9%. NeMo GPT3-5B at TP 1 +12.2% (its
-  yamls run hidden and attention dropout 0.1; the cost of dropout inside cuDNN's attention kernel is
-  not among the stored measurements), Llama 3 8B with CP 2 +9.4%; the larger NeMo rows within
-  -6..+7%.
+* BLOOM +9.6% (kernels alone about +21%) against its logged 104.70 s per iteration and "TFLOPs: 149.77"
+  (bigscience train/tr11-176B-ml/README.md, iteration 85,376; the same FLOP count as flowherd's). Its
+  ``CUDA_LAUNCH_BLOCKING=1`` is not the cause: the same README says it "makes a tiny impact or no impact
+  at all to the throughput", and even 10 us of host gap on each of the ~400 kernels of a micro-batch on
+  one stage is under 1% of that stage's 0.5 s. A100 MPT-70b on 32 GPUs +10.9%. NeMo GPT3-5B at TP 1 +12.2%
+  (its yamls run hidden and attention dropout 0.1; the cost of dropout inside cuDNN's attention kernel is
+  not among the stored measurements), Llama 3 8B with CP 2 +9.4%; the larger NeMo rows within -6..+7%.
 
 Usage::
 
@@ -132,6 +136,7 @@ Usage::
     PYTHONPATH=src python benchmarks/published.py --all      # also 280-6144 GPU rows (minutes each)
     PYTHONPATH=src python benchmarks/published.py --series --all  # the scaling series only
     PYTHONPATH=src python benchmarks/published.py --profile "MPT-7b s=2048 8xH100"  # op by op
+    PYTHONPATH=src python benchmarks/published.py --source Megatron-Core --set recompute=full  # what if
 """
 
 from __future__ import annotations
@@ -168,12 +173,15 @@ def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 51200, **
             "vocab": vocab, "gated_mlp": False, "tied_embeddings": True, "biases": True, **kw}
 
 
-# MPT shapes: scripts/train/yamls/pretrain/mpt-{1b,3b,7b,13b,30b,70b}.yaml (no biases, vocab 50,368,
-# ALiBi in the attention kernel (attn_config alibi: true), no rotary embedding;
+# MPT shapes: scripts/train/yamls/pretrain/mpt-{1b,3b,7b,13b,30b,70b}.yaml (no biases, vocab 50,368;
 # n_heads 16 / 20 / 32 / 40 / 56 / 64: head dim 128 throughout, "so that d_head == 128 to satisfy
-# FlashAttention", as the 1b and 3b yamls say)
+# FlashAttention", as the 1b and 3b yamls say). Their attn_config sets only attn_impl, so MPTConfig's
+# defaults hold (llmfoundry/models/mpt/configuration_mpt.py at the same commit: alibi False,
+# learned_pos_emb True): a learned position table of max_seq_len rows, which submit_benchmarks.py sets
+# to the run's sequence (`_mpt`). The table's NumParams column shows it: MPT-30b counts 29,975,214,080
+# at 2,048 tokens and 30,019,254,272 at 8,192, (8192 - 2048) x 7168 more.
 MPT = {k: {"name": f"mpt-{k}", "layers": L, "hidden": h, "heads": a, "ffn_hidden": 4 * h, "vocab": 50368,
-           "gated_mlp": False, "tied_embeddings": True, "rotary": False}
+           "gated_mlp": False, "tied_embeddings": True}
        for k, (L, h, a) in {"1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
                             "13b": (40, 5120, 40), "30b": (48, 7168, 56), "70b": (80, 8192, 64)}.items()}
 
@@ -243,7 +251,8 @@ def _mpt(gpu: str, model: str, s: int, n: int, mbs: int, ga: int, ac: bool, tps:
     rc = ", full recompute" if ac else ""
     label = f"MPT-{model} s={s} {n}x{gpu.upper()} FSDP mbs={mbs} GBS={mbs * ga * n}{rc}"
     return Row(source=LLM_FOUNDRY, label=label,
-               gpu=gpu, nic="400Gbps" if gpu == "h100" else "200Gbps", model=MPT[model], gpus=n, seq_len=s,
+               gpu=gpu, nic="400Gbps" if gpu == "h100" else "200Gbps",
+               model={**MPT[model], "learned_positions": s}, gpus=n, seq_len=s,
                micro_batch=mbs, global_batch=mbs * ga * n, fsdp=True, recompute="full" if ac else "none",
                param_bytes=4 if mp == "DEFAULT" else 2, attention="triton", published=tps, metric="tokens",
                framework="pytorch", held_out=held_out)
@@ -375,11 +384,13 @@ ROWS += [Row(source=FMS_FSDP, label=f"Llama2-7B HSDP(8) {n}x{gpu.upper()} mbs=2 
 # positions (Megatron's default); "fine-grained overlapping of data-parallel (--overlap-grad-reduce
 # --overlap-param-gather), tensor-parallel (--tp-comm-overlap) and pipeline-parallel communication":
 # the distributed optimizer (ZeRO-1, which --overlap-param-gather needs), sequence parallelism (which
-# --tp-comm-overlap needs), Transformer Engine's attention on Hopper (cuDNN). Not stated, taken as
-# Megatron's defaults: BF16, micro-batch 1, no recomputation. Interleaving is implied ("pipeline-
-# parallel communication ... enabled by default" is the interleaved schedule's overlap_p2p_comm; the
-# non-interleaved schedule turns it off), its depth not stated: 2 layers per model chunk (the chunk of
-# NeMo's GPT-3 175B H100 recipe, 96 layers over PP 8 x VP 6), one where a stage's layers are odd.
+# --tp-comm-overlap needs), Transformer Engine's attention on Hopper (cuDNN). Not stated: the precision
+# (BF16: MFU is against the BF16 peak), recomputation (Megatron's default, none, is taken) and the
+# micro-batch (--micro-batch-size has no default; 1 is taken; `--set` in `main` runs other choices).
+# Interleaving is implied ("pipeline-parallel communication ... enabled by default" is the interleaved
+# schedule's overlap_p2p_comm; the non-interleaved schedule turns it off), its depth not stated: 2
+# layers per model chunk (the chunk of NeMo's GPT-3 175B H100 recipe, 96 layers over PP 8 x VP 6), one
+# where a stage's layers are odd.
 MEGATRON_H100 = "Megatron-Core r0.8.0 H100 scaling (NVIDIA/Megatron-LM README@f2e5db402c)"
 STRONG = "Megatron-Core H100 strong scaling (177B, 96 -> 4608 GPUs)"
 
@@ -584,6 +595,26 @@ def series_table(rows: list[Row], got: list[dict]) -> list[list]:
     return out
 
 
+def settings(pairs: list[str]) -> dict:
+    """``FIELD=VALUE`` pairs as `Row` replacements, each value of its field's type (``none`` for None)."""
+    fields = {f.name: f for f in dataclasses.fields(Row)}
+    out: dict = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or key not in fields or key in ("source", "label", "model", "published", "metric"):
+            raise SystemExit(f"--set: expected FIELD=VALUE with FIELD a run setting of Row, got {pair!r}")
+        kind = str(fields[key].type)
+        if text.lower() == "none":
+            out[key] = None
+        elif kind.startswith("bool"):
+            out[key] = text.lower() in ("1", "true", "yes", "on")
+        elif kind.startswith("int"):
+            out[key] = int(text)
+        else:
+            out[key] = text
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", choices=sorted(NVLINK), help="only the rows of one GPU type")
@@ -592,12 +623,16 @@ def main() -> None:
     ap.add_argument("--all", action="store_true",
                     help="also the rows that take minutes each (Megatron 530B and 1T, MT-NLG, scaling rows "
                          "above 1,152 GPUs)")
+    ap.add_argument("--set", metavar="FIELD=VALUE", action="append", default=[],
+                    help="run the selected rows with a setting replaced (a Row field: micro_batch, recompute,"
+                         " virtual_stages...); repeatable; such runs are not recorded")
     ap.add_argument("--profile", metavar="LABEL",
                     help="print the op-by-op breakdown of the first row whose label contains LABEL")
     args = ap.parse_args()
     if args.profile:
         profile(next(r for r in ROWS if args.profile in r.label))
         return
+    changes = settings(args.set)
     rows = [r for r in ROWS if (args.gpu is None or r.gpu == args.gpu) and (args.all or not r.slow)
             and (args.source is None or args.source.lower() in r.source.lower())
             and (not args.series or r.series or any(r.label.startswith(x) for x in SERIES_EXTRA.values()))]
@@ -607,6 +642,7 @@ def main() -> None:
           f"{'exposed':>7}")
     for r in rows:
         t_row = time.perf_counter()
+        r = dataclasses.replace(r, **changes)
         g = simulate(r)
         got.append(g)
         mine = g[r.metric]
@@ -638,7 +674,7 @@ def main() -> None:
     for name, n, g0, g1, pub, sim, diff, c0, c1 in series:
         print(f"{name:<62} {n:>6} {f'{g0}->{g1}':>12} {pub:>9.3f} {sim:>9.3f} {diff:>+5.1f}p "
               f"{f'{c0:.1%}->{c1:.1%}':>13}")
-    if args.gpu is None and args.source is None:
+    if args.gpu is None and args.source is None and not changes:
         name = "published" + ("_all" if args.all else "") + ("_series" if args.series else "")
         figures = {
             "rows within 10%": record.figure(within, f"of {len(rows)}", target=">= 90%",

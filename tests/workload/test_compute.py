@@ -141,6 +141,33 @@ def test_unfused_attention_moves_the_score_matrix_through_hbm():
         TrainingJob(model=m, gpus=8, tp=8, global_batch=1, attention="fused")
 
 
+def test_unfused_alibi_broadcasts_its_bias_into_the_scores_before_q_kt():
+    # Megatron-DeepSpeed (BLOOM) passes ALiBi as baddbmm's input with beta = 1: the bias is written
+    # over the whole score tensor and read back by the GEMM as its C operand, 2 + 2 bytes per BF16
+    # score in the forward; the bias has no gradient, so the backward is unchanged
+    g = GPUS["a100"]
+    shape = dict(name="bloom-like", layers=70, hidden=14336, heads=112, ffn_hidden=4 * 14336, vocab=250880,
+                 gated_mlp=False)
+    alibi, rope = ModelShape(**shape, rotary=False), ModelShape(**shape)
+    s, tp, b = 2048, 4, 2
+    kw = dict(micro_batch=b, seq_len=s, tp=tp, attention="unfused")
+    (a,) = [o for o in cm.layer_ops(alibi, 0, g, **kw) if o.name == "attention"]
+    (r,) = [o for o in cm.layer_ops(rope, 0, g, **kw) if o.name == "attention"]
+    scores = b * alibi.heads / tp * s * s
+    km = cm.kernel_model(g)
+    extra = 4 * scores / (g.memory_bytes_per_s * km.hbm_fraction) + km.kernel_overhead_s
+    assert a.fwd_s - r.fwd_s == pytest.approx(extra, rel=1e-9)
+    assert a.bwd_s == pytest.approx(r.bwd_s)
+    assert a.kernels == r.kernels + 1
+    # learned positions (GPT-3) or flash attention (ALiBi inside the kernel) add nothing
+    (f,) = [o for o in cm.layer_ops(alibi, 0, g, micro_batch=b, seq_len=s, tp=tp) if o.name == "attention"]
+    (fr,) = [o for o in cm.layer_ops(rope, 0, g, micro_batch=b, seq_len=s, tp=tp) if o.name == "attention"]
+    assert f.fwd_s == fr.fwd_s
+    gpt = ModelShape(**shape, learned_positions=2048)
+    (lp,) = [o for o in cm.layer_ops(gpt, 0, g, **kw) if o.name == "attention"]
+    assert lp.fwd_s == r.fwd_s
+
+
 def _bwd_s(job):
     return sum(t.duration_s for t in job.iteration_graph().tasks
                if t.kind == TaskKind.COMPUTE and t.phase == "bwd" and t.stage == 0)

@@ -23,7 +23,13 @@ Each op of a layer's forward and backward pass on one rank is timed as a rooflin
   and ``P V`` (``k`` = sequence), over the full ``s x s`` scores (no causal skipping), and the
   score matrix through memory: written by ``Q K^T``, read and written by the fused scale-mask-
   softmax, read and written by the attention dropout (plus its 1-byte mask), read by ``P V``
-  (13 bytes per score in BF16; the backward moves twice that).
+  (13 bytes per score in BF16; the backward moves twice that). A model with neither rotary nor
+  learned positions runs ALiBi, which Megatron-DeepSpeed (BLOOM) adds as the ``input`` of
+  ``torch.baddbmm(alibi, Q, K^T, beta=1.0)`` (bigscience-workshop/Megatron-DeepSpeed,
+  megatron/model/transformer.py, ``ParallelAttention.forward``): the ``[b * heads, 1, s]`` bias is
+  broadcast into the full score tensor before the GEMM, which then reads it back as its ``C``
+  operand (cuBLAS: ``C = alpha A B + beta C`` in place), 4 more bytes per score in the forward
+  (the bias needs no gradient).
 * **Triton flash attention** (``attention="triton"``: FlashAttention in Triton, MosaicML MPT's
   ``attn_impl: triton``): the FlashAttention-2 fractions over 1.4 (forward) and 2 (backward).
 * **FlashAttention-2** (``attention="flash2"``: PyTorch SDPA's flash backend, FlashAttention-2 up to
@@ -285,8 +291,11 @@ def _unfused_attention(m: ModelShape, gpu: GpuSpec, *, t: float, seq_len: int, t
     f2, b2 = _gemm_fb(rows, m.v_head_dim, seq_len, gpu, heads)
     scores = heads * rows * seq_len
     sm = memory_time_s(scores * (6 * dtype_bytes + 1), gpu, kernels=2)
+    alibi = not m.rotary and m.learned_positions == 0  # the bias as baddbmm's input (module docstring)
+    bias = memory_time_s(scores * 2 * dtype_bytes, gpu, kernels=1) if alibi else 0.0
     flops = 2.0 * scores * (qk + m.v_head_dim)
-    return OpTime(name="attention", flops=flops, fwd_s=f1 + f2 + sm, bwd_s=b1 + b2 + 2.0 * sm, kernels=4)
+    return OpTime(name="attention", flops=flops, fwd_s=f1 + f2 + sm + bias, bwd_s=b1 + b2 + 2.0 * sm,
+                  kernels=4 + alibi)
 
 
 def layer_ops(model: ModelShape, layer: int, gpu: GpuSpec, *, micro_batch: int, seq_len: int,
