@@ -69,3 +69,18 @@ def test_the_room_arms_are_none_and_the_bound_and_every_sweep_has_its_arms():
     assert labels["kv-guard hold alpha=4"] == {"alpha": 4.0, "paths": False}
     assert labels["kv-guard alpha=0"] == {"alpha": 0.0} and labels["kv-guard paths"] == {"hold": False}
     assert "adaptive" in labels
+
+
+def test_the_report_sweep_runs_the_benchmarks_arms_on_its_held_out_seeds():
+    from flowherd.experiments.sweep_file import load_sweep
+
+    sw = load_sweep(_BENCH.parent / "scenarios" / "sweep_serve_beside_training.yaml")
+    assert list(sw.seeds) == [5, 6, 7, 8, 9]  # serve_protect.py's held-out seeds
+    ctrls = [(p.scenario["controller"]["name"], p.scenario["controller"].get("params", {}))
+             for p in sw.points]
+    assert ctrls[:3] == [("none", {}), ("adaptive", {}), ("kv-guard", {"hold": False})]
+    # holding only, alpha increasing: the curve the report draws
+    holds = [c[1] for c in ctrls[3:]]
+    assert all(h["paths"] is False for h in holds)
+    assert [h["alpha"] for h in holds] == sorted(h["alpha"] for h in holds) and len(holds) >= 3
+    assert all(p.scenario["workload"]["jobs"][0]["kind"] == "inference" for p in sw.points)
