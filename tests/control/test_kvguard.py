@@ -100,3 +100,17 @@ def test_registry_name_and_bad_parameters():
         KvGuardParams(alpha=-1.0)
     with pytest.raises(ConfigError, match="paths"):
         KvGuardParams(paths="yes")
+
+
+def test_holds_are_counted_and_a_collective_off_the_kv_links_is_never_held():
+    g = KvGuardController(KvGuardParams(alpha=math.inf, paths=False))
+    g.reset(0)
+    # the transfer crosses link 1 only; the collective's default route is links 0 and 2
+    assert g.decide(POINT, view([kv([1], 100e6)], flows=[0, 1, 0, 0])) is None
+    assert (g.holds, g.held_s) == (0, 0.0)
+    # on link 2 it shares: held 10 ms, counted
+    d = g.decide(POINT, view([kv([2], 100e6)], flows=[0, 0, 1, 0]))
+    assert d.delay_s == pytest.approx(0.01)
+    assert g.holds == 1 and g.held_s == pytest.approx(0.01)
+    g.reset(1)
+    assert (g.holds, g.held_s) == (0, 0.0)

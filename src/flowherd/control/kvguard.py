@@ -127,9 +127,12 @@ class KvGuardController:
     def __init__(self, params: KvGuardParams | None = None):
         self.params = params if params is not None else KvGuardParams()
         self.name = "kv-guard"
+        self.holds = 0  # collectives held since the last reset
+        self.held_s = 0.0  # their holds, summed, seconds
 
     def reset(self, seed: int) -> None:
-        """Stateless."""
+        """Clear the hold counters (the policy itself is stateless)."""
+        self.holds, self.held_s = 0, 0.0
 
     def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
         if point.kind != "collective" or point.link_idx.size == 0 or not view.transfers:
@@ -157,6 +160,9 @@ class KvGuardController:
                 delay = min(kv_hold_s(links, view, p.lookahead_s), p.max_hold_s)
         if delay <= 0 and choice is None:
             return None
+        if delay > 0:
+            self.holds += 1
+            self.held_s += float(delay)
         return Decision(delay_s=float(delay), path_choice=choice)
 
 
