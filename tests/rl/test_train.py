@@ -152,6 +152,17 @@ def test_ppo_from_scratch_on_raw_delays_loads_back_with_its_action_space(tiny, t
     assert again == pytest.approx(min(p.mean_jct_s for p in res.curve), rel=1e-9)
 
 
+def test_a_model_saved_after_finished_episodes_loads_as_a_controller(tiny, tmp_path):
+    # the tiny episodes are 50-90 agent points: 256 steps finish some, and SB3's episode statistics
+    # (deques a model file may not hold) are left out of every saved model
+    res = train(tiny, out=tmp_path / "e.zip", steps=256, train_seeds=[3], val_seeds=[7], bc_epochs=1,
+                eval_every=128)
+    for path in (res.model_path, res.last_model_path, tmp_path / "e_start.zip"):
+        assert isinstance(load_controller(path), ModelController)
+        with zipfile.ZipFile(path) as zf:
+            assert "ep_info_buffer" not in json.loads(zf.read("data"))
+
+
 def test_train_function_with_a2c(tiny, tmp_path):
     res = train(tiny, out=tmp_path / "a.zip", algo="a2c", steps=64, train_seeds=[3], val_seeds=[7],
                 bc_epochs=5)

@@ -272,11 +272,17 @@ def _companion(out: Path, suffix: str) -> Path:
     return out.with_name(f"{out.stem}{suffix}")
 
 
+# SB3's episode statistics: deques, which a model file read without unpickling
+# (flowherd.control.model_file) refuses; training statistics, not the policy
+_NOT_SAVED = ["ep_info_buffer", "ep_success_buffer"]
+
+
 def _save(model: Any, path: Path) -> None:
-    """``model.save`` to a temporary file beside `path`, renamed over it (`flowherd.atomic`): a
-    full disk or a kill mid-save leaves the model saved before, never half a zip."""
+    """``model.save`` (without the episode statistics) to a temporary file beside `path`, renamed
+    over it (`flowherd.atomic`): a full disk or a kill mid-save leaves the model saved before, never
+    half a zip."""
     with atomic.replacing(path, field="--out") as tmp:
-        model.save(tmp)
+        model.save(tmp, exclude=_NOT_SAVED)
 
 
 def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Path, algo: str = "ppo",
@@ -484,7 +490,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
             return True
 
     validate(0)
-    model.save(_companion(out, "_start.zip"))  # the warm start (after cloning), for held-out comparisons
+    _save(model, _companion(out, "_start.zip"))  # the warm start (after cloning), for held-out comparisons
     say(f"RL ({algo}): {steps} steps, validating every {every} ({time.perf_counter() - t0:.0f} s in)")
     model.learn(total_timesteps=steps, callback=Validation())
     done = int(model.num_timesteps)
