@@ -8,7 +8,10 @@ collective, `flowherd.control.paths_agent`; asked only where its actions differ)
 * ``ppo-index``: PPO from scratch, the same decisions ranked by the index of docs/rl-structure.md
   (Theorem 2) with Theorem 1's hold feature: the proven structure as the policy's parameterization;
 * ``bc+ppo``: the index space, warm-started by behaviour cloning of no control (the default routes,
-  never holding; ``--warm``), then PPO: what learning adds to its warm start.
+  never holding; ``--warm``), then PPO: what learning adds to its warm start;
+* ``bc+ppo-shaped``: the same with a softer clone (label smoothing 0.5) and the reward shaped by the
+  jobs' progress (`flowherd.rl.paths_env`, ``reward="progress"``: the same return, each decision's
+  credit within the iteration it changes); benchmarks/rl_signal.py measures why neither moves.
 
 The references are no control, the index rule (rank 0, hold within Theorem 1's threshold) and the
 flowherd policy; "room" counts the agent's decision points and what the rule corners give.
@@ -62,7 +65,12 @@ SCENARIO = HERE / "scenarios" / "rl_small.yaml"
 LEARNERS = {"ppo-raw": ("raw", False), "ppo-structured": ("structured", False),
             "bc+ppo": ("structured", True)}
 PATH_LEARNERS = {"ppo-raw": ("paths-raw", False), "ppo-index": ("paths-index", False),
-                 "bc+ppo": ("paths-index", True)}
+                 "bc+ppo": ("paths-index", True), "bc+ppo-shaped": ("paths-index", True)}
+# arms trained otherwise than the defaults of flowherd.rl.train.train: bc+ppo-shaped is bc+ppo with the
+# reward shaped by the jobs' progress (flowherd.rl.paths_env, reward="progress": a decision's credit
+# within the iteration it changes) and a softer clone (label smoothing 0.5: the clone of no control
+# keeps the teacher's greedy action with probability about 0.56 instead of 0.87)
+TRAIN_KWARGS = {"bc+ppo-shaped": {"reward": "progress", "bc_smoothing": 0.5}}
 
 
 def learners(env: str) -> dict[str, tuple[str, bool]]:
@@ -188,7 +196,7 @@ def run_task(cfg: dict) -> dict:
               actions=actions, n_steps=cfg["n_steps"], choice_only=cfg.get("choice_only", False),
               bc_balance=cfg.get("bc_balance", False), warm=cfg.get("warm", "none"),
               time_limit_s=cfg.get("time_limit_s"),
-              log=lambda line: print(f"  [{arm} s{seed}] {line}", flush=True))
+              log=lambda line: print(f"  [{arm} s{seed}] {line}", flush=True), **TRAIN_KWARGS.get(arm, {}))
     train_cpu = _cpu_s() - c0
     pol = load_policy(r.model_path)
     later = scenario_source(Path(cfg["scenario"]), cfg["network"], cfg["later_skip"])
@@ -209,6 +217,8 @@ def run_task(cfg: dict) -> dict:
           + ", ".join(f"{p.steps}:{p.mean_jct_s:.3f}" for p in r.curve), flush=True)
     return {"kind": "run", "arm": arm, "seed": seed, "steps": r.steps, "best_steps": r.best_steps,
             "bc_accuracy": r.bc_accuracy, "bc_samples": r.bc_samples, "n_steps": r.n_steps,
+            "bc_entropy_nats": None if r.bc_stats is None else r.bc_stats.entropy_nats,
+            "bc_teacher_prob": None if r.bc_stats is None else r.bc_stats.teacher_prob,
             "curve": [{"steps": p.steps, "mean_jct_s": p.mean_jct_s, "cpu_s": p.cpu_s} for p in r.curve],
             "test_jct_s": test, "later_jct_s": late, "start_test_jct_s": start_test, "train_cpu_s": train_cpu,
             "cpu_s": _cpu_s() - c0}
@@ -443,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="save the headline figures and table as benchmarks/results/NAME.json (record.save)")
     ap.add_argument("--arms", nargs="+", default=None,
                     help="learners (buffering: ppo-raw ppo-structured bc+ppo; paths: ppo-raw ppo-index "
-                         "bc+ppo)")
+                         "bc+ppo bc+ppo-shaped)")
     # seed s is the window of trace jobs 5s..5s+4 (seed_stride 5; the filtered trace has about 128)
     ap.add_argument("--train-seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--val-seeds", type=int, nargs="+", default=[4, 5])

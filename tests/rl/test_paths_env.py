@@ -117,3 +117,28 @@ def test_a_saved_paths_model_runs_as_a_controller(two_spines, tmp_path):
     assert ctrl.actions == "paths-index" and ctrl.name == "rl:paths"
     run = run_scenario(env.scenario_for(3), solo=False, controller=ctrl)
     assert run.cluster.num_decisions > 0 and not run.cluster.controller_issues
+
+
+def test_progress_shaping_keeps_the_return_and_charges_the_lost_time(two_spines):
+    # the potential (work done, in solo seconds) telescopes: the same return as the JCT reward, on the
+    # same rollout, while each step's reward is only the time lost to contention (Ng et al. 1999)
+    rewards = {}
+    for reward in ("jct", "progress"):
+        env = PathsEnv(two_spines, seeds=[3], actions="paths-raw", reward=reward)
+        _obs, info = env.reset(options={"scenario_seed": 3})
+        rs = []
+        while True:
+            _obs, r, term, _, info = env.step(info["structured_action"])
+            rs.append(r)
+            if term:
+                break
+        env.close()
+        rewards[reward] = np.asarray(rs)
+        assert sum(rs) == pytest.approx(-info["mean_jct_s"] / env.scenario.horizon_s, rel=1e-9)
+    jct, shaped = rewards["jct"], rewards["progress"]
+    assert jct.shape == shaped.shape
+    assert not np.allclose(jct[:-1], shaped[:-1])  # the jobs' iterations are credited as they end
+    # minus the time lost, before the last step: smaller in size than minus the time spent
+    assert np.abs(shaped[:-1]).sum() < np.abs(jct[:-1]).sum()
+    with pytest.raises(ConfigError, match="reward"):
+        PathsEnv(two_spines, reward="makespan")

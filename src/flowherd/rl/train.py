@@ -43,7 +43,8 @@ from flowherd.registry import Registry
 from flowherd.rl.env import BufferingEnv
 from flowherd.rl.paths_env import PathsEnv
 
-__all__ = ["ALGOS", "CurvePoint", "TrainResult", "behaviour_clone", "collect_structured", "evaluate", "train"]
+__all__ = ["ALGOS", "CloneStats", "CurvePoint", "TrainResult", "behaviour_clone", "clone_stats",
+           "collect_structured", "evaluate", "train"]
 
 ALGOS: Registry[str] = Registry("--algo", {"ppo": "PPO", "a2c": "A2C"})  # name -> SB3 class name
 
@@ -81,6 +82,7 @@ class TrainResult:
         bc_accuracy: Share of the cloning samples where the cloned policy's greedy masked action
             is the structured one.
         bc_samples: Number of cloning samples.
+        bc_stats: The cloned policy's entropy and teacher probability on them (`clone_stats`).
         train_seeds, val_seeds: Scenario seeds trained on and validated on.
         n_steps: Rollout length of an update.
         steps: Environment steps of RL training done.
@@ -96,6 +98,7 @@ class TrainResult:
     none_mean_jct_s: float
     bc_accuracy: float
     bc_samples: int
+    bc_stats: CloneStats | None
     train_seeds: tuple[int, ...]
     val_seeds: tuple[int, ...]
     n_steps: int
@@ -209,6 +212,48 @@ def behaviour_clone(policy: Any, data: Mapping[str, np.ndarray], *, epochs: int,
     return hits / max(n, 1)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloneStats:
+    """How a cloned policy's action distribution sits on the cloning samples (`clone_stats`).
+
+    Attributes:
+        entropy_nats: Mean entropy of the policy's distribution over the actions the mask allows
+            (renormalized), nats.
+        max_entropy_nats: Mean of ``log(allowed actions)``: the entropy of the uniform choice.
+        teacher_prob: Mean probability of the structured action.
+        masked_prob: Mean probability the unmasked SB3 policy puts on masked actions (they become
+            the structured action when sampled).
+    """
+
+    entropy_nats: float
+    max_entropy_nats: float
+    teacher_prob: float
+    masked_prob: float
+
+
+def clone_stats(policy: Any, data: Mapping[str, np.ndarray]) -> CloneStats:
+    """The entropy and the teacher's probability of ``policy`` on ``data`` (`collect_structured`):
+    what PPO starts its sampling from. A greedy clone flips its choice at a point only when an
+    alternative's probability passes the teacher's, and PPO's clip bounds each update's change of
+    a sampled action's probability ratio to ``1 +- clip_range``."""
+    import torch
+
+    if not len(data["action"]):
+        return CloneStats(entropy_nats=0.0, max_entropy_nats=0.0, teacher_prob=0.0, masked_prob=0.0)
+    obs = torch.as_tensor(data["obs"])
+    mask = torch.as_tensor(data["mask"])
+    with torch.no_grad():
+        probs = policy.get_distribution(obs).distribution.probs
+    allowed = torch.where(mask, probs, torch.zeros_like(probs))
+    inside = allowed.sum(dim=1)
+    q = allowed / inside.clamp(min=1e-12).unsqueeze(1)
+    ent = -(torch.where(q > 0, q * torch.log(q.clamp(min=1e-30)), torch.zeros_like(q))).sum(dim=1)
+    teacher = probs[torch.arange(len(probs)), torch.as_tensor(data["action"])]
+    most = torch.log(mask.sum(dim=1).float().clamp(min=1.0))
+    return CloneStats(entropy_nats=float(ent.mean()), max_entropy_nats=float(most.mean()),
+                      teacher_prob=float(teacher.mean()), masked_prob=float((1 - inside).mean()))
+
+
 def evaluate(controller_factory: Callable[[], Any], env: BufferingEnv, seeds: Sequence[int]) -> float:
     """Mean over ``seeds`` of the mean JCT of one run per seed (unfinished jobs counted to the
     horizon), with a fresh controller from ``controller_factory`` per run, seconds."""
@@ -227,11 +272,17 @@ def _companion(out: Path, suffix: str) -> Path:
     return out.with_name(f"{out.stem}{suffix}")
 
 
+# SB3's episode statistics: deques, which a model file read without unpickling
+# (flowherd.control.model_file) refuses; training statistics, not the policy
+_NOT_SAVED = ["ep_info_buffer", "ep_success_buffer"]
+
+
 def _save(model: Any, path: Path) -> None:
-    """``model.save`` to a temporary file beside `path`, renamed over it (`flowherd.atomic`): a
-    full disk or a kill mid-save leaves the model saved before, never half a zip."""
+    """``model.save`` (without the episode statistics) to a temporary file beside `path`, renamed
+    over it (`flowherd.atomic`): a full disk or a kill mid-save leaves the model saved before, never
+    half a zip."""
     with atomic.replacing(path, field="--out") as tmp:
-        model.save(tmp)
+        model.save(tmp, exclude=_NOT_SAVED)
 
 
 def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Path, algo: str = "ppo",
@@ -241,7 +292,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
           bc_smoothing: float = 0.1, ent_coef: float = 0.0, time_limit_s: float | None = None,
           gamma: float = 0.999, learning_rate: float = 3e-4, net_arch: Sequence[int] = (64, 64),
           num_threads: int = 1, actions: str = "structured", n_steps: int | None = None,
-          choice_only: bool = False, bc_balance: bool = False, warm: str = "none",
+          choice_only: bool = False, bc_balance: bool = False, warm: str = "none", reward: str = "jct",
           progress: Callable[[int, int, CurvePoint | None], None] | None = None,
           log: Callable[[str], None] | None = None) -> TrainResult:
     """Behaviour cloning of the structured policy, then RL (module docstring).
@@ -283,6 +334,9 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
             (`BufferingEnv`'s ``choice_only``), in cloning, RL and validation alike.
         bc_balance: Weight the cloning by the inverse frequency of each structured action
             (`behaviour_clone`'s ``balance``).
+        reward: In a paths space, ``jct`` or ``progress`` (`flowherd.rl.paths_env.PathsEnv`: the
+            same return, shaped by the jobs' work done so that a decision's credit lands within
+            the iteration it changes); the cloning's returns-to-go and RL use it alike.
         progress: Called as ``progress(steps_done, steps, new_curve_point_or_None)``.
         log: Called with one line per phase (episodes, cloning, reference runs, stop), so that a
             long phase before RL does not look like a hang.
@@ -328,7 +382,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
 
     def make_env(seeds: Sequence[int], ask_only: bool) -> BufferingEnv:
         if paths:
-            return PathsEnv(scenario, seeds=seeds, horizon_s=horizon_s, actions=actions, warm=warm)
+            return PathsEnv(scenario, seeds=seeds, horizon_s=horizon_s, actions=actions, warm=warm,
+                            reward=reward)
         return BufferingEnv(scenario, seeds=seeds, horizon_s=horizon_s, actions=actions, choice_only=ask_only)
 
     env = make_env(train_seeds, choice_only)
@@ -378,8 +433,11 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     bc_accuracy = (behaviour_clone(model.policy, data, epochs=bc_epochs, seed=seed, smoothing=bc_smoothing,
                                    balance=bc_balance)
                    if n_bc else 0.0)
+    stats = clone_stats(model.policy, data) if n_bc else None
     say(f"behaviour cloning: the structured action on {100 * bc_accuracy:.1f}% of {len(data['action'])} "
-        f"samples ({time.perf_counter() - t0:.0f} s in)")
+        f"samples ({time.perf_counter() - t0:.0f} s in)"
+        + (f"; entropy {stats.entropy_nats:.3f} of {stats.max_entropy_nats:.3f} nats, the structured "
+           f"action's probability {stats.teacher_prob:.3f}" if stats is not None else ""))
 
     # -- reference points on the validation seeds --------------------------------------------------
     structured = evaluate(reference, val_env, val_seeds)
@@ -432,7 +490,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
             return True
 
     validate(0)
-    model.save(_companion(out, "_start.zip"))  # the warm start (after cloning), for held-out comparisons
+    _save(model, _companion(out, "_start.zip"))  # the warm start (after cloning), for held-out comparisons
     say(f"RL ({algo}): {steps} steps, validating every {every} ({time.perf_counter() - t0:.0f} s in)")
     model.learn(total_timesteps=steps, callback=Validation())
     done = int(model.num_timesteps)
@@ -452,5 +510,6 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
     return TrainResult(model_path=out, last_model_path=last_path, curve_path=curve_path, curve=tuple(curve),
                        best_steps=int(best["steps"]), structured_mean_jct_s=structured,
                        none_mean_jct_s=none, bc_accuracy=float(bc_accuracy), bc_samples=len(data["action"]),
-                       train_seeds=train_seeds, val_seeds=val_seeds, n_steps=n_steps, steps=done,
+                       bc_stats=stats, train_seeds=train_seeds, val_seeds=val_seeds, n_steps=n_steps,
+                       steps=done,
                        wall_s=time.perf_counter() - t0)
