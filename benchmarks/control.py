@@ -80,9 +80,32 @@ sys.path.insert(0, str(HERE))
 import control_bounds as bounds  # noqa: E402  (beside this script)
 
 SCENARIOS = {lvl: HERE / "scenarios" / f"control_{lvl}.yaml" for lvl in ("light", "medium", "heavy")}
-# the other families, by name (--scenarios takes them, or any YAML path)
+# the other families, by name (--scenarios takes them, or any YAML path): the mixed-period and
+# contended-small families, and the LLM-era families of docs/llm-clusters.md (Acme-sized jobs)
 FAMILIES = {"mixed": HERE / "scenarios" / "control_mixed_periods.yaml",
-            "contended": HERE / "scenarios" / "contended_small.yaml"}
+            "contended": HERE / "scenarios" / "contended_small.yaml",
+            "kalos4": HERE / "scenarios" / "llm_kalos_4to1.yaml",
+            "kalos8": HERE / "scenarios" / "llm_kalos_8to1.yaml",
+            "rail": HERE / "scenarios" / "llm_kalos_rail.yaml",
+            "seren": HERE / "scenarios" / "llm_seren_1to1.yaml",
+            "inference": HERE / "scenarios" / "llm_inference.yaml"}
+
+
+def scenario_path(name: str) -> Path:
+    """The scenario file of a --scenarios entry: a level (`SCENARIOS`), a family (`FAMILIES`) or
+    the path of a YAML file; anything else is one `ConfigError` line (an unknown name lists the
+    known ones)."""
+    from flowherd.errors import ConfigError, UnknownNameError
+
+    known = SCENARIOS.get(name) or FAMILIES.get(name)
+    if known is not None:
+        return known
+    if name.endswith((".yaml", ".yml")):
+        if not Path(name).is_file():
+            raise ConfigError(f"no scenario file {name!r} (--scenarios; expected a YAML file that exists)")
+        return Path(name)
+    raise UnknownNameError("scenario (--scenarios; a level, a family or a YAML file)", name,
+                           [*SCENARIOS, *FAMILIES])
 # (label, controller name, params): every registered controller, and one ablation of flowherd's
 CONTROLLERS = [
     ("none", "none", {}),
@@ -410,7 +433,8 @@ def print_curve(model: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS),
-                    help="light medium heavy or YAML paths")
+                    help="light medium heavy, a family (mixed contended kalos4 kalos8 rail seren "
+                    "inference) or YAML paths")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (each another trace window)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--controllers", nargs="+", default=None, help="labels to run (default: all)")
@@ -430,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", type=Path, default=None,
                     help="a --json-out file of an earlier run: its runs are not repeated")
     args = ap.parse_args(argv)
+    from flowherd.errors import ConfigError
 
     ctrls = [c for c in CONTROLLERS if args.controllers is None or c[0] in args.controllers]
     for m in args.model:
@@ -438,7 +463,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no model file {p} (--model)", file=sys.stderr)
             return 2
         ctrls.append((f"rl:{p.stem}", str(p), {}))
-    levels = {s: (SCENARIOS.get(s) or FAMILIES.get(s) or Path(s)) for s in args.scenarios}
+    try:
+        levels = {s: scenario_path(s) for s in args.scenarios}
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
     nets = {lvl: network_arg(args.network) or scenario_network(path) for lvl, path in levels.items()}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     # seed by seed: a benchmark stopped early (--json-out keeps every run) has whole paired seeds

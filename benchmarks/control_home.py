@@ -119,7 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", default=None,
                     help="save the tables with benchmarks/record.py under this name")
     args = ap.parse_args(argv)
-    levels = {s: (bench.SCENARIOS.get(s) or bench.FAMILIES.get(s) or Path(s)) for s in args.scenarios}
+    from flowherd.errors import ConfigError
+
+    try:
+        levels = {s: bench.scenario_path(s) for s in args.scenarios}
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     tasks = [t for lvl, p in levels.items()
              for t in tasks_for(lvl, p, seeds, bench.network_arg(args.network) or bench.scenario_network(p))]
