@@ -44,3 +44,11 @@ def test_the_benchmark_exits_2_with_one_line_on_a_bad_name(capsys):
     assert bench.main(["--scenarios", "kalos9"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "'kalos9'" in err
+
+
+def test_a_run_at_another_fidelity_is_reused_only_at_that_fidelity():
+    rows = [{"scenario": "kalos4", "controller": "none", "seed": 0, "network": "roce"},
+            {"scenario": "kalos4", "controller": "none", "seed": 1, "network": "roce",
+             "fidelity": "collective"}]
+    assert [k[2] for k in bench.reusable(rows, "roce", True)] == [0]
+    assert [k[2] for k in bench.reusable(rows, "roce", True, fidelity="collective")] == [1]
