@@ -80,9 +80,32 @@ sys.path.insert(0, str(HERE))
 import control_bounds as bounds  # noqa: E402  (beside this script)
 
 SCENARIOS = {lvl: HERE / "scenarios" / f"control_{lvl}.yaml" for lvl in ("light", "medium", "heavy")}
-# the other families, by name (--scenarios takes them, or any YAML path)
+# the other families, by name (--scenarios takes them, or any YAML path): the mixed-period and
+# contended-small families, and the LLM-era families of docs/llm-clusters.md (Acme-sized jobs)
 FAMILIES = {"mixed": HERE / "scenarios" / "control_mixed_periods.yaml",
-            "contended": HERE / "scenarios" / "contended_small.yaml"}
+            "contended": HERE / "scenarios" / "contended_small.yaml",
+            "kalos4": HERE / "scenarios" / "llm_kalos_4to1.yaml",
+            "kalos8": HERE / "scenarios" / "llm_kalos_8to1.yaml",
+            "rail": HERE / "scenarios" / "llm_kalos_rail.yaml",
+            "seren": HERE / "scenarios" / "llm_seren_1to1.yaml",
+            "inference": HERE / "scenarios" / "llm_inference.yaml"}
+
+
+def scenario_path(name: str) -> Path:
+    """The scenario file of a --scenarios entry: a level (`SCENARIOS`), a family (`FAMILIES`) or
+    the path of a YAML file; anything else is one `ConfigError` line (an unknown name lists the
+    known ones)."""
+    from flowherd.errors import ConfigError, UnknownNameError
+
+    known = SCENARIOS.get(name) or FAMILIES.get(name)
+    if known is not None:
+        return known
+    if name.endswith((".yaml", ".yml")):
+        if not Path(name).is_file():
+            raise ConfigError(f"no scenario file {name!r} (--scenarios; expected a YAML file that exists)")
+        return Path(name)
+    raise UnknownNameError("scenario (--scenarios; a level, a family or a YAML file)", name,
+                           [*SCENARIOS, *FAMILIES])
 # (label, controller name, params): every registered controller, and one ablation of flowherd's
 CONTROLLERS = [
     ("none", "none", {}),
@@ -203,14 +226,15 @@ def policy_code(name: str) -> str:
 
 
 def reusable(rows: list[dict], network: str | dict, background: bool,
-             codes: dict[str, str] | None = None) -> dict[tuple, dict]:
+             codes: dict[str, str] | None = None, fidelity: str | None = None) -> dict[tuple, dict]:
     """The runs of an earlier --json-out that a benchmark on ``network`` (a model's name for every
     scenario, or {scenario level: its network}) with or without the background can take, by
     (scenario, controller, seed, grant): a row written before 2026-12-02 that says "scenario" ran
     ideal (`_row_network`); a run without the background is marked ``background: off``, one
-    without the mark had it. With ``codes`` ({label: `policy_code`}), a row whose ``policy_code``
-    differs from its label's is not taken (its policy changed since); a row without one (written
-    before the fingerprints) is."""
+    without the mark had it; a run at another fidelity than the scenario's (--fidelity) names
+    it (``fidelity``) and is taken only at that fidelity. With ``codes`` ({label: `policy_code`}),
+    a row whose ``policy_code`` differs from its label's is not taken (its policy changed since); a
+    row without one (written before the fingerprints) is."""
     def wanted(r: dict) -> bool:
         net = network.get(r["scenario"]) if isinstance(network, dict) else network
         return net is not None and _row_network(r) == net
@@ -219,7 +243,8 @@ def reusable(rows: list[dict], network: str | dict, background: bool,
         want = (codes or {}).get(r["controller"])
         return want is None or r.get("policy_code", want) == want
     return {(r["scenario"], r["controller"], r["seed"], r.get("grant", "buffer")): r for r in rows
-            if wanted(r) and (r.get("background", "on") == "on") == background and same_code(r)}
+            if wanted(r) and (r.get("background", "on") == "on") == background and same_code(r)
+            and r.get("fidelity") == fidelity}
 
 
 def run_one(task: tuple) -> dict:
@@ -229,10 +254,13 @@ def run_one(task: tuple) -> dict:
 
     level, path, label, name, params, seed, grant, network, *rest = task
     background = rest[0] if rest else True
+    fidelity = rest[1] if len(rest) > 1 else None  # --fidelity: None keeps the scenario's
     base = read_scenario_mapping(str(path))
     source = {**base, "seed": int(seed), "controller": {"name": name, "params": params, "levers": grant}}
     if network is not None:
         source["network"] = network
+    if fidelity is not None:
+        source["simulation"] = {**(base.get("simulation") or {}), "fidelity": fidelity}
     if not background:  # --no-background: the decomposition's runs (what the background costs)
         source["workload"] = {k: v for k, v in base["workload"].items() if k != "background"}
     t0, c0 = time.perf_counter(), time.process_time()
@@ -253,6 +281,7 @@ def run_one(task: tuple) -> dict:
             "policy_code": policy_code(name),
             "network": network if network is not None else (base.get("network") or "ideal"),
             **({} if background else {"background": "off"}),
+            **({} if fidelity is None else {"fidelity": fidelity}),
             "isolated_jct_s": float(np.mean(alone)) if alone else math.nan,
             "queue_bound_jct_s": queue_bound_jct_s(detail, c.horizon_s, int(run.scenario.fabric.num_gpus)),
             "mean_wait_s": float(np.mean([min(d["start_s"] if d["start_s"] is not None else c.horizon_s,
@@ -410,7 +439,8 @@ def print_curve(model: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS),
-                    help="light medium heavy or YAML paths")
+                    help="light medium heavy, a family (mixed contended kalos4 kalos8 rail seren "
+                    "inference) or YAML paths")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (each another trace window)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--controllers", nargs="+", default=None, help="labels to run (default: all)")
@@ -423,6 +453,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-background", action="store_true",
                     help="run without the scenarios' background traffic (rows marked background: off; "
                     "the isolated bound has none either way): what the background's share of the links costs")
+    ap.add_argument("--fidelity", default=None, choices=["step", "collective", "phase"],
+                    help="simulation fidelity of every run (default: the scenario's). At phase fidelity a "
+                    "job whose links carry no other job fast-forwards whole iterations without the "
+                    "controller (docs/scale.md); collective shows the controllers every collective")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
     ap.add_argument("--json-out", type=Path, default=None, help="write every run's figures here")
     ap.add_argument("--record", default=None, help="save the headline figures and tables with "
@@ -430,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", type=Path, default=None,
                     help="a --json-out file of an earlier run: its runs are not repeated")
     args = ap.parse_args(argv)
+    from flowherd.errors import ConfigError
 
     ctrls = [c for c in CONTROLLERS if args.controllers is None or c[0] in args.controllers]
     for m in args.model:
@@ -438,24 +473,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no model file {p} (--model)", file=sys.stderr)
             return 2
         ctrls.append((f"rl:{p.stem}", str(p), {}))
-    levels = {s: (SCENARIOS.get(s) or FAMILIES.get(s) or Path(s)) for s in args.scenarios}
+    try:
+        levels = {s: scenario_path(s) for s in args.scenarios}
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
     nets = {lvl: network_arg(args.network) or scenario_network(path) for lvl, path in levels.items()}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     # seed by seed: a benchmark stopped early (--json-out keeps every run) has whole paired seeds
     bg = not args.no_background
-    tasks = [(lvl, path, label, name, params, sd, args.grant, nets[lvl], bg)
+    tasks = [(lvl, path, label, name, params, sd, args.grant, nets[lvl], bg, args.fidelity)
              for lvl, path in levels.items() for sd in seeds for label, name, params in ctrls]
     print(f"{len(tasks)} runs: {len(levels)} scenarios x {len(ctrls)} controllers x {args.seeds} seeds, "
           f"grant {args.grant!r}, network {', '.join(sorted({str(n) for n in nets.values()}))}, "
-          f"{args.workers} workers",
+          f"{args.workers} workers" + (f", fidelity {args.fidelity}" if args.fidelity else ""),
           flush=True)
     t0 = time.perf_counter()
     rows = []
     if args.reuse is not None:
         codes = {lab: policy_code(name) for lab, name, _ in ctrls}
         old = json.loads(args.reuse.read_text())
-        done = reusable(old, nets, bg, codes)
-        stale = len(reusable(old, nets, bg)) - len(done)
+        done = reusable(old, nets, bg, codes, args.fidelity)
+        stale = len(reusable(old, nets, bg, fidelity=args.fidelity)) - len(done)
         if stale:
             print(f"  {stale} runs of {args.reuse} were made with another policy code: re-run", flush=True)
 
@@ -473,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in tasks if t not in noop]
     have = {(r["scenario"], r["seed"]) for r in rows if r["controller"] == "none"}
     missing = {(t[0], t[5]) for t in noop} - have
-    tasks += [t for t in ((lvl, levels[lvl], "none", "none", {}, sd, args.grant, nets[lvl], bg)
+    tasks += [t for t in ((lvl, levels[lvl], "none", "none", {}, sd, args.grant, nets[lvl], bg, args.fidelity)
                           for lvl, sd in sorted(missing)) if t not in tasks]
     if noop:
         print(f"  {len(noop)} runs are no control's by construction under {args.grant!r} (NO_OP)", flush=True)
@@ -495,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
         base = np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
                          if r["controller"] == "none"])
         print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}, grant {args.grant!r}, network "
-              f"{nets[lvl]}{'' if bg else ', no background'}: mean +- 95% CI over seeds ==")
+              f"{nets[lvl]}{'' if bg else ', no background'}"
+              f"{f', fidelity {args.fidelity}' if args.fidelity else ''}: mean +- 95% CI over seeds ==")
         sub = [bounds.run_bounds(r, levels[lvl]) for r in sub]
         seeds_run = sorted({r["seed"] for r in sub if r["controller"] == "none"})
         iso = [bounds.seed_bound(sub, sd, "bound_jct_s") for sd in seeds_run]
@@ -575,7 +615,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  best other: {best} ({mean_of[best].mean():.2f} s): {d:+.2f} +-{dh:.2f} s{tie}")
         figs, trows = bounds.headline(sub, [c[0] for c in ctrls], lvl, ci95)
         record_figures.update(figs)
-        record_tables.append((f"{lvl}, grant {args.grant}, seeds {list(seeds)}", trows))
+        record_tables.append((f"{lvl}, grant {args.grant}, seeds {list(seeds)}"
+                              + (f", fidelity {args.fidelity}" if args.fidelity else ""), trows))
     for m in args.model:
         print_curve(Path(m).resolve())
     if args.record:
@@ -583,7 +624,9 @@ def main(argv: list[str] | None = None) -> int:
 
         record.save(args.record, record_figures,
                     tables=[record.table(t, bounds.HEADLINE_COLUMNS, r) for t, r in record_tables],
-                    notes=f"benchmarks/control.py, grant {args.grant}: mean JCT per controller, paired 95% "
+                    notes=f"benchmarks/control.py, grant {args.grant}"
+                          + (f", fidelity {args.fidelity} (not the scenario's)" if args.fidelity else "")
+                          + ": mean JCT per controller, paired 95% "
                           "CIs over the seeds; the isolated bound is control_bounds.py's (an LP, no "
                           "controller beats it); gap closed only where the gap exceeds the seed spread.")
     print(f"\nwall {time.perf_counter() - t0:.0f} s")

@@ -49,15 +49,16 @@ BASELINE_HOME = {"cassini": "delays", "crux": "paths+classes", "mltcp": "weights
                  "sincronia": "classes+weights", "varys": "classes+weights"}
 
 
-def tasks_for(level: str, path: Path, seeds: range, network) -> list[tuple]:
-    """The runs of the home-grant table: no control, each baseline and flowherd under each home."""
+def tasks_for(level: str, path: Path, seeds: range, network, fidelity: str | None = None) -> list[tuple]:
+    """The runs of the home-grant table: no control, each baseline and flowherd under each home
+    (``fidelity``: every run's simulation fidelity, None for the scenario's)."""
     out = []
     for sd in seeds:
-        out.append((level, path, "none", "none", {}, sd, "buffer", network, True))
+        out.append((level, path, "none", "none", {}, sd, "buffer", network, True, fidelity))
         for b, g in BASELINE_HOME.items():
-            out.append((level, path, b, b, {}, sd, HOME[g], network, True))
+            out.append((level, path, b, b, {}, sd, HOME[g], network, True, fidelity))
         for g in HOME:
-            out.append((level, path, f"flowherd@{g}", "flowherd", {}, sd, HOME[g], network, True))
+            out.append((level, path, f"flowherd@{g}", "flowherd", {}, sd, HOME[g], network, True, fidelity))
     return out
 
 
@@ -113,17 +114,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--network", default=None)
+    ap.add_argument("--fidelity", default=None, choices=["step", "collective", "phase"],
+                    help="simulation fidelity of every run (default: the scenario's; control.py --fidelity)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--reuse", type=Path, default=None)
     ap.add_argument("--record", default=None,
                     help="save the tables with benchmarks/record.py under this name")
     args = ap.parse_args(argv)
-    levels = {s: (bench.SCENARIOS.get(s) or bench.FAMILIES.get(s) or Path(s)) for s in args.scenarios}
+    from flowherd.errors import ConfigError
+
+    try:
+        levels = {s: bench.scenario_path(s) for s in args.scenarios}
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     tasks = [t for lvl, p in levels.items()
-             for t in tasks_for(lvl, p, seeds, bench.network_arg(args.network) or bench.scenario_network(p))]
+             for t in tasks_for(lvl, p, seeds, bench.network_arg(args.network) or bench.scenario_network(p),
+                                args.fidelity)]
     rows = json.loads(args.reuse.read_text()) if args.reuse else []
+    # runs at another fidelity are kept in --json-out, not used
+    other = [r for r in rows if r.get("fidelity") != args.fidelity]
+    rows = [r for r in rows if r.get("fidelity") == args.fidelity]
     codes = {t[3]: bench.policy_code(t[3]) for t in tasks}  # a changed policy is re-run
     stale = [r for r in rows if r.get("policy_code") not in (None, codes.get(_base(r["controller"])))]
     if stale:
@@ -138,12 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         for i, r in enumerate(pool.map(bench.run_one, todo), 1):
             rows.append(r)
             if args.json_out:
-                args.json_out.write_text(json.dumps(rows, indent=1))
+                args.json_out.write_text(json.dumps(other + rows, indent=1))
             print(f"  {i}/{len(todo)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
     tables = []
     for lvl in levels:
         t = table(rows, lvl)
-        title = f"{lvl}: each baseline under its home grant, flowherd under the same, seeds {list(seeds)}"
+        title = (f"{lvl}: each baseline under its home grant, flowherd under the same, seeds {list(seeds)}"
+                 + (f", fidelity {args.fidelity}" if args.fidelity else ""))
         print(f"\n== {title} ==")
         print(" | ".join(COLUMNS))
         for row in t:
