@@ -13,7 +13,9 @@ Two tables:
   to a decode replica on two servers of a leaf-spine fabric with one 400 Gb/s NIC per GPU
   (Llama-3-8B at TP 1, Llama-3-70B at TP 8; FP16; vLLM's 16-token blocks), simulated at collective
   fidelity: the engine's time and the network's, whichever is longer, beside the model without the
-  slices' cost (posting beside bytes at the line rate). The published column is empty:
+  slices' cost (posting beside bytes at the line rate); and, streamed layer by layer during the
+  prefill (``kv_layerwise``, the default), what the transfer adds after the prefill ends (kernel-
+  model prefill on H100). The published column is empty:
   no published, non-reserved measurement of this curve was found to set beside it.
 
 Usage::
@@ -61,16 +63,30 @@ def engine_rows() -> list[list]:
     return rows
 
 
-def simulate_s(job: InferenceJob) -> float:
-    """Simulated time of one request's KV transfer, prefill replica 0 -> decode replica 0."""
+def simulate_s(job: InferenceJob, graph=None) -> float:
+    """Simulated time of ``graph`` (default: one request's KV transfer, prefill replica 0 -> decode
+    replica 0) on two servers, the prefill replica on the first, the decode replica on the second."""
     fab = leaf_spine(servers=2, gpus_per_server=8, leaves=1, spines=1)
     gpus = np.concatenate([fab.servers_gpus(0)[:job.tp], fab.servers_gpus(1)[:job.decode_tp]])
     cache = CollectiveCache(fab, make_router("ecmp", fab))
-    g = prepare_graph(job.kv_transfer_graph(1), gpus, cache)
+    g = prepare_graph(job.kv_transfer_graph(1) if graph is None else graph, gpus, cache)
     eng = Engine(fab, make_router("ecmp", fab))
     add_graph(eng, g, fidelity="collective")
     eng.run()
     return eng.now_s
+
+
+def exposed_layerwise_s(job: InferenceJob) -> float:
+    """What a layer-wise transfer adds after the prefill: the prefill, its KV streamed layer by
+    layer and one decode step, less the prefill alone and the decode step alone."""
+    lw = InferenceJob(**{**_fields(job), "kv_layerwise": True, "output_tokens": 1})
+    return (simulate_s(lw, lw.batch_graph(1)) - simulate_s(lw, lw.prefill_graph(1))
+            - simulate_s(lw, lw.decode_graph(1, replica=0, steps=1)))
+
+
+def _fields(job: InferenceJob) -> dict:
+    return dict(model=job.model, tp=job.tp, disaggregated=True, decode_instances=1,
+                prompt_tokens=job.prompt_tokens, kv_slice_s=job.kv_slice_s)
 
 
 def transfer_rows(tokens: list[int]) -> list[list]:
@@ -86,7 +102,8 @@ def transfer_rows(tokens: list[int]) -> list[list]:
             rows.append([model, tp, n, round(j.kv_bytes(1) / 2**20, 1), j.kv_descriptors(1),
                          round(per_rank / j.kv_descriptors(1) / 1024, 1), round(1e3 * j.kv_engine_s(1), 3),
                          round(1e3 * per_rank / LINE_BYTES_PER_S, 3), round(1e3 * simulate_s(j), 3),
-                         round(1e3 * simulate_s(free), 3), "none found"])
+                         round(1e3 * simulate_s(free), 3), round(1e3 * exposed_layerwise_s(j), 3),
+                         "none found"])
     return rows
 
 
@@ -114,6 +131,7 @@ def main() -> None:
 
     t_cols = ["model", "TP", "prompt tokens", "KV MiB", "RDMA requests per rank", "KiB per request",
               "engine ms", "line-rate ms", "flowherd ms", "flowherd ms, no slice cost",
+              "layer-wise: ms after the prefill",
               "published ms"]
     t_rows = transfer_rows(tokens)
     show("One request's KV transfer, prefill -> decode replica, one 400G NIC per GPU", t_cols, t_rows)
