@@ -52,12 +52,21 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> dict[str, An
     return {"title": title, "columns": list(columns), "rows": [list(r) for r in rows]}
 
 
-def _git(*args: str) -> str:
+def _git(*args: str, cwd: Path | None = None) -> str:
     try:
-        return subprocess.run(["git", *args], cwd=RESULTS.parent, capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=cwd or RESULTS.parent, capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def sources_dirty(cwd: Path | None = None) -> bool:
+    """Whether the package's sources (``src/`` at the repository's top) differ from HEAD.
+
+    The pathspec is anchored at the top (``:(top)src``): a bare ``src`` would name
+    ``benchmarks/src``, which never exists, and every record would say clean.
+    """
+    return bool(_git("status", "--porcelain", "--untracked-files=no", "--", ":(top)src", cwd=cwd))
 
 
 def machine() -> dict[str, Any]:
@@ -86,7 +95,7 @@ def save(name: str, figures: dict[str, Any], *, tables: list[dict[str, Any]] | N
         "command": shlex.join(["python", str(script), *argv[1:]]),
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commit": _git("rev-parse", "--short", "HEAD"),
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", "src")),
+        "dirty": sources_dirty(),
         "machine": machine(),
         "figures": figures,
         "tables": tables or [],

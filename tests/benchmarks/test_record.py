@@ -32,3 +32,21 @@ def test_saved_record_round_trips_into_the_summary(tmp_path):
 def test_save_leaves_no_temporary_file(tmp_path):
     record.save("x", {"n": 1}, argv=["x.py"], directory=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
+
+
+def test_dirty_means_the_top_level_sources_changed(tmp_path):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "src" / "m.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "c")
+    assert not record.sources_dirty(tmp_path / "benchmarks")
+    (tmp_path / "src" / "m.py").write_text("x = 2\n")
+    # asked from benchmarks/, as save() asks: the top-level src/ is what counts
+    assert record.sources_dirty(tmp_path / "benchmarks")
