@@ -380,10 +380,13 @@ def _headline(runs: list[dict], rows, cfg: dict, tol: float, ref: dict) -> tuple
             verdict += " beyond the seeds' noise" if c.sure else " on the means, within the seeds' noise"
         print(f"\nsteps to within {pct}% of each run's own best validation JCT (per SB3 seed; mean +- 95% "
               "CI):")
-        for arm, st, m, n in ((struct, c.structured, c.structured_mean, c.structured_learnt),
-                              (raw, c.unstructured, c.unstructured_mean, c.unstructured_learnt)):
+        for arm, st, m, n, se in ((struct, c.structured, c.structured_mean, c.structured_learnt,
+                                   c.structured_settle),
+                                  (raw, c.unstructured, c.unstructured_mean, c.unstructured_learnt,
+                                   c.unstructured_settle)):
+            settle = ", ".join("never" if x is None else str(x) for x in se)
             print(f"  {arm:<15} {list(st)}: {m[0]:.0f} +-{m[1]:.0f}; runs that left their step-0 band: "
-                  f"{n} of {len(st)}")
+                  f"{n} of {len(st)}; in the band from then on: [{settle}]")
         print(f"  criterion, at most a third on the means: {struct} - {raw}/3 = {c.margin[0]:+.0f} "
               f"+-{c.margin[1]:.0f} steps (Welch 95% CI), ratio of means "
               f"{'-' if math.isnan(c.ratio) else f'{c.ratio:.2f}'}: {verdict}; per seed {c.per_seed_met} of "

@@ -63,6 +63,11 @@ def test_convergence_counts_steps_to_each_runs_own_best_and_judges_the_means():
     assert c.sure is (c.margin[0] + c.margin[1] < 0)
     # the arms' mean curves: structured [15, 10.3, 10.05, ...] within 5% of 10.0 at 1000
     assert c.mean_curve_steps[0] == 1000
+    assert c.structured_settle == (1000, 0) and c.unstructured_settle == (3000, 6000)
+    # a run that touches its best band at 1000, leaves it, and is back from 4000 on settles at 4000
+    bounce = compare_convergence([_c([20.0, 10.0, 20.0, 20.0, 10.2, 10.1, 10.3]),
+                                  _c([10.0, 20.0, 20.0, 20.0, 20.0, 20.0, 20.0])], u)
+    assert bounce.structured == (1000, 0) and bounce.structured_settle == (4000, None)
 
 
 def test_convergence_is_not_met_at_half_and_not_judged_when_nothing_was_learnt():

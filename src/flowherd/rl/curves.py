@@ -157,6 +157,9 @@ class Convergence:
             ``unstructured / ratio_target`` (both 0 counts).
         mean_curve_steps: Each arm's mean curve over its runs: steps to within ``tol`` of its own
             minimum (structured, unstructured).
+        structured_settle, unstructured_settle: Per run, the first step from which every later
+            point stays within ``tol`` of the run's best (reaching it and staying: a noisy curve
+            that touches its best once and leaves it settles late); None: its last point is out.
     """
 
     structured: tuple[int, ...]
@@ -171,6 +174,8 @@ class Convergence:
     sure: bool
     per_seed_met: int
     mean_curve_steps: tuple[int, int]
+    structured_settle: tuple[int | None, ...] = ()
+    unstructured_settle: tuple[int | None, ...] = ()
 
 
 def _own_best_steps(curves: Sequence[tuple[Sequence[int], Sequence[float]]], tol: float) -> list[int]:
@@ -178,6 +183,20 @@ def _own_best_steps(curves: Sequence[tuple[Sequence[int], Sequence[float]]], tol
     for s, v in curves:
         hit = steps_to_within(s, v, min(v), tol=tol)
         out.append(0 if hit is None else hit)  # never None: the minimum is within its own band
+    return out
+
+
+def _settle_steps(curves: Sequence[tuple[Sequence[int], Sequence[float]]], tol: float) -> list[int | None]:
+    out: list[int | None] = []
+    for s, v in curves:
+        a = np.asarray(v, dtype=float)
+        out_of_band = np.flatnonzero(a > (1.0 + tol) * a.min())
+        if out_of_band.size == 0:
+            out.append(int(s[0]))
+        elif out_of_band[-1] + 1 < a.size:
+            out.append(int(s[int(out_of_band[-1]) + 1]))
+        else:
+            out.append(None)  # its last point is out of the band: it has not settled
     return out
 
 
@@ -235,7 +254,9 @@ def compare_convergence(structured: Sequence[tuple[Sequence[int], Sequence[float
                        structured_mean=sm, unstructured_mean=um, margin=margin,
                        ratio=sm[0] / um[0] if um[0] > 0 else math.nan, met=met,
                        sure=bool(margin[0] + margin[1] < 0), per_seed_met=per_seed,
-                       mean_curve_steps=(mean_curve(structured), mean_curve(unstructured)))
+                       mean_curve_steps=(mean_curve(structured), mean_curve(unstructured)),
+                       structured_settle=tuple(_settle_steps(structured, tol)),
+                       unstructured_settle=tuple(_settle_steps(unstructured, tol)))
 
 
 def _pm(mc: tuple[float, float]) -> str:
