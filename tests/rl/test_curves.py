@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flowherd.errors import ConfigError
-from flowherd.rl.curves import format_table, mean_ci, steps_to_within, summarize
+from flowherd.rl.curves import compare_convergence, format_table, mean_ci, steps_to_within, summarize
 
 _SPEC = importlib.util.spec_from_file_location(
     "rl_curves_benchmark", Path(__file__).resolve().parents[2] / "benchmarks" / "rl_curves.py")
@@ -37,6 +37,49 @@ def test_steps_to_within_rejects_bad_curves():
         steps_to_within([0, 0], [1.0, 1.0], 1.0)
     with pytest.raises(ConfigError, match="positive"):
         steps_to_within([0], [1.0], 0.0)
+
+
+def _c(values, every=1000):
+    return [every * i for i in range(len(values))], values
+
+
+def test_convergence_counts_steps_to_each_runs_own_best_and_judges_the_means():
+    # structured runs reach their own band (<= 1.05 x their minimum) at 1000 and 0 (a flat run that
+    # never left its step-0 band); unstructured at 3000 and 6000: means 500 against 4500, 500 <= 1500
+    s = [_c([20.0, 10.4, 10.0, 10.0, 10.0, 10.0, 10.0]), _c([10.0, 10.2, 10.1, 10.3, 10.0, 10.0, 10.0])]
+    u = [_c([20.0, 19.0, 18.0, 10.5, 10.0, 10.0, 10.0]), _c([30.0, 25.0, 20.0, 15.0, 12.0, 11.0, 10.0])]
+    c = compare_convergence(s, u)
+    assert c.structured == (1000, 0) and c.unstructured == (3000, 6000)
+    assert c.structured_learnt == 1 and c.unstructured_learnt == 2  # the flat run learnt nothing
+    assert c.structured_mean[0] == 500 and c.unstructured_mean[0] == 4500
+    assert c.ratio == pytest.approx(500 / 4500)
+    assert c.met is True and c.per_seed_met == 2
+    # margin 500 - 1500 = -1000; Welch: var 500^2 + (1500^2 / 9) / 2 ... checked against its formula
+    va, vb = (1000 - 0) ** 2 / 2 / 2, ((6000 - 3000) / 3) ** 2 / 2 / 2
+    df = (va + vb) ** 2 / (va ** 2 + vb ** 2)
+    from scipy import stats
+    assert c.margin[0] == pytest.approx(-1000)
+    assert c.margin[1] == pytest.approx(stats.t.ppf(0.975, df) * math.sqrt(va + vb))
+    assert c.sure is (c.margin[0] + c.margin[1] < 0)
+    # the arms' mean curves: structured [15, 10.3, 10.05, ...] within 5% of 10.0 at 1000
+    assert c.mean_curve_steps[0] == 1000
+    assert c.structured_settle == (1000, 0) and c.unstructured_settle == (3000, 6000)
+    # a run that touches its best band at 1000, leaves it, and is back from 4000 on settles at 4000
+    bounce = compare_convergence([_c([20.0, 10.0, 20.0, 20.0, 10.2, 10.1, 10.3]),
+                                  _c([10.0, 20.0, 20.0, 20.0, 20.0, 20.0, 20.0])], u)
+    assert bounce.structured == (1000, 0) and bounce.structured_settle == (4000, None)
+
+
+def test_convergence_is_not_met_at_half_and_not_judged_when_nothing_was_learnt():
+    c = compare_convergence([_c([20.0, 20.0, 10.0])], [_c([20.0, 20.0, 20.0, 10.0][:3])])
+    assert c.structured == (2000,) and c.unstructured == (0,)  # the flat unstructured run is at its best
+    assert c.met is False and math.isnan(c.ratio)
+    flat = compare_convergence([_c([10.0, 10.1])], [_c([10.0, 10.2])])
+    assert flat.met is None and flat.structured == (0,) and flat.unstructured == (0,)
+    with pytest.raises(ConfigError, match="same steps"):
+        compare_convergence([_c([1.0, 2.0])], [_c([1.0, 2.0, 3.0])])
+    with pytest.raises(ConfigError, match="both arms"):
+        compare_convergence([], [_c([1.0])])
 
 
 def test_mean_ci_is_the_student_t_interval():
