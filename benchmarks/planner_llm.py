@@ -1,5 +1,6 @@
 """The planner on the LLM-era families (`benchmarks/scenarios/llm_*.yaml`), run by
-``benchmarks/planner.py --simulate --scenarios llm_kalos_4to1,llm_kalos_8to1,llm_seren_1to1,llm_kalos_rail``.
+``benchmarks/planner.py --simulate --scenarios llm_kalos_4to1,llm_kalos_8to1,llm_seren_1to1,llm_kalos_rail``
+(and ``llm_lingjun_1to1,llm_lingjun_15to1``: the Kalos jobs on the real Lingjun mapping).
 
 Each family is a YAML scenario whose jobs come from `flowherd.workload.llm_cluster` (the Acme
 clusters' figures); seed s is another window of the generator (another draw of jobs, background
@@ -31,7 +32,9 @@ solo iteration); "queue + alone" is the mean JCT the same starts would give if n
 another job's or the background's traffic: the most a placement, routing or pacing under that
 schedule can remove is the variant's mean JCT less it ("sharing"). "Shared" is the share of the
 jobs' run time during which a job spread over leaves runs beside another such job on one of its
-leaves (their rings then share that leaf's uplinks). Cells are cached (JSON lines, keyed by
+leaves (their rings then share that leaf's uplinks); on a fabric whose leaves hang from different
+aggregation groups (the Lingjun mapping's PSW groups, `leaf_pods`) the same at the pods' level
+(their traffic then shares a pod's uplinks to the core). Cells are cached (JSON lines, keyed by
 family, seed, label and the plan's signature) so a run can be resumed and reported.
 """
 
@@ -46,8 +49,10 @@ from pathlib import Path
 import numpy as np
 
 FAMILIES = ("llm_kalos_4to1", "llm_kalos_8to1", "llm_seren_1to1", "llm_kalos_rail")
+# the Kalos jobs on the real Lingjun mapping (flowherd.fabric.lingjun), full bisection and 15:1 to the core
+LINGJUN_FAMILIES = ("llm_lingjun_1to1", "llm_lingjun_15to1")
 # the oversubscribed, communication-heavy families (the ones the plan must beat topology+backfill on)
-OVERSUBSCRIBED = ("llm_kalos_4to1", "llm_kalos_8to1")
+OVERSUBSCRIBED = ("llm_kalos_4to1", "llm_kalos_8to1", "llm_lingjun_15to1")
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 MIGRATION_COST_S = 9.02  # MonkeyTree (arXiv 2602.08296): end-to-end overhead per migrated worker
 LLM_VARIANTS = [
@@ -258,10 +263,64 @@ def _by_owner(per_job: list) -> dict[str, list]:
     return out
 
 
-def why(row: dict) -> dict[str, float]:
+def leaf_pods(fabric) -> np.ndarray:
+    """``int64[leaves]``: the pod of each leaf of the planner's view (leaves whose uplinks reach the
+    same upper-tier switches share a pod: one pod on a leaf-spine, the aggregation (PSW) group of
+    a ToR group on the Lingjun mapping)."""
+    from flowherd.cluster.placement import server_leaf
+    from flowherd.fabric.core import LinkKind
+
+    kind, tier, dst = np.asarray(fabric.link_kind), fabric.node_tier, fabric.link_dst
+    keys = []
+    for n in np.unique(server_leaf(fabric)).tolist():
+        if n < 0:
+            keys.append(("server", n))
+            continue
+        out = fabric.out_links(n)
+        up = out[(kind[out] == LinkKind.NETWORK) & (tier[dst[out]] > tier[n])]
+        keys.append(tuple(sorted(int(x) for x in dst[up])))
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    return np.array([ids[k] for k in keys], dtype=np.int64)
+
+
+_PODS: dict[str, np.ndarray | None] = {}
+
+
+def family_pods(fam: str) -> np.ndarray | None:
+    """`leaf_pods` of a family's fabric (None where its file is not found)."""
+    if fam not in _PODS:
+        from flowherd.experiments.scenario import read_scenario_mapping
+        from flowherd.fabric.spec import fabric_from_mapping
+
+        path = SCENARIOS / f"{fam}.yaml"
+        _PODS[fam] = (leaf_pods(fabric_from_mapping(read_scenario_mapping(path)["fabric"]))
+                      if path.exists() else None)
+    return _PODS[fam]
+
+
+def _shared_share(done: dict, units: dict) -> float:
+    """Share of the run time that jobs spread over several ``units`` (their leaves or pods) spend
+    beside another such job on a common unit."""
+    spread = {k: v for k, v in done.items() if len(units[k]) > 1}
+    shared = 0.0
+    for k, v in spread.items():
+        ivs = sorted((max(v[1], w[1]), min(v[2], w[2])) for q, w in spread.items()
+                     if q != k and units[k] & units[q] and min(v[2], w[2]) > max(v[1], w[1]))
+        t, cover = -math.inf, 0.0
+        for a, b in ivs:  # the union of the overlaps
+            if b > t:
+                cover += b - max(a, t)
+                t = b
+        shared += cover
+    run = sum(v[2] - v[1] for v in done.values())
+    return shared / run if run > 0 else 0.0
+
+
+def why(row: dict, pods: np.ndarray | None = None) -> dict[str, float]:
     """Where a cell's JCT goes (module docstring): mean queueing, mean run time alone (the
     simulator's solo iterations), queue + alone, sharing (mean JCT less queue + alone), and the
-    share of run time spread jobs spend beside another spread job on a common leaf."""
+    share of run time spread jobs spend beside another spread job on a common leaf; with ``pods``
+    (`leaf_pods`, more than one pod) the same at the pods' level (their uplinks to the core)."""
     jobs = _by_owner(row.get("per_job") or [])
     done = {k: v for k, v in jobs.items() if v[1] is not None and v[2] is not None and v[4] is not None}
     if not done:
@@ -269,21 +328,14 @@ def why(row: dict) -> dict[str, float]:
     queue = np.array([v[1] - v[0] for v in done.values()])
     alone = np.array([v[3] * v[4] for v in done.values()])
     run = np.array([v[2] - v[1] for v in done.values()])
-    spread = {k: v for k, v in done.items() if len(v[5]) > 1}
-    shared = 0.0
-    for k, v in spread.items():
-        ivs = sorted((max(v[1], w[1]), min(v[2], w[2])) for q, w in spread.items()
-                     if q != k and v[5] & w[5] and min(v[2], w[2]) > max(v[1], w[1]))
-        t, cover = -math.inf, 0.0
-        for a, b in ivs:  # the union of the overlaps
-            if b > t:
-                cover += b - max(a, t)
-                t = b
-        shared += cover
     mean = float(row["simulated_mean_jct_s"])
-    return {"queue_s": float(queue.mean()), "alone_s": float(alone.mean()), "run_s": float(run.mean()),
-            "queue_alone_s": float((queue + alone).mean()), "sharing_s": mean - float((queue + alone).mean()),
-            "shared_share": shared / float(run.sum()) if run.sum() > 0 else 0.0}
+    out = {"queue_s": float(queue.mean()), "alone_s": float(alone.mean()), "run_s": float(run.mean()),
+           "queue_alone_s": float((queue + alone).mean()), "sharing_s": mean - float((queue + alone).mean()),
+           "shared_share": _shared_share(done, {k: v[5] for k, v in done.items()})}
+    if pods is not None and np.unique(pods).size > 1:
+        on_pods = {k: {int(pods[x]) for x in v[5]} for k, v in done.items()}
+        out["pod_shared_share"] = _shared_share(done, on_pods)
+    return out
 
 
 def report(fam: str, rows: dict) -> list[list]:
@@ -331,8 +383,9 @@ def report(fam: str, rows: dict) -> list[list]:
                 m, h = _ci(xa - xb)
                 print(f"  {mine} - {other}: {m:+.3f} +- {h:.3f} s ({100 * np.mean(xa / xb - 1):+.2f}%, "
                       f"{verdict(xa - xb)})")
+    pods = family_pods(fam)
     for label in ("topology+backfill", "bilevel+pacing"):
-        ws = [w for w in (why(r) for r in rows.get(label, {}).values()) if w]
+        ws = [w for w in (why(r, pods) for r in rows.get(label, {}).values()) if w]
         if ws:
             m = {k: float(np.mean([w[k] for w in ws])) for k in ws[0]}
             jct = float(np.mean([r["simulated_mean_jct_s"] for r in rows[label].values()]))
@@ -340,7 +393,9 @@ def report(fam: str, rows: dict) -> list[list]:
                   f"{m['queue_s']:.3f} + alone {m['alone_s']:.3f} + sharing {m['sharing_s']:.3f} s (queue + "
                   f"alone {m['queue_alone_s']:.3f} s; sharing {100 * m['sharing_s'] / jct:.2f}% of the JCT); "
                   "spread jobs beside another spread job on a common leaf "
-                  f"{100 * m['shared_share']:.1f}% of the run time")
+                  f"{100 * m['shared_share']:.1f}% of the run time"
+                  + (f"; spread over pods beside another such job on a common pod "
+                     f"{100 * m['pod_shared_share']:.1f}%" if "pod_shared_share" in m else ""))
     if "bilevel+migration" in rows:
         n = [r.get("migrations", 0) for r in rows["bilevel+migration"].values()]
         print(f"  migrations of the plan's lever: {sum(n)} over {len(n)} seeds")
@@ -395,19 +450,24 @@ def record_tables(table: dict, name: str) -> None:
                                        ["step", "from -> to", "seeds", "gain (s)", "95% CI (s)", "gain (%)",
                                         "verdict"], split))
         why_rows = []
+        pods = family_pods(fam)
         for label in (ref, mine):
-            ws = [w for w in (why(r) for r in rows.get(label, {}).values()) if w]
+            ws = [w for w in (why(r, pods) for r in rows.get(label, {}).values()) if w]
             if ws:
                 mm = {k: float(np.mean([w[k] for w in ws])) for k in ws[0]}
                 jct = float(np.mean([r["simulated_mean_jct_s"] for r in rows[label].values()]))
                 why_rows.append([label, len(ws), round(jct, 3), round(mm["queue_s"], 3),
                                  round(mm["alone_s"], 3), round(mm["sharing_s"], 3),
-                                 round(100 * mm["sharing_s"] / jct, 2), round(100 * mm["shared_share"], 1)])
+                                 round(100 * mm["sharing_s"] / jct, 2), round(100 * mm["shared_share"], 1)]
+                                + ([round(100 * mm["pod_shared_share"], 1)]
+                                   if "pod_shared_share" in mm else []))
         if why_rows:
             tables.append(record.table(f"{fam}: where the JCT goes",
                                        ["variant", "seeds", "mean JCT (s)", "queueing (s)", "alone (s)",
                                         "sharing (s)", "sharing (% of JCT)",
-                                        "spread beside spread on a leaf (% of run time)"], why_rows))
+                                        "spread beside spread on a leaf (% of run time)"]
+                                       + (["spread beside spread on a pod (% of run time)"]
+                                          if len(why_rows[0]) > 8 else []), why_rows))
         if mine in rows and ref in rows:
             xa, xb = paired(rows, mine, ref)
             m, h = _ci(xa - xb)

@@ -202,7 +202,8 @@ MEANING = {
     "simulation.horizon": "Simulated time; jobs unfinished then count as unfinished.",
     "simulation.routing": "`ecmp`, `spray` or `shortest`.",
     # fabric mapping
-    "kind": "Topology family; `preset` takes only `name`.",
+    "kind": "Topology family; `preset` takes only `name`; `alibaba-lingjun` is the real host -> ToR -> "
+            "aggregation mapping of Alibaba's Lingjun cluster (847 hosts, 119 ToR groups; no `servers`).",
     "fabric.name": "Preset name (kind `preset`) or a label.",
     "servers": "Servers (hosts).",
     "gpus_per_server": "GPUs per server.",
@@ -227,10 +228,11 @@ MEANING = {
     "spine_core_bandwidth": "Speed of a spine-core cable (default: the NIC's).",
     "servers_per_tor": "Servers per ToR (clos3).",
     "tors_per_pod": "ToRs per pod (clos3).",
-    "tor_oversubscription": "ToR downlink : uplink (clos3).",
+    "tor_oversubscription": "ToR downlink : uplink (clos3; alibaba-lingjun: of a ToR group's 8-host design).",
     "spine_oversubscription": "Spine downlink : uplink (clos3).",
     "aggregation_oversubscription": "Kind `preset`: the aggregation tier's downlink : uplink of a preset "
-                                    "that has one (meta-24k 7, the 3-tier SuperPOD 1, the 2-Pod HPN 15).",
+                                    "that has one (meta-24k 7, the 3-tier SuperPOD 1, the 2-Pod HPN 15); "
+                                    "kind `alibaba-lingjun`: aggregation (PSW) : core (default 1).",
 }
 
 

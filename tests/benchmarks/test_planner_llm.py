@@ -68,7 +68,8 @@ def test_the_families_are_the_acme_clusters_at_their_own_size():
     from flowherd.planning.predict import fabric_view
 
     size = {"llm_kalos_4to1": 2416, "llm_kalos_8to1": 2416, "llm_seren_1to1": 2288, "llm_kalos_rail": 2416}
-    assert set(planner_llm.OVERSUBSCRIBED) <= set(planner_llm.FAMILIES) == set(size)
+    assert set(planner_llm.OVERSUBSCRIBED) <= set(planner_llm.FAMILIES) | set(planner_llm.LINGJUN_FAMILIES)
+    assert set(planner_llm.FAMILIES) == set(size)
     for fam, gpus in size.items():
         sc = scenario_from_mapping(read_scenario_mapping(planner_llm.SCENARIOS / f"{fam}.yaml"))
         unit = sc.fabric.num_gpus // fabric_view(sc.fabric).num_leaves
@@ -83,3 +84,38 @@ def test_cells_run_variant_by_variant_or_seed_by_seed():
     by_seed = planner_llm.cell_order(labels, 2, by_seed=True)
     assert by_seed == [("topology+backfill", 0), ("bilevel+pacing", 0), ("topology+backfill", 1),
                        ("bilevel+pacing", 1)]
+
+
+def test_the_lingjun_families_are_the_real_mapping_with_the_kalos_jobs():
+    # 847 hosts of 8 GPUs under 119 ToR groups (topo.csv); 45 Kalos jobs of 16-1,024 GPUs per window
+    from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
+    from flowherd.planning.predict import fabric_view
+
+    for fam in planner_llm.LINGJUN_FAMILIES:
+        sc = scenario_from_mapping(read_scenario_mapping(planner_llm.SCENARIOS / f"{fam}.yaml"))
+        assert sc.fabric.num_gpus == 847 * 8 and fabric_view(sc.fabric).num_leaves == 119
+        assert len(sc.jobs) == 45 and all(16 <= j.world_size <= 1024 for j in sc.jobs)
+
+
+def test_pods_are_the_aggregation_groups_the_leaves_hang_from():
+    from flowherd.fabric import lingjun_fabric
+    from flowherd.fabric.spec import fabric_from_mapping
+
+    pods = planner_llm.leaf_pods(lingjun_fabric())
+    # the PSW groups P8, P10, P12 hold 29, 48 and 42 ToR groups (the dataset's README)
+    assert sorted(np.bincount(pods).tolist()) == [29, 42, 48]
+    flat = fabric_from_mapping({"kind": "leaf-spine", "servers": 8, "leaves": 4, "spines": 2})
+    assert planner_llm.leaf_pods(flat).tolist() == [0, 0, 0, 0]
+
+
+def test_why_counts_spread_jobs_meeting_on_a_pod_but_not_on_a_leaf():
+    # leaves 0, 1 in pod 0; leaves 2, 3 in pod 1: a on leaves 0 and 2, b on leaves 1 and 3 share no
+    # leaf but both pods for the 2 s they overlap; c stays on one leaf
+    row = {"simulated_mean_jct_s": 6.0,
+           "per_job": [["a", 0.0, 0.0, 4.0, 2, 1.5, [0, 2]],
+                       ["b", 0.0, 2.0, 8.0, 3, 1.8, [1, 3]],
+                       ["c", 1.0, 1.0, 7.0, 6, 1.0, [0]]]}
+    w = planner_llm.why(row, np.array([0, 0, 1, 1]))
+    assert w["shared_share"] == 0.0
+    assert w["pod_shared_share"] == pytest.approx((2.0 + 2.0) / (4 + 6 + 6))
+    assert "pod_shared_share" not in planner_llm.why(row, np.array([0, 0, 0, 0]))

@@ -5,6 +5,7 @@ import pytest
 
 from flowherd.errors import ConfigError
 from flowherd.fabric import NodeKind, lingjun_fabric, load_lingjun_topology
+from flowherd.fabric.spec import fabric_from_mapping
 from flowherd.units import Gbps
 
 
@@ -58,3 +59,26 @@ def test_uplinks_follow_the_design_capacity():
 def test_bad_csv_is_reported():
     with pytest.raises(ConfigError, match="columns"):
         load_lingjun_topology("ip,PSW\nx,P1\n")
+
+
+def test_yaml_kind_passes_the_parameters():
+    # kind alibaba-lingjun: the same mapping with the YAML's speeds and ratios
+    f = fabric_from_mapping({"kind": "alibaba-lingjun", "gpu": "h100", "nvlink_bandwidth": "200GB/s",
+                             "nic_bandwidth": "200Gbps", "aggregation_oversubscription": 15})
+    assert (f.num_servers, f.num_gpus, f.gpu_type[0]) == (847, 847 * 8, "h100")
+    psw = np.flatnonzero((f.node_kind == NodeKind.SWITCH) & (f.node_tier == 3))
+    core = np.isin(f.link_src, psw) & (f.node_tier[f.link_dst] == 4)
+    # the PSW group of 29 ToR groups: 29 x 8 hosts x 8 NICs x 200 Gbps / 15 towards the core
+    p8 = [i for i, v in enumerate(f.link_src[core]) if f.node_name(int(v)).startswith("P8#")]
+    assert np.isclose(f.link_capacity_bytes_per_s[core][p8].sum(), 29 * 64 * 200 * Gbps / 15)
+    nic = (f.node_kind[f.link_src] == NodeKind.NIC) & (f.node_kind[f.link_dst] == NodeKind.SWITCH)
+    assert np.all(f.link_capacity_bytes_per_s[nic] == 200 * Gbps)
+
+
+def test_yaml_kind_refuses_bad_values_in_one_line():
+    with pytest.raises(ConfigError, match=r"fabric\.servers"):
+        fabric_from_mapping({"kind": "alibaba-lingjun", "servers": 10})
+    with pytest.raises(ConfigError, match=r"fabric\.aggregation_oversubscription"):
+        fabric_from_mapping({"kind": "alibaba-lingjun", "aggregation_oversubscription": 0})
+    with pytest.raises(ConfigError, match=r"fabric\.gpu\b"):
+        fabric_from_mapping({"kind": "alibaba-lingjun", "gpu": ["h100", "a100"]})

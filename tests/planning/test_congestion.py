@@ -205,3 +205,57 @@ def test_with_even_ties_an_optimum_no_better_than_spraying_keeps_spraying_s_even
     assert any(len(v) == 1 for k, v in vertex.items() if len(splits[k]) > 1)
     # where the even split is not optimal (a hot spine: the skewed-background test) the LP's
     # routes stay: that test's on_hot < shares holds with this rule in place
+
+
+def _grouped_and_exact(fabric, load=0.2):
+    import types
+
+    import flowherd.planning.congestion as cg
+
+    bg = types.SimpleNamespace(load=load)
+    old = cg.GROUPED_BACKGROUND_PAIRS
+    try:
+        cg.GROUPED_BACKGROUND_PAIRS = 0
+        cg._BG.clear()
+        grouped = cg.background_link_bytes_per_s(fabric, bg).copy()
+        cg.GROUPED_BACKGROUND_PAIRS = 2**62
+        cg._BG.clear()
+        exact = cg.background_link_bytes_per_s(fabric, bg).copy()
+    finally:
+        cg.GROUPED_BACKGROUND_PAIRS = old
+        cg._BG.clear()
+    return grouped, exact
+
+
+@pytest.mark.parametrize("mapping", [
+    {"kind": "leaf-spine", "servers": 8, "gpus_per_server": 4, "leaves": 4, "spines": 2,
+     "oversubscription": 2},
+    {"kind": "clos3", "servers": 16, "gpus_per_server": 2, "servers_per_tor": 2, "tors_per_pod": 4,
+     "spines_per_pod": 2, "cores": 2, "spine_oversubscription": 3},
+    {"kind": "rail-optimized", "servers": 8, "gpus_per_server": 4, "servers_per_su": 4},
+])
+def test_the_background_by_nic_attachment_equals_the_pair_by_pair_one(mapping):
+    # the grouped computation (large fabrics) gives every link the load routing each GPU pair
+    # does; on rails (a server's NICs under several switches) it falls back to the pairs
+    from flowherd.fabric.spec import fabric_from_mapping
+
+    grouped, exact = _grouped_and_exact(fabric_from_mapping(mapping))
+    assert exact.max() > 0
+    np.testing.assert_allclose(grouped, exact, rtol=1e-9, atol=1e-6 * exact.max())
+
+
+def test_the_grouped_background_holds_on_the_irregular_lingjun_groups():
+    # real hosts of every PSW group (every 20th row of topo.csv): ToR groups of uneven sizes
+    from importlib import resources
+
+    from flowherd.fabric.lingjun import lingjun_fabric, load_lingjun_topology
+
+    text = resources.files("flowherd").joinpath("data/fabrics/alibaba_lingjun_2023/topo.csv").read_text()
+    rows = text.splitlines()
+    topo = load_lingjun_topology("\n".join([rows[0], *rows[1::20]]))
+    sizes = np.bincount(topo.tor_group)
+    assert len(topo.psw_labels) == 3 and sizes.min() < sizes.max()
+    f = lingjun_fabric(gpus_per_host=2, switches_per_psw_group=2, switches_per_dsw_group=2,
+                       psw_oversubscription=15, topology=topo)
+    grouped, exact = _grouped_and_exact(f)
+    np.testing.assert_allclose(grouped, exact, rtol=1e-9, atol=1e-6 * exact.max())

@@ -248,6 +248,8 @@ def fabric_gpu_count(fabric: Any) -> tuple[int, str] | None:
         if n is None:
             return None
         servers, how = n, f"{n:,} servers"
+    elif kind == "alibaba-lingjun":  # the mapping's fixed 847 hosts
+        servers, how = 847, "847 Lingjun hosts"
     else:
         return None
     return servers * gps, f"{how} x {gps:,} GPUs"

@@ -15,6 +15,10 @@ The contract (keys of every kind; each kind takes the subset listed in `KIND_KEY
     nvls: false             # NVSwitch in-switch reduction (NVLS): true, false, or one per server
     # kind: preset takes name, nvls and aggregation_oversubscription (presets with an aggregation
     # tier, flowherd.fabric.presets.AGGREGATION_PRESETS: e.g. meta-24k's 1:7 as 7)
+    # kind: alibaba-lingjun is the real host -> ToR -> aggregation mapping of Alibaba's Lingjun
+    # cluster (flowherd.fabric.lingjun) with its assumed parameters: gpus_per_server, gpu,
+    # nic_bandwidth, nvlink_bandwidth, link_latency, nvls, tor_oversubscription (ToR group
+    # downlink : uplink) and aggregation_oversubscription (aggregation : core); no servers key
 
 One NIC per GPU unless ``nics_per_server`` says otherwise. Every error is a `ConfigError` whose
 message names the field (``fabric.servers``), the value and what was expected.
@@ -58,9 +62,12 @@ KIND_KEYS: dict[str, tuple[str, ...]] = {
     "clos3": (*_COMMON, "servers", "servers_per_tor", "tors_per_pod", "spines_per_pod", "cores",
               "tor_oversubscription", "spine_oversubscription"),
     "preset": ("kind", "name", "nvls", "aggregation_oversubscription"),
+    "alibaba-lingjun": ("kind", "name", "gpus_per_server", "gpu", "nic_bandwidth", "nvlink_bandwidth",
+                        "link_latency", "nvls", "tor_oversubscription", "aggregation_oversubscription"),
 }
 _REQUIRED = {"leaf-spine": ("servers", "leaves", "spines"), "fat-tree": ("k",),
-             "rail-optimized": ("servers",), "clos3": ("servers",), "preset": ("name",)}
+             "rail-optimized": ("servers",), "clos3": ("servers",), "preset": ("name",),
+             "alibaba-lingjun": ()}
 
 
 class FabricSpec(BaseModel):
@@ -68,7 +75,8 @@ class FabricSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["leaf-spine", "fat-tree", "rail-optimized", "clos3", "preset"] = "leaf-spine"
+    kind: Literal["leaf-spine", "fat-tree", "rail-optimized", "clos3", "preset",
+                  "alibaba-lingjun"] = "leaf-spine"
     name: str | None = None
     servers: Count | None = None
     gpus_per_server: Count = 1
@@ -154,7 +162,9 @@ def fabric_from_mapping(data: dict[str, Any] | str, *, field: str = "fabric") ->
         spec = FabricSpec.model_validate(data)
     except ValidationError as err:
         raise _pydantic_error(err, field) from None
-    if kind == "preset":
+    if kind == "alibaba-lingjun":
+        fabric = _lingjun(spec, data, field)
+    elif kind == "preset":
         try:
             fabric = preset(str(spec.name), aggregation_oversubscription=spec.aggregation_oversubscription)
         except UnknownNameError:
@@ -185,6 +195,35 @@ def _with_nvls(fabric: Fabric, nvls: bool | list[bool], field: str) -> Fabric:
         raise ConfigError(f"invalid value {nvls!r} ({field}.nvls): expected true, false or one flag "
                           f"per server ({fabric.num_servers}), got {len(flags)}")
     return dataclasses.replace(fabric, server_nvls=tuple(flags))
+
+
+def _lingjun(spec: FabricSpec, data: dict[str, Any], field: str) -> Fabric:
+    """The Lingjun mapping (`flowherd.fabric.lingjun.lingjun_fabric`) with the YAML's parameters;
+    keys left out keep that function's defaults (8 H800-class GPUs per host, 400 Gbps, 1:1)."""
+    from flowherd.fabric.lingjun import lingjun_fabric  # reads its CSV only when asked
+
+    kw: dict[str, Any] = dict(gpus_per_host=spec.gpus_per_server, link_latency_s=_latency(spec, field),
+                              tor_oversubscription=spec.tor_oversubscription,
+                              psw_oversubscription=spec.aggregation_oversubscription or 1.0)
+    if "nic_bandwidth" in data:
+        kw["nic_bandwidth_bytes_per_s"] = _rate(spec.nic_bandwidth, "nic_bandwidth", field)
+    if "nvlink_bandwidth" in data:
+        kw["nvlink_bandwidth_bytes_per_s"] = _rate(spec.nvlink_bandwidth, "nvlink_bandwidth", field)
+    if "gpus_per_server" not in data:
+        kw["gpus_per_host"] = 8
+    if "gpu" in data:
+        if not isinstance(spec.gpu, str):
+            raise ConfigError(f"invalid value {spec.gpu!r} ({field}.gpu): expected one GPU model name "
+                              "for every host of the Lingjun mapping")
+        kw["gpu_type"] = spec.gpu
+    if spec.name:
+        kw["name"] = spec.name
+    try:
+        return lingjun_fabric(**kw)
+    except ConfigError as err:
+        msg = str(err).replace("fabric.psw_oversubscription", "fabric.aggregation_oversubscription")
+        msg = msg.replace("fabric.gpus_per_host", "fabric.gpus_per_server")
+        raise ConfigError(msg.replace("(fabric.", f"({field}.") if field != "fabric" else msg) from None
 
 
 def _rate(value: Quantity | None, key: str, field: str) -> float | None:

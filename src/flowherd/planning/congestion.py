@@ -201,14 +201,81 @@ def background_link_bytes_per_s(fabric: Fabric, background: Any) -> np.ndarray:
     nic = (fabric.link_kind == LinkKind.NETWORK) & (fabric.node_tier[fabric.link_src] == 1)
     bw = float(fabric.link_capacity_bytes_per_s[nic].sum()) / ns  # as the simulator's background
     gps = np.bincount(server, minlength=ns).astype(np.float64)
-    g = np.arange(fabric.num_gpus)
-    src, dst = np.meshgrid(g, g, indexing="ij")
-    src, dst = src.ravel(), dst.ravel()
-    cross = server[src] != server[dst]
-    src, dst = src[cross], dst[cross]
-    rate = load * bw / (ns - 1) / (gps[server[src]] * gps[server[dst]])
-    out = link_profile(fabric, TrafficMatrix(src=src, dst=dst, size_bytes=rate), "spray")
+    out = None
+    if fabric.num_gpus ** 2 > GROUPED_BACKGROUND_PAIRS:
+        out = _background_grouped(fabric, load * bw / (ns - 1), server, gps)
+    if out is None:
+        g = np.arange(fabric.num_gpus)
+        src, dst = np.meshgrid(g, g, indexing="ij")
+        src, dst = src.ravel(), dst.ravel()
+        cross = server[src] != server[dst]
+        src, dst = src[cross], dst[cross]
+        rate = load * bw / (ns - 1) / (gps[server[src]] * gps[server[dst]])
+        out = link_profile(fabric, TrafficMatrix(src=src, dst=dst, size_bytes=rate), "spray")
     _BG[(id(fabric), load)] = (fabric, out)
+    return out
+
+
+#: GPU pairs above which the background is routed between the switches the NICs hang from
+#: rather than GPU pair by GPU pair (`_background_grouped`; 6,776 GPUs give 46 M pairs and, on a
+#: 3-tier fabric, hundreds of spray paths each).
+GROUPED_BACKGROUND_PAIRS = 2**24
+
+
+def _background_grouped(fabric: Fabric, per_server_pair: float, server: np.ndarray,
+                        gps: np.ndarray) -> np.ndarray | None:
+    """The uniform background of `background_link_bytes_per_s` with the same link loads, computed
+    from one demand per pair of NIC attachments: GPUs whose NICs hang from the same switches are
+    alike above those switches, so spraying the summed demand of every attachment pair from one
+    GPU of each gives every switch-to-switch link its load; the GPU-side links (PCIe, NIC up and
+    down) carry each GPU's own total, ``per_server_pair x (servers - 1) / GPUs of its server``
+    each way, split evenly over its NIC's uplinks. None where a server's NICs hang from different
+    switches (rails: a GPU pair's shortest paths may then cross NVLink, which this does not
+    model)."""
+    src_l, dst_l, kind = fabric.link_src, fabric.link_dst, fabric.link_kind
+    tier = fabric.node_tier
+    ng = fabric.num_gpus
+    pcie = np.flatnonzero((kind == LinkKind.PCIE) & (src_l < ng) & (tier[dst_l] == 1))
+    nic_of = np.full(ng, -1, np.int64)
+    nic_of[src_l[pcie]] = dst_l[pcie]
+    up = np.flatnonzero((kind == LinkKind.NETWORK) & (tier[src_l] == 1))
+    attach: dict[int, list[int]] = {}
+    for lk in up.tolist():
+        attach.setdefault(int(src_l[lk]), []).append(int(dst_l[lk]))
+    keys = [tuple(sorted(attach.get(int(n), []))) for n in nic_of.tolist()]
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    grp = np.array([ids[k] for k in keys], np.int64)
+    ngr = len(ids)
+    per_server = np.zeros((fabric.num_servers, ngr), bool)
+    per_server[server, grp] = True
+    if np.any(per_server.sum(1) > 1) or np.any(nic_of < 0):
+        return None
+    # W[a, s]: GPUs of attachment a on server s, each weighted 1 / GPUs of s; demand between
+    # attachments a != b over GPU pairs on different servers: c (w_a w_b - sum_s W[a,s] W[b,s])
+    w = np.zeros((ngr, fabric.num_servers))
+    np.add.at(w, (grp, server), 1.0 / gps[server])
+    demand = per_server_pair * (np.outer(w.sum(1), w.sum(1)) - w @ w.T)
+    np.fill_diagonal(demand, 0.0)  # between GPUs of one attachment: no switch-to-switch link
+    rep = np.array([int(np.flatnonzero(grp == a)[0]) for a in range(ngr)], np.int64)
+    a, b = np.nonzero(demand > 0)
+    out = (link_profile(fabric, TrafficMatrix(src=rep[a], dst=rep[b], size_bytes=demand[a, b]), "spray")
+           if a.size else np.zeros(fabric.num_directed_links))
+    gpu_side = (tier[src_l] <= 1) | (tier[dst_l] <= 1)
+    out = np.where(gpu_side, 0.0, out)
+    own = per_server_pair * (fabric.num_servers - 1) / gps[server]  # each GPU's total, each way
+    back = {(int(src_l[lk]), int(dst_l[lk])): lk for lk in np.flatnonzero(gpu_side).tolist()}
+    for g in range(ng):
+        n = int(nic_of[g])
+        if n < 0:
+            continue
+        for a_, b_ in ((g, n), (n, g)):
+            if (a_, b_) in back:
+                out[back[(a_, b_)]] += own[g]
+        sw = attach.get(n, [])
+        for x in sw:
+            for a_, b_ in ((n, x), (x, n)):
+                if (a_, b_) in back:
+                    out[back[(a_, b_)]] += own[g] / len(sw)
     return out
 
 
