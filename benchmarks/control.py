@@ -69,7 +69,7 @@ import json
 import math
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +78,10 @@ from scipy import stats
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import control_bounds as bounds  # noqa: E402  (beside this script)
+import runpool  # noqa: E402
+
+#: Exit code of a benchmark some of whose runs ended without a result (the rest are kept).
+EXIT_INCOMPLETE = 3
 
 SCENARIOS = {lvl: HERE / "scenarios" / f"control_{lvl}.yaml" for lvl in ("light", "medium", "heavy")}
 # the other families, by name (--scenarios takes them, or any YAML path): the mixed-period and
@@ -436,7 +440,40 @@ def print_curve(model: Path) -> None:
         print(f"{int(r['steps']):>8} {float(r['wall_s']):>8.0f} {float(r['mean_jct_s']):>11.3f}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_name(task: tuple) -> str:
+    """A run of `run_one` in words: ``rail, seed 4, flowherd``."""
+    return f"{task[0]}, seed {task[5]}, {task[2]}"
+
+
+def complete_seeds(rows: list[dict], labels: list[str], seeds) -> tuple[list[int], list[int]]:
+    """The seeds of ``seeds`` where every label of ``labels`` has a row (the paired figures are
+    over these), and the others."""
+    have = {(r["controller"], r["seed"]) for r in rows}
+    whole = [sd for sd in seeds if all((lab, sd) in have for lab in labels)]
+    return whole, [sd for sd in seeds if sd not in whole]
+
+
+def incomplete_note(level: str, partial: list[int], rows: list[dict], labels: list[str],
+                    failed: dict[tuple, str]) -> str:
+    """One line: the seeds left out of a scenario's table and why (each missing run, what ended it
+    where it was run and ended here)."""
+    have = {(r["controller"], r["seed"]) for r in rows if r["scenario"] == level}
+    why = []
+    for sd in partial:
+        for lab in labels:
+            if (lab, sd) not in have:
+                what = failed.get((level, sd, lab))
+                if what is None and lab in NO_OP and (level, sd, "none") in failed:
+                    what = "no control's run, which it takes, ended without a result"
+                why.append(f"seed {sd}, {lab}: {what or 'not run'}")
+    return (f"incomplete: seed{'s' if len(partial) > 1 else ''} {partial} left out of the table and the "
+            f"paired figures ({'; '.join(why)}); their finished runs are kept (--json-out)")
+
+
+def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) -> int:
+    """The benchmark (module docstring); ``run`` makes one run (`run_one`; another module-level
+    function to test the failure paths). Exit code 0, 2 on bad input, `EXIT_INCOMPLETE` when some
+    run ended without a result (killed, out of memory, an error: one line each, the others kept)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS),
                     help="light medium heavy, a family (mixed contended kalos4 kalos8 rail seren "
@@ -516,13 +553,18 @@ def main(argv: list[str] | None = None) -> int:
                           for lvl, sd in sorted(missing)) if t not in tasks]
     if noop:
         print(f"  {len(noop)} runs are no control's by construction under {args.grant!r} (NO_OP)", flush=True)
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for i, r in enumerate(pool.map(run_one, tasks), 1):
-            rows.append(r)
+    failed: dict[tuple, str] = {}  # (scenario, seed, label) -> what ended the run without a result
+    for i, out in enumerate(runpool.run_all(run, tasks, args.workers), 1):
+        t = out.task
+        if out.failure is not None:
+            failed[(t[0], t[5], t[2])] = out.failure
+            print(f"  run {run_name(t)}: {out.failure}", file=sys.stderr, flush=True)
+        else:
+            rows.append({**out.result, "peak_rss_bytes": out.peak_rss_bytes, "process_cpu_s": out.cpu_s})
             if args.json_out:  # after every run: a long benchmark killed keeps what it did
                 args.json_out.write_text(json.dumps(rows, indent=1))
-            if i % 10 == 0 or i == len(tasks):
-                print(f"  {i}/{len(tasks)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
+        if i % 10 == 0 or i == len(tasks):
+            print(f"  {i}/{len(tasks)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
 
     rows += no_op_rows(noop, rows)
     if args.json_out and noop:
@@ -531,9 +573,18 @@ def main(argv: list[str] | None = None) -> int:
     record_tables: list = []
     for lvl in levels:
         sub = [r for r in rows if r["scenario"] == lvl]
+        whole, partial = complete_seeds(sub, [c[0] for c in ctrls], seeds)
+        if partial:
+            print(f"\n{lvl}: {incomplete_note(lvl, partial, sub, [c[0] for c in ctrls], failed)}")
+            if not whole:
+                continue
+            seeds_shown = whole
+            sub = [r for r in sub if r["seed"] in whole]
+        else:
+            seeds_shown = list(seeds)
         base = np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
                          if r["controller"] == "none"])
-        print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}, grant {args.grant!r}, network "
+        print(f"\n== {lvl} ({levels[lvl].name}), seeds {seeds_shown}, grant {args.grant!r}, network "
               f"{nets[lvl]}{'' if bg else ', no background'}"
               f"{f', fidelity {args.fidelity}' if args.fidelity else ''}: mean +- 95% CI over seeds ==")
         sub = [bounds.run_bounds(r, levels[lvl]) for r in sub]
@@ -615,8 +666,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  best other: {best} ({mean_of[best].mean():.2f} s): {d:+.2f} +-{dh:.2f} s{tie}")
         figs, trows = bounds.headline(sub, [c[0] for c in ctrls], lvl, ci95)
         record_figures.update(figs)
-        record_tables.append((f"{lvl}, grant {args.grant}, seeds {list(seeds)}"
-                              + (f", fidelity {args.fidelity}" if args.fidelity else ""), trows))
+        record_tables.append((f"{lvl}, grant {args.grant}, seeds {seeds_shown}"
+                              + (f", fidelity {args.fidelity}" if args.fidelity else "")
+                              + (f"; {incomplete_note(lvl, partial, rows, [c[0] for c in ctrls], failed)}"
+                                 if partial else ""), trows))
     for m in args.model:
         print_curve(Path(m).resolve())
     if args.record:
@@ -630,6 +683,10 @@ def main(argv: list[str] | None = None) -> int:
                           "CIs over the seeds; the isolated bound is control_bounds.py's (an LP, no "
                           "controller beats it); gap closed only where the gap exceeds the seed spread.")
     print(f"\nwall {time.perf_counter() - t0:.0f} s")
+    if failed:
+        print(f"{len(failed)} of {len(tasks)} runs ended without a result (above); exit code "
+              f"{EXIT_INCOMPLETE}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 
