@@ -494,6 +494,8 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
                     help="simulation fidelity of every run (default: the scenario's). At phase fidelity a "
                     "job whose links carry no other job fast-forwards whole iterations without the "
                     "controller (docs/scale.md); collective shows the controllers every collective")
+    ap.add_argument("--max-rss", default=None, help="stop a run whose process grows past this resident "
+                    "memory, e.g. 8GB (one line names it; the other runs go on; default: no limit)")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
     ap.add_argument("--json-out", type=Path, default=None, help="write every run's figures here")
     ap.add_argument("--record", default=None, help="save the headline figures and tables with "
@@ -502,6 +504,13 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
                     help="a --json-out file of an earlier run: its runs are not repeated")
     args = ap.parse_args(argv)
     from flowherd.errors import ConfigError
+    from flowherd.units import parse_size
+
+    try:
+        max_rss = None if args.max_rss is None else parse_size(args.max_rss, field="--max-rss")
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
 
     ctrls = [c for c in CONTROLLERS if args.controllers is None or c[0] in args.controllers]
     for m in args.model:
@@ -554,7 +563,7 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
     if noop:
         print(f"  {len(noop)} runs are no control's by construction under {args.grant!r} (NO_OP)", flush=True)
     failed: dict[tuple, str] = {}  # (scenario, seed, label) -> what ended the run without a result
-    for i, out in enumerate(runpool.run_all(run, tasks, args.workers), 1):
+    for i, out in enumerate(runpool.run_all(run, tasks, args.workers, max_rss_bytes=max_rss), 1):
         t = out.task
         if out.failure is not None:
             failed[(t[0], t[5], t[2])] = out.failure

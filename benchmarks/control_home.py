@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = bench.run
     ap.add_argument("--network", default=None)
     ap.add_argument("--fidelity", default=None, choices=["step", "collective", "phase"],
                     help="simulation fidelity of every run (default: the scenario's; control.py --fidelity)")
+    ap.add_argument("--max-rss", default=None, help="stop a run whose process grows past this resident "
+                    "memory, e.g. 8GB (one line names it; the other runs go on; default: no limit)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--reuse", type=Path, default=None)
@@ -126,6 +128,13 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = bench.run
                     help="save the tables with benchmarks/record.py under this name")
     args = ap.parse_args(argv)
     from flowherd.errors import ConfigError
+    from flowherd.units import parse_size
+
+    try:
+        max_rss = None if args.max_rss is None else parse_size(args.max_rss, field="--max-rss")
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
 
     try:
         levels = {s: bench.scenario_path(s) for s in args.scenarios}
@@ -151,7 +160,7 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = bench.run
           f"{args.workers} workers", flush=True)
     t0 = time.perf_counter()
     failed: dict[tuple, str] = {}
-    for i, out in enumerate(runpool.run_all(run, todo, args.workers), 1):
+    for i, out in enumerate(runpool.run_all(run, todo, args.workers, max_rss_bytes=max_rss), 1):
         if out.failure is not None:  # one line; the table pairs each baseline on the seeds it has
             failed[(out.task[0], out.task[5], out.task[2])] = out.failure
             print(f"  run {bench.run_name(out.task)}: {out.failure}", file=sys.stderr, flush=True)

@@ -94,6 +94,16 @@ class _Child:
     proc: subprocess.Popen
     out: Path
     oom_before: int | None
+    stopped_at: int = 0  # resident bytes at which the child was stopped over ``max_rss_bytes``
+
+
+def _rss_bytes(pid: int) -> int:
+    """Resident memory of process ``pid`` now, bytes (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _start(ref: tuple[str, str, str], task: Any, tmp: Path, i: int) -> _Child:
@@ -104,7 +114,7 @@ def _start(ref: tuple[str, str, str], task: Any, tmp: Path, i: int) -> _Child:
     return _Child(task=task, proc=proc, out=out, oom_before=_oom_kills())
 
 
-def _finish(c: _Child, status: int, ru: Any, tmp: Path, i: int) -> Outcome:
+def _finish(c: _Child, status: int, ru: Any, tmp: Path, i: int, max_rss_bytes: float | None) -> Outcome:
     c.proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
     peak, cpu = int(ru.ru_maxrss) * 1024, float(ru.ru_utime + ru.ru_stime)
     got = None
@@ -115,6 +125,10 @@ def _finish(c: _Child, status: int, ru: Any, tmp: Path, i: int) -> Outcome:
             got = None
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and got is not None and got[0] == "ok":
         return Outcome(task=c.task, result=got[1], peak_rss_bytes=peak, cpu_s=cpu)
+    if c.stopped_at:
+        what = (f"stopped at {c.stopped_at / 1e9:.1f} GB resident, over the limit of "
+                f"{max_rss_bytes / 1e9:.1f} GB (--max-rss)")
+        return Outcome(task=c.task, failure=what, peak_rss_bytes=peak, cpu_s=cpu)
     if got is not None and got[0] == "error":
         msg, tb = got[1], got[2]
         if tb:
@@ -126,13 +140,17 @@ def _finish(c: _Child, status: int, ru: Any, tmp: Path, i: int) -> Outcome:
                    peak_rss_bytes=peak, cpu_s=cpu)
 
 
-def run_all(function: Callable[[Any], Any], tasks: list[Any], workers: int) -> Iterator[Outcome]:
+def run_all(function: Callable[[Any], Any], tasks: list[Any], workers: int,
+            max_rss_bytes: float | None = None) -> Iterator[Outcome]:
     """``function(task)`` for every task, each in its own process, at most ``workers`` at once;
     an `Outcome` per task as it ends (in the order they end).
 
     ``function`` must be a module-level function: the child imports its file's module by name,
     the file's directory first on its ``sys.path``.
-    Interrupted (Ctrl-C), the running children are terminated before the interrupt goes on.
+    A child whose resident memory exceeds ``max_rss_bytes`` (sampled every `POLL_S`) is killed
+    and its run fails with the figure: one run that grows stops before the machine's OOM killer
+    picks a process (which may be another user's). Interrupted (Ctrl-C), the running children
+    are killed before the interrupt goes on.
     """
     src = Path(function.__code__.co_filename).resolve()
     ref = (str(src.parent), src.stem, function.__name__)
@@ -151,7 +169,12 @@ def run_all(function: Callable[[Any], Any], tasks: list[Any], workers: int) -> I
                     got, status, ru = os.wait4(pid, os.WNOHANG)
                     if got == pid:
                         ended.append(pid)
-                        yield _finish(c, status, ru, tmp, i)
+                        yield _finish(c, status, ru, tmp, i, max_rss_bytes)
+                    elif max_rss_bytes is not None and not c.stopped_at:
+                        rss = _rss_bytes(pid)
+                        if rss > max_rss_bytes:  # stopped before the machine runs out of memory
+                            c.stopped_at = rss
+                            c.proc.kill()
                 for pid in ended:
                     del running[pid]
                 if not ended:

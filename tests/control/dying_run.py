@@ -4,6 +4,7 @@ run in a child process by `benchmarks/runpool.py`."""
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -32,8 +33,9 @@ def square_or_fail(x: int) -> int:
 
 
 def grow(mib: int) -> int:
-    """Hold ``mib`` MiB resident, and return it."""
+    """Hold ``mib`` MiB resident for a second, and return it."""
     block = bytearray(mib * 2**20)
     for i in range(0, len(block), 4096):
         block[i] = 1
+    time.sleep(1.0)
     return mib

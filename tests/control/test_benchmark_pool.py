@@ -47,6 +47,13 @@ def test_each_outcome_carries_its_process_peak_memory():
     assert b.cpu_s > 0
 
 
+def test_a_run_over_max_rss_is_stopped_and_said():
+    (o,) = list(runpool.run_all(dying_run.grow, [900], 1, max_rss_bytes=500 * 2**20))
+    assert o.result is None
+    assert o.failure.startswith("stopped at ") and o.failure.endswith("over the limit of 0.5 GB (--max-rss)")
+    assert o.peak_rss_bytes > 500 * 2**20
+
+
 def test_describe_death_names_the_signal_and_the_exit_code():
     assert runpool.describe_death(signal.SIGKILL, 14_200_000_000, None, None).startswith(
         "killed by SIGKILL at 14.2 GB peak resident")
