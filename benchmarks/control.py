@@ -251,12 +251,12 @@ def reusable(rows: list[dict], network: str | dict, background: bool,
             and r.get("fidelity") == fidelity}
 
 
-def run_one(task: tuple) -> dict:
-    """One simulation: (scenario level, path, label, controller, params, seed) -> its figures."""
-    from flowherd.experiments.runner import run_scenario
+def task_scenario(task: tuple):
+    """The scenario of a run of `run_one`: its file with the task's seed, controller, grant, network,
+    background and fidelity."""
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
 
-    level, path, label, name, params, seed, grant, network, *rest = task
+    _level, path, _label, name, params, seed, grant, network, *rest = task
     background = rest[0] if rest else True
     fidelity = rest[1] if len(rest) > 1 else None  # --fidelity: None keeps the scenario's
     base = read_scenario_mapping(str(path))
@@ -267,8 +267,51 @@ def run_one(task: tuple) -> dict:
         source["simulation"] = {**(base.get("simulation") or {}), "fidelity": fidelity}
     if not background:  # --no-background: the decomposition's runs (what the background costs)
         source["workload"] = {k: v for k, v in base["workload"].items() if k != "background"}
+    return scenario_from_mapping(source)
+
+
+def check_memory(tasks: list[tuple], workers: int) -> None:
+    """Refuse, before any run, a benchmark whose ``workers`` runs at once would not fit: the largest
+    run's estimate (`flowherd.experiments.cost.run_cost`, one per scenario and seed) times the runs
+    at once, against the memory limit (`flowherd.experiments.budget`; --max-memory replaces it).
+    Each run checks its own estimate again when it starts, against what is free then.
+
+    Raises:
+        ConfigError: One line naming the run of the largest estimate, the figure and the limit.
+    """
+    from flowherd.errors import ConfigError
+    from flowherd.experiments import budget, cost
+    from flowherd.units import format_size
+
+    seen, most = set(), None
+    for t in tasks:
+        if (t[0], t[5]) in seen:
+            continue
+        seen.add((t[0], t[5]))
+        c = cost.run_cost(task_scenario(t))
+        if most is None or c.memory_bytes > most[0].memory_bytes:
+            most = (c, t)
+    if most is None:
+        return
+    at_once = min(max(workers, 1), len(tasks))
+    limit = budget.memory_limit()
+    if at_once * most[0].memory_bytes > limit.limit_bytes:
+        raise ConfigError(f"{at_once} runs at once x about {format_size(most[0].memory_bytes)} each (the "
+                          f"largest estimate: {run_name(most[1])}) would exceed the memory limit; "
+                          f"{limit.source} (--workers, --max-memory)")
+
+
+def run_one(task: tuple) -> dict:
+    """One simulation: (scenario level, path, label, controller, params, seed) -> its figures."""
+    from flowherd.experiments.runner import run_scenario
+    from flowherd.experiments.scenario import read_scenario_mapping
+
+    level, path, label, name, _params, seed, grant, network, *rest = task
+    background = rest[0] if rest else True
+    fidelity = rest[1] if len(rest) > 1 else None  # --fidelity: None keeps the scenario's
+    base = read_scenario_mapping(str(path))
     t0, c0 = time.perf_counter(), time.process_time()
-    run = run_scenario(scenario_from_mapping(source), solo=True)
+    run = run_scenario(task_scenario(task), solo=True)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     jct = run.cluster.censored_jct_s()
     finished = sum(r.finish_s is not None for r in run.cluster.jobs)
@@ -494,6 +537,8 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
                     help="simulation fidelity of every run (default: the scenario's). At phase fidelity a "
                     "job whose links carry no other job fast-forwards whole iterations without the "
                     "controller (docs/scale.md); collective shows the controllers every collective")
+    ap.add_argument("--max-memory", default=None, help="memory the runs at once may use, e.g. 16GB "
+                    "(default: what the machine has free; docs/hardening.md)")
     ap.add_argument("--max-rss", default=None, help="stop a run whose process grows past this resident "
                     "memory, e.g. 8GB (one line names it; the other runs go on; default: no limit)")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
@@ -562,6 +607,14 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
                           for lvl, sd in sorted(missing)) if t not in tasks]
     if noop:
         print(f"  {len(noop)} runs are no control's by construction under {args.grant!r} (NO_OP)", flush=True)
+    try:
+        from flowherd.experiments import budget
+
+        budget.set_limits(args.max_memory, None)  # reaches each run's process through the environment
+        check_memory(tasks, args.workers)
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
     failed: dict[tuple, str] = {}  # (scenario, seed, label) -> what ended the run without a result
     for i, out in enumerate(runpool.run_all(run, tasks, args.workers, max_rss_bytes=max_rss), 1):
         t = out.task

@@ -108,3 +108,14 @@ def test_complete_seeds_are_those_with_every_controller():
                                  {("x", 1, "a"): "killed by SIGKILL at 1.0 GB peak resident"})
     assert "seed 1, a: killed by SIGKILL" in note and "seed 2, none: not run" in note
     assert os.linesep not in note
+
+
+def test_runs_at_once_that_would_not_fit_are_refused_before_any_run(capsys, monkeypatch):
+    monkeypatch.setenv("FLOWHERD_MAX_MEMORY", str(2**40))  # restored after: main sets it from --max-memory
+    code = bench.main(["--scenarios", "rail", "--fidelity", "collective", "--seeds", "2", "--controllers",
+                       "none", "--workers", "2", "--max-memory", "1GB"], run=dying_run.square_or_fail)
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert err.startswith("2 runs at once x about ") and "(the largest estimate: rail, seed " in err
+    assert err.endswith("--max-memory is 954 MiB (--workers, --max-memory)")
