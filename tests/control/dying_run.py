@@ -39,3 +39,18 @@ def grow(mib: int) -> int:
         block[i] = 1
     time.sleep(1.0)
     return mib
+
+
+_KEPT: list = []  # what a process keeps between runs (as the engine's per-process caches do)
+
+
+def keep(mib: int) -> int:
+    """Keep ``mib`` MiB resident in this process after returning; returns the process's peak
+    resident memory so far, bytes."""
+    import resource
+
+    block = bytearray(mib * 2**20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    _KEPT.append(block)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -47,6 +47,15 @@ def test_each_outcome_carries_its_process_peak_memory():
     assert b.cpu_s > 0
 
 
+def test_a_run_does_not_inherit_the_memory_an_earlier_run_kept():
+    # one worker, two runs: the first keeps 400 MiB in its process (as per-process caches keep an
+    # earlier run's fabric and routes); the second starts in a fresh process without it (in a
+    # reused pool worker its peak would start above 400 MiB)
+    got = {o.task: o for o in runpool.run_all(dying_run.keep, [400, 1], workers=1)}
+    assert got[400].result > 400 * 2**20
+    assert got[1].result < 300 * 2**20 and got[1].peak_rss_bytes < 300 * 2**20
+
+
 def test_a_run_over_max_rss_is_stopped_and_said():
     (o,) = list(runpool.run_all(dying_run.grow, [900], 1, max_rss_bytes=500 * 2**20))
     assert o.result is None
