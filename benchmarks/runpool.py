@@ -9,8 +9,10 @@ one line, and the other runs go on: a benchmark keeps every run that finished. (
 pool, every run not yet returned fails with ``BrokenProcessPool``, and which run killed it is not
 said.)
 
-Each `Outcome` carries its process's peak resident memory and CPU seconds (`os.wait4`'s
-rusage, the whole process: imports and the run), so that a benchmark can say what each run cost.
+Each `Outcome` carries its process's peak resident memory (``VmHWM`` since its exec, which the
+child reports with its result; for a child that dies, the larger of `os.wait4`'s ``ru_maxrss``,
+which keeps the parent's size at the fork, and the most seen at a poll) and its CPU seconds
+(`os.wait4`'s rusage: imports and the run), so that a benchmark can say what each run cost.
 A fresh process per run also gives back each run's memory to the system when it ends (a reused
 worker keeps its heap's high-water mark).
 """
@@ -45,7 +47,7 @@ class Outcome:
         task: The task it ran.
         result: What the function returned (None when the run failed).
         failure: None, or one line saying what ended the run without a result.
-        peak_rss_bytes: Peak resident memory of its process, bytes.
+        peak_rss_bytes: Peak resident memory of its process, bytes (module docstring).
         cpu_s: CPU seconds of its process (user + system).
     """
 
@@ -95,6 +97,7 @@ class _Child:
     out: Path
     oom_before: int | None
     stopped_at: int = 0  # resident bytes at which the child was stopped over ``max_rss_bytes``
+    sampled_peak: int = 0  # the most resident bytes seen at a poll
 
 
 def _rss_bytes(pid: int) -> int:
@@ -116,13 +119,15 @@ def _start(ref: tuple[str, str, str], task: Any, tmp: Path, i: int) -> _Child:
 
 def _finish(c: _Child, status: int, ru: Any, tmp: Path, i: int, max_rss_bytes: float | None) -> Outcome:
     c.proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-    peak, cpu = int(ru.ru_maxrss) * 1024, float(ru.ru_utime + ru.ru_stime)
+    peak, cpu = max(int(ru.ru_maxrss) * 1024, c.sampled_peak), float(ru.ru_utime + ru.ru_stime)
     got = None
     if c.out.is_file():
         try:
             got = pickle.loads(c.out.read_bytes())
         except (pickle.UnpicklingError, EOFError):
             got = None
+    if got is not None and got[-1] is not None:  # the child's own peak since its exec
+        peak = int(got[-1])
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and got is not None and got[0] == "ok":
         return Outcome(task=c.task, result=got[1], peak_rss_bytes=peak, cpu_s=cpu)
     if c.stopped_at:
@@ -170,9 +175,10 @@ def run_all(function: Callable[[Any], Any], tasks: list[Any], workers: int,
                     if got == pid:
                         ended.append(pid)
                         yield _finish(c, status, ru, tmp, i, max_rss_bytes)
-                    elif max_rss_bytes is not None and not c.stopped_at:
+                    elif not c.stopped_at:
                         rss = _rss_bytes(pid)
-                        if rss > max_rss_bytes:  # stopped before the machine runs out of memory
+                        c.sampled_peak = max(c.sampled_peak, rss)
+                        if max_rss_bytes is not None and rss > max_rss_bytes:  # before the machine runs out
                             c.stopped_at = rss
                             c.proc.kill()
                 for pid in ended:
@@ -186,13 +192,25 @@ def run_all(function: Callable[[Any], Any], tasks: list[Any], workers: int,
                     c.proc.wait()
 
 
+def _peak_rss_bytes() -> int | None:
+    """This process's peak resident memory since its exec, bytes (``VmHWM``; None where not read).
+    `os.wait4`'s ``ru_maxrss`` keeps the parent's size at the fork across the exec."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
+
+
 def _child(argv: list[str]) -> int:
     """``--child DIR MODULE FUNCTION TASK_FILE OUT_FILE``: run one task, write its result."""
     where, module, name, inp, out = argv
     sys.path.insert(0, where)
     try:
         fn = getattr(importlib.import_module(module), name)
-        result = ("ok", fn(pickle.loads(Path(inp).read_bytes())))
+        result: tuple = ("ok", fn(pickle.loads(Path(inp).read_bytes())))
         code = 0
     except KeyboardInterrupt:
         return 130
@@ -206,7 +224,7 @@ def _child(argv: list[str]) -> int:
             result = ("error", f"{type(e).__name__}: {text}", traceback.format_exc())
         code = 1
     tmp = Path(out + ".part")
-    tmp.write_bytes(pickle.dumps(result))
+    tmp.write_bytes(pickle.dumps((*result, _peak_rss_bytes())))
     tmp.replace(out)
     return code
 

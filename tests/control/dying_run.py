@@ -46,11 +46,11 @@ _KEPT: list = []  # what a process keeps between runs (as the engine's per-proce
 
 def keep(mib: int) -> int:
     """Keep ``mib`` MiB resident in this process after returning; returns the process's peak
-    resident memory so far, bytes."""
-    import resource
+    resident memory since its exec, bytes."""
+    import runpool
 
     block = bytearray(mib * 2**20)
     for i in range(0, len(block), 4096):
         block[i] = 1
     _KEPT.append(block)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return runpool._peak_rss_bytes()
