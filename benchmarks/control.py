@@ -622,7 +622,9 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
             failed[(t[0], t[5], t[2])] = out.failure
             print(f"  run {run_name(t)}: {out.failure}", file=sys.stderr, flush=True)
         else:
-            rows.append({**out.result, "peak_rss_bytes": out.peak_rss_bytes, "process_cpu_s": out.cpu_s})
+            # its bounds now (an LP per job, while the next run runs), kept in --json-out for --reuse
+            rows.append(bounds.run_bounds({**out.result, "peak_rss_bytes": out.peak_rss_bytes,
+                                           "process_cpu_s": out.cpu_s}, t[1]))
             if args.json_out:  # after every run: a long benchmark killed keeps what it did
                 args.json_out.write_text(json.dumps(rows, indent=1))
         if i % 10 == 0 or i == len(tasks):
