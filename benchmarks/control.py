@@ -69,7 +69,7 @@ import json
 import math
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +78,10 @@ from scipy import stats
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import control_bounds as bounds  # noqa: E402  (beside this script)
+import runpool  # noqa: E402
+
+#: Exit code of a benchmark some of whose runs ended without a result (the rest are kept).
+EXIT_INCOMPLETE = 3
 
 SCENARIOS = {lvl: HERE / "scenarios" / f"control_{lvl}.yaml" for lvl in ("light", "medium", "heavy")}
 # the other families, by name (--scenarios takes them, or any YAML path): the mixed-period and
@@ -247,12 +251,12 @@ def reusable(rows: list[dict], network: str | dict, background: bool,
             and r.get("fidelity") == fidelity}
 
 
-def run_one(task: tuple) -> dict:
-    """One simulation: (scenario level, path, label, controller, params, seed) -> its figures."""
-    from flowherd.experiments.runner import run_scenario
+def task_scenario(task: tuple):
+    """The scenario of a run of `run_one`: its file with the task's seed, controller, grant, network,
+    background and fidelity."""
     from flowherd.experiments.scenario import read_scenario_mapping, scenario_from_mapping
 
-    level, path, label, name, params, seed, grant, network, *rest = task
+    _level, path, _label, name, params, seed, grant, network, *rest = task
     background = rest[0] if rest else True
     fidelity = rest[1] if len(rest) > 1 else None  # --fidelity: None keeps the scenario's
     base = read_scenario_mapping(str(path))
@@ -263,8 +267,51 @@ def run_one(task: tuple) -> dict:
         source["simulation"] = {**(base.get("simulation") or {}), "fidelity": fidelity}
     if not background:  # --no-background: the decomposition's runs (what the background costs)
         source["workload"] = {k: v for k, v in base["workload"].items() if k != "background"}
+    return scenario_from_mapping(source)
+
+
+def check_memory(tasks: list[tuple], workers: int) -> None:
+    """Refuse, before any run, a benchmark whose ``workers`` runs at once would not fit: the largest
+    run's estimate (`flowherd.experiments.cost.run_cost`, one per scenario and seed) times the runs
+    at once, against the memory limit (`flowherd.experiments.budget`; --max-memory replaces it).
+    Each run checks its own estimate again when it starts, against what is free then.
+
+    Raises:
+        ConfigError: One line naming the run of the largest estimate, the figure and the limit.
+    """
+    from flowherd.errors import ConfigError
+    from flowherd.experiments import budget, cost
+    from flowherd.units import format_size
+
+    seen, most = set(), None
+    for t in tasks:
+        if (t[0], t[5]) in seen:
+            continue
+        seen.add((t[0], t[5]))
+        c = cost.run_cost(task_scenario(t))
+        if most is None or c.memory_bytes > most[0].memory_bytes:
+            most = (c, t)
+    if most is None:
+        return
+    at_once = min(max(workers, 1), len(tasks))
+    limit = budget.memory_limit()
+    if at_once * most[0].memory_bytes > limit.limit_bytes:
+        raise ConfigError(f"{at_once} runs at once x about {format_size(most[0].memory_bytes)} each (the "
+                          f"largest estimate: {run_name(most[1])}) would exceed the memory limit; "
+                          f"{limit.source} (--workers, --max-memory)")
+
+
+def run_one(task: tuple) -> dict:
+    """One simulation: (scenario level, path, label, controller, params, seed) -> its figures."""
+    from flowherd.experiments.runner import run_scenario
+    from flowherd.experiments.scenario import read_scenario_mapping
+
+    level, path, label, name, _params, seed, grant, network, *rest = task
+    background = rest[0] if rest else True
+    fidelity = rest[1] if len(rest) > 1 else None  # --fidelity: None keeps the scenario's
+    base = read_scenario_mapping(str(path))
     t0, c0 = time.perf_counter(), time.process_time()
-    run = run_scenario(scenario_from_mapping(source), solo=True)
+    run = run_scenario(task_scenario(task), solo=True)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     jct = run.cluster.censored_jct_s()
     finished = sum(r.finish_s is not None for r in run.cluster.jobs)
@@ -436,7 +483,40 @@ def print_curve(model: Path) -> None:
         print(f"{int(r['steps']):>8} {float(r['wall_s']):>8.0f} {float(r['mean_jct_s']):>11.3f}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_name(task: tuple) -> str:
+    """A run of `run_one` in words: ``rail, seed 4, flowherd``."""
+    return f"{task[0]}, seed {task[5]}, {task[2]}"
+
+
+def complete_seeds(rows: list[dict], labels: list[str], seeds) -> tuple[list[int], list[int]]:
+    """The seeds of ``seeds`` where every label of ``labels`` has a row (the paired figures are
+    over these), and the others."""
+    have = {(r["controller"], r["seed"]) for r in rows}
+    whole = [sd for sd in seeds if all((lab, sd) in have for lab in labels)]
+    return whole, [sd for sd in seeds if sd not in whole]
+
+
+def incomplete_note(level: str, partial: list[int], rows: list[dict], labels: list[str],
+                    failed: dict[tuple, str]) -> str:
+    """One line: the seeds left out of a scenario's table and why (each missing run, what ended it
+    where it was run and ended here)."""
+    have = {(r["controller"], r["seed"]) for r in rows if r["scenario"] == level}
+    why = []
+    for sd in partial:
+        for lab in labels:
+            if (lab, sd) not in have:
+                what = failed.get((level, sd, lab))
+                if what is None and lab in NO_OP and (level, sd, "none") in failed:
+                    what = "no control's run, which it takes, ended without a result"
+                why.append(f"seed {sd}, {lab}: {what or 'not run'}")
+    return (f"incomplete: seed{'s' if len(partial) > 1 else ''} {partial} left out of the table and the "
+            f"paired figures ({'; '.join(why)}); their finished runs are kept (--json-out)")
+
+
+def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) -> int:
+    """The benchmark (module docstring); ``run`` makes one run (`run_one`; another module-level
+    function to test the failure paths). Exit code 0, 2 on bad input, `EXIT_INCOMPLETE` when some
+    run ended without a result (killed, out of memory, an error: one line each, the others kept)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS),
                     help="light medium heavy, a family (mixed contended kalos4 kalos8 rail seren "
@@ -457,6 +537,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="simulation fidelity of every run (default: the scenario's). At phase fidelity a "
                     "job whose links carry no other job fast-forwards whole iterations without the "
                     "controller (docs/scale.md); collective shows the controllers every collective")
+    ap.add_argument("--max-memory", default=None, help="memory the runs at once may use, e.g. 16GB "
+                    "(default: what the machine has free; docs/hardening.md)")
+    ap.add_argument("--max-rss", default=None, help="stop a run whose process grows past this resident "
+                    "memory, e.g. 8GB (one line names it; the other runs go on; default: no limit)")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
     ap.add_argument("--json-out", type=Path, default=None, help="write every run's figures here")
     ap.add_argument("--record", default=None, help="save the headline figures and tables with "
@@ -465,6 +549,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="a --json-out file of an earlier run: its runs are not repeated")
     args = ap.parse_args(argv)
     from flowherd.errors import ConfigError
+    from flowherd.units import parse_size
+
+    try:
+        max_rss = None if args.max_rss is None else parse_size(args.max_rss, field="--max-rss")
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
 
     ctrls = [c for c in CONTROLLERS if args.controllers is None or c[0] in args.controllers]
     for m in args.model:
@@ -516,13 +607,28 @@ def main(argv: list[str] | None = None) -> int:
                           for lvl, sd in sorted(missing)) if t not in tasks]
     if noop:
         print(f"  {len(noop)} runs are no control's by construction under {args.grant!r} (NO_OP)", flush=True)
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for i, r in enumerate(pool.map(run_one, tasks), 1):
-            rows.append(r)
+    try:
+        from flowherd.experiments import budget
+
+        budget.set_limits(args.max_memory, None)  # reaches each run's process through the environment
+        check_memory(tasks, args.workers)
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
+    failed: dict[tuple, str] = {}  # (scenario, seed, label) -> what ended the run without a result
+    for i, out in enumerate(runpool.run_all(run, tasks, args.workers, max_rss_bytes=max_rss), 1):
+        t = out.task
+        if out.failure is not None:
+            failed[(t[0], t[5], t[2])] = out.failure
+            print(f"  run {run_name(t)}: {out.failure}", file=sys.stderr, flush=True)
+        else:
+            # its bounds now (an LP per job, while the next run runs), kept in --json-out for --reuse
+            rows.append(bounds.run_bounds({**out.result, "peak_rss_bytes": out.peak_rss_bytes,
+                                           "process_cpu_s": out.cpu_s}, t[1]))
             if args.json_out:  # after every run: a long benchmark killed keeps what it did
                 args.json_out.write_text(json.dumps(rows, indent=1))
-            if i % 10 == 0 or i == len(tasks):
-                print(f"  {i}/{len(tasks)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
+        if i % 10 == 0 or i == len(tasks):
+            print(f"  {i}/{len(tasks)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
 
     rows += no_op_rows(noop, rows)
     if args.json_out and noop:
@@ -531,9 +637,18 @@ def main(argv: list[str] | None = None) -> int:
     record_tables: list = []
     for lvl in levels:
         sub = [r for r in rows if r["scenario"] == lvl]
+        whole, partial = complete_seeds(sub, [c[0] for c in ctrls], seeds)
+        if partial:
+            print(f"\n{lvl}: {incomplete_note(lvl, partial, sub, [c[0] for c in ctrls], failed)}")
+            if not whole:
+                continue
+            seeds_shown = whole
+            sub = [r for r in sub if r["seed"] in whole]
+        else:
+            seeds_shown = list(seeds)
         base = np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
                          if r["controller"] == "none"])
-        print(f"\n== {lvl} ({levels[lvl].name}), seeds {list(seeds)}, grant {args.grant!r}, network "
+        print(f"\n== {lvl} ({levels[lvl].name}), seeds {seeds_shown}, grant {args.grant!r}, network "
               f"{nets[lvl]}{'' if bg else ', no background'}"
               f"{f', fidelity {args.fidelity}' if args.fidelity else ''}: mean +- 95% CI over seeds ==")
         sub = [bounds.run_bounds(r, levels[lvl]) for r in sub]
@@ -615,8 +730,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  best other: {best} ({mean_of[best].mean():.2f} s): {d:+.2f} +-{dh:.2f} s{tie}")
         figs, trows = bounds.headline(sub, [c[0] for c in ctrls], lvl, ci95)
         record_figures.update(figs)
-        record_tables.append((f"{lvl}, grant {args.grant}, seeds {list(seeds)}"
-                              + (f", fidelity {args.fidelity}" if args.fidelity else ""), trows))
+        record_tables.append((f"{lvl}, grant {args.grant}, seeds {seeds_shown}"
+                              + (f", fidelity {args.fidelity}" if args.fidelity else "")
+                              + (f"; {incomplete_note(lvl, partial, rows, [c[0] for c in ctrls], failed)}"
+                                 if partial else ""), trows))
     for m in args.model:
         print_curve(Path(m).resolve())
     if args.record:
@@ -630,6 +747,10 @@ def main(argv: list[str] | None = None) -> int:
                           "CIs over the seeds; the isolated bound is control_bounds.py's (an LP, no "
                           "controller beats it); gap closed only where the gap exceeds the seed spread.")
     print(f"\nwall {time.perf_counter() - t0:.0f} s")
+    if failed:
+        print(f"{len(failed)} of {len(tasks)} runs ended without a result (above); exit code "
+              f"{EXIT_INCOMPLETE}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 

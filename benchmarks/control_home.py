@@ -29,7 +29,7 @@ import json
 import math
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import control as bench  # noqa: E402  (the benchmark beside this script)
+import runpool  # noqa: E402
 
 HOME: dict[str, dict] = {
     "delays": {"delay": True, "paths": False},
@@ -107,7 +108,9 @@ COLUMNS = ["home grant", "controller", "mean JCT s", "vs none", "flowherd - base
            "bg mean FCT vs none", "bg p99 FCT vs none", "worst tenant slowdown vs none", "refused"]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = bench.run_one) -> int:
+    """The table (module docstring); ``run`` makes one run (`control.run_one`). Exit code 0, 2 on bad
+    input, 3 when some run ended without a result (one line each; the others kept)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenarios", nargs="+", default=["heavy"],
                     help="light medium heavy, a family or YAML paths")
@@ -116,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--network", default=None)
     ap.add_argument("--fidelity", default=None, choices=["step", "collective", "phase"],
                     help="simulation fidelity of every run (default: the scenario's; control.py --fidelity)")
+    ap.add_argument("--max-rss", default=None, help="stop a run whose process grows past this resident "
+                    "memory, e.g. 8GB (one line names it; the other runs go on; default: no limit)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--reuse", type=Path, default=None)
@@ -123,6 +128,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="save the tables with benchmarks/record.py under this name")
     args = ap.parse_args(argv)
     from flowherd.errors import ConfigError
+    from flowherd.units import parse_size
+
+    try:
+        max_rss = None if args.max_rss is None else parse_size(args.max_rss, field="--max-rss")
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
 
     try:
         levels = {s: bench.scenario_path(s) for s in args.scenarios}
@@ -147,17 +159,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(tasks)} runs, {len(tasks) - len(todo)} reused, {len(todo)} to run, "
           f"{args.workers} workers", flush=True)
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for i, r in enumerate(pool.map(bench.run_one, todo), 1):
-            rows.append(r)
+    failed: dict[tuple, str] = {}
+    for i, out in enumerate(runpool.run_all(run, todo, args.workers, max_rss_bytes=max_rss), 1):
+        if out.failure is not None:  # one line; the table pairs each baseline on the seeds it has
+            failed[(out.task[0], out.task[5], out.task[2])] = out.failure
+            print(f"  run {bench.run_name(out.task)}: {out.failure}", file=sys.stderr, flush=True)
+        else:
+            rows.append({**out.result, "peak_rss_bytes": out.peak_rss_bytes, "process_cpu_s": out.cpu_s})
             if args.json_out:
                 args.json_out.write_text(json.dumps(other + rows, indent=1))
-            print(f"  {i}/{len(todo)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
+        print(f"  {i}/{len(todo)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
     tables = []
     for lvl in levels:
         t = table(rows, lvl)
         title = (f"{lvl}: each baseline under its home grant, flowherd under the same, seeds {list(seeds)}"
                  + (f", fidelity {args.fidelity}" if args.fidelity else ""))
+        lost = sorted((sd, lab) for (lv, sd, lab) in failed if lv == lvl)
+        if lost:  # each row pairs a baseline with flowherd and no control on the seeds all three have
+            title += (f"; incomplete: {', '.join(f'seed {sd} {lab}' for sd, lab in lost)} ended without a "
+                      "result (each pair over the seeds it has)")
         print(f"\n== {title} ==")
         print(" | ".join(COLUMNS))
         for row in t:
@@ -169,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         record.save(args.record, {}, tables=[record.table(ti, COLUMNS, t) for ti, t in tables],
                     notes="Each literature baseline under the levers its paper acts with, flowherd under the "
                           "same grant; paired 95% CIs over the seeds; cost to others against no control.")
+    if failed:
+        print(f"{len(failed)} of {len(todo)} runs ended without a result (above); exit code "
+              f"{bench.EXIT_INCOMPLETE}", file=sys.stderr)
+        return bench.EXIT_INCOMPLETE
     return 0
 
 

@@ -253,3 +253,39 @@ def test_a_yield_waits_for_the_rest_of_the_favoured_burst_only_when_told():
     assert yield_delay_s(_point("long", 0.0), view, learner, max_fraction=2.0) == pytest.approx(0.3 + 0.75)
     assert yield_delay_s(_point("long", 0.0), view, learner, max_fraction=2.0, rest=False) \
         == pytest.approx(0.3)
+
+
+def _wide_view(n_links):
+    return NetworkView(now_s=0.0, link_capacity_bytes_per_s=np.full(n_links, CAP),
+                       link_utilization=np.zeros(n_links), coflows=(), levers=GRANTS["buffer"])
+
+
+def test_the_learner_keeps_the_last_bursts_only_however_long_the_run():
+    # a job of 4 buckets per iteration over 64 shared links, 3,000 iterations: what the learner keeps
+    # is its last history_iterations + 2 bursts' onsets (each with its bytes on those links), not
+    # every collective it saw
+    lr, links, view = PatternLearner(), tuple(range(64)), _wide_view(64)
+    lr.observe(_point("other", -1.0, links), view, -1.0)  # another job on the links: shared
+    for k in range(3000):
+        for b in range(4):
+            lr.observe(_point("a", k + 0.1 * b, links), view, k + 0.1 * b)
+    p = lr.jobs["a"]
+    assert p.period_s == pytest.approx(1.0) and p.delimited
+    assert len(p.onsets) <= 4 * (lr.history_iterations + 3)
+    assert sum(len(b) for _, b in p.onsets) <= 4 * (lr.history_iterations + 3) * len(links)
+    assert len(p.origins) <= lr.history_iterations + 3
+    lr.forget("a")  # a job that leaves leaves nothing behind
+    assert "a" not in lr.jobs and all("a" not in s for s in lr.link_jobs.values())
+
+
+@pytest.mark.slow  # 9,000 relearnings over up to 8,192 onsets: 25 s
+def test_a_job_whose_bursts_are_never_told_apart_keeps_at_most_the_deque_of_onsets():
+    # one collective per iteration: every gap is a burst's, the bursts are never delimited and no
+    # onset is forgotten by the bursts; the deque's length bounds them (8,192 onsets per job)
+    lr, view = PatternLearner(), _wide_view(4)
+    lr.observe(_point("other", -1.0), view, -1.0)
+    for k in range(9000):
+        lr.observe(_point("a", float(k)), view, float(k))
+    p = lr.jobs["a"]
+    assert not p.delimited and p.period_s == pytest.approx(1.0)
+    assert len(p.onsets) == p.onsets.maxlen == 8192
