@@ -48,6 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
+from flowherd.planning.view import leaf_pods
+
 FAMILIES = ("llm_kalos_4to1", "llm_kalos_8to1", "llm_seren_1to1", "llm_kalos_rail")
 # the Kalos jobs on the real Lingjun mapping (flowherd.fabric.lingjun), full bisection and 15:1 to the core
 LINGJUN_FAMILIES = ("llm_lingjun_1to1", "llm_lingjun_15to1")
@@ -261,26 +263,6 @@ def _by_owner(per_job: list) -> dict[str, list]:
         o[3] += its
         o[5] |= set(leaves)
     return out
-
-
-def leaf_pods(fabric) -> np.ndarray:
-    """``int64[leaves]``: the pod of each leaf of the planner's view (leaves whose uplinks reach the
-    same upper-tier switches share a pod: one pod on a leaf-spine, the aggregation (PSW) group of
-    a ToR group on the Lingjun mapping)."""
-    from flowherd.cluster.placement import server_leaf
-    from flowherd.fabric.core import LinkKind
-
-    kind, tier, dst = np.asarray(fabric.link_kind), fabric.node_tier, fabric.link_dst
-    keys = []
-    for n in np.unique(server_leaf(fabric)).tolist():
-        if n < 0:
-            keys.append(("server", n))
-            continue
-        out = fabric.out_links(n)
-        up = out[(kind[out] == LinkKind.NETWORK) & (tier[dst[out]] > tier[n])]
-        keys.append(tuple(sorted(int(x) for x in dst[up])))
-    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    return np.array([ids[k] for k in keys], dtype=np.int64)
 
 
 _PODS: dict[str, np.ndarray | None] = {}

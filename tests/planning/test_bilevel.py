@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from flowherd.fabric.generators import leaf_spine
 from flowherd.planning.batch import LeafCongestion
-from flowherd.planning.bilevel import place_groups
-from flowherd.planning.predict import evaluate, fabric_view, profile_job
+from flowherd.planning.bilevel import _candidates, place_groups, pod_fill
+from flowherd.planning.predict import _layout, evaluate, fabric_view, profile_job
 from flowherd.planning.timeline import Congestion
 from flowherd.workload import TrainingJob
 from flowherd.workload.llm_cluster import recipe_shape
@@ -58,3 +60,57 @@ def test_the_routing_lp_moves_a_job_off_the_leaves_two_rings_already_cross():
     after = evaluate(v, profiles, [g for _, g in running] + [lp], start_s=[0.0, 0.0, 0.0]).jct_s
     assert after[2] < 0.95 * before[2]  # the new job: 17.3 s against 19.4 s predicted
     assert np.all(after <= before + 1e-9)  # and no running job is slower for it
+
+
+def _two_pods():
+    # 2 pods (aggregation groups) of 3 ToR groups of 4 servers (8 H100 each), 8:1 to the core
+    from flowherd.fabric.generators import clos3
+
+    return clos3(servers=24, servers_per_tor=4, tors_per_pod=3, spines_per_pod=2, cores=2,
+                 spine_oversubscription=8)
+
+
+def test_a_job_one_pod_holds_is_placed_inside_one_pod():
+    # whole free servers per ToR group: pod 0 has 4, 2, 0; pod 1 has 4, 2, 2. A Llama 3 8B on 64
+    # GPUs (TP 8, PP 4, DP 2: a stage is 2 servers) needs 8 servers. Arnold's MIP and the aligned
+    # fills take the fewest ToR groups, groups 0 and 3, one in each pod (its pipeline then crosses
+    # the 8:1 core every iteration); only pod 1 holds it alone, in groups 3, 4, 5
+    f = _two_pods()
+    v = fabric_view(f)
+    assert v.num_pods == 2 and v.leaf_pod.tolist() == [0, 0, 0, 1, 1, 1]
+    busy = [4, 5, 8, 9, 10, 11, 18, 19, 22, 23]  # servers taken by other jobs
+    free = np.ones(f.num_gpus, bool)
+    for s in busy:
+        free[v.gpus_of(s)] = False
+    job = TrainingJob(model="llama3-8b", gpus=64, tp=8, pp=4, dp=2, name="n", global_batch=16,
+                      iterations=5)
+    p = profile_job(job, v)
+    flat = dataclasses.replace(v, leaf_pod=None)  # the view without the aggregation tier
+    cands = dict(_candidates(flat, p, free, np.zeros(v.num_leaves)))
+    assert "aligned-fewest-pods" not in cands
+    for gp in cands.values():  # every candidate without pods spreads over both pods
+        assert np.unique(v.leaf_pod[_layout(v, gp)[1]]).size == 2
+    cands = dict(_candidates(v, p, free, np.zeros(v.num_leaves)))
+    pod = cands["aligned-fewest-pods"]
+    assert sorted(set((pod // 8).tolist())) == [12, 13, 14, 15, 16, 17, 20, 21]
+    # the routing LP's score, the core at 8:1: the pod's fill is chosen
+    running = []
+    run = _Run([p], [None], [])
+    cong = Congestion(leaf=LeafCongestion(target=0.9, background_bytes_per_s=np.zeros(v.num_leaves)),
+                      fabric=f, target=0.9).for_batch(run, [0])
+    res = place_groups(v, [p], free.copy(), running, congestion=cong)
+    assert np.array_equal(res.placements[0], pod)
+    assert res.notes and "aligned-fewest-pods" in res.notes[0]
+
+
+def test_one_pod_fabrics_keep_the_candidates_without_pods():
+    # a leaf-spine is one pod: no pod candidate, and place_groups' choice is the same with or
+    # without the pods in the view (the Kalos families' plans do not move)
+    f = leaf_spine(servers=24, gpus_per_server=8, leaves=6, spines=2, oversubscription=8)
+    v = fabric_view(f)
+    assert v.num_pods == 1 and pod_fill(v, np.full(6, 4), 8, 2, np.zeros(6)) is None
+    p = profile_job(_job("n", "mixtral-8x7b", 64), v)
+    free = np.ones(f.num_gpus, bool)
+    free[v.gpus_of(0)] = False
+    assert [r for r, _ in _candidates(v, p, free, np.zeros(6))] == \
+        [r for r, _ in _candidates(dataclasses.replace(v, leaf_pod=None), p, free, np.zeros(6))]

@@ -8,6 +8,10 @@ that keep its groups together (`flowherd.planning.groups`):
 * every stage in one leaf, fewest leaves, the leaves ordered by the uplink load the running jobs
   put on them (least loaded first: the concurrent-traffic estimate at leaf level,
   `flowherd.planning.batch.running_leaf_load`) and by id (`aligned_counts`);
+* where the fabric has several pods (`flowherd.planning.view.leaf_pods`: the leaves grouped by
+  the aggregation switches they hang from, the Lingjun fabric's PSW groups), the aligned fill
+  inside the fewest pods (`pod_fill`): the pods by usable room, largest first, then least loaded,
+  as many as the job needs, and the aligned fill of their leaves;
 * when no aligned placement exists (not enough whole free servers in the right leaves), the
   topology placer's (fewest servers, then fewest leaves).
 
@@ -16,7 +20,12 @@ The lower level scores each distinct candidate: the windowed congestion-free rou
 placed so far at their uncontended rates, the expected background; its objective: 100 x the
 summed excess over `planner.max_utilization` plus the largest link load,
 `flowherd.planning.timeline.Congestion.for_batch`). The candidate of least score wins; ties go
-to fewer leaves, then the order above. That is the coupling of the two levels: a placement the
+to fewer leaves, then the order above. Where the fabric has several pods, the candidates whose
+score is within `POD_SCORE_TOLERANCE` of the least take the one spread over the fewest pods
+(then the least score): the JCT model and the LP's largest link load do not charge what a ring
+crossing the core costs (the extra switch hops and ECMP stages every iteration pays; the
+Lingjun fabric is 15:1 there), so at a near tie the pods decide. On one pod the rule is the
+least score, as without pods. That is the coupling of the two levels: a placement the
 upper level's rule prefers (Arnold's, fewest leaves) loses to one whose traffic the LP can route
 under the target when the first cannot. Each such change is noted (``BatchResult.notes``,
 ``Plan.info["placement_notes"]``: job, the rule's choice and the LP's, their scores).
@@ -44,7 +53,39 @@ from flowherd.planning.groups import (
 )
 from flowherd.planning.predict import FabricView, JobProfile, _layout
 
-__all__ = ["place_groups"]
+__all__ = ["POD_SCORE_TOLERANCE", "place_groups", "pod_fill"]
+
+# routing-LP score (100 x excess over the target + the largest link load) within which the
+# candidate over fewer pods wins: 0.05 is 5 points of link utilization, no excess
+POD_SCORE_TOLERANCE = 0.05
+
+
+def pod_fill(view: FabricView, room: np.ndarray, need: int, block: int, rho: np.ndarray) -> np.ndarray | None:
+    """Servers per leaf of the aligned fill inside the fewest pods: the pods ordered by their
+    usable room (whole stage blocks), largest first, then by their leaves' mean uplink load
+    ``rho`` (least first), then id; the first pods that hold ``need`` servers, and among their
+    leaves `aligned_counts` (least-loaded leaves first on ties). A job one pod holds goes to the
+    pod of least room that holds it (best fit). None when the fabric has one pod or no pods
+    hold the job."""
+    if view.leaf_pod is None or view.num_pods < 2:
+        return None
+    pod = view.leaf_pod
+    usable = np.bincount(pod, weights=room // block * block, minlength=view.num_pods)
+    mean_rho = np.bincount(pod, weights=rho, minlength=view.num_pods) / np.maximum(
+        np.bincount(pod, minlength=view.num_pods), 1)
+    ids = np.arange(view.num_pods)
+    one = np.flatnonzero(usable >= need)
+    if one.size:
+        chosen = one[np.lexsort((ids[one], mean_rho[one], usable[one]))][:1]
+    else:
+        order = np.lexsort((ids, mean_rho, -usable))
+        k = int(np.searchsorted(np.cumsum(usable[order]), need)) + 1
+        if k > order.size:
+            return None
+        chosen = order[:k]
+    inside = np.isin(pod, chosen)
+    counts = aligned_counts(np.where(inside, room, 0), need, block, np.lexsort((np.arange(rho.size), rho)))
+    return counts if counts is not None and int(counts.sum()) == need else None
 
 
 def _candidates(view: FabricView, p: JobProfile, free: np.ndarray, load: np.ndarray) -> list[tuple[str, Any]]:
@@ -61,7 +102,8 @@ def _candidates(view: FabricView, p: JobProfile, free: np.ndarray, load: np.ndar
                              ("aligned-least-loaded", aligned_counts(room, g.servers, g.stage_servers,
                                                                      np.lexsort((np.arange(rho.size), rho)))),
                              ("aligned", aligned_counts(room, g.servers, g.stage_servers,
-                                                        np.arange(view.num_leaves)))):
+                                                        np.arange(view.num_leaves))),
+                             ("aligned-fewest-pods", pod_fill(view, room, g.servers, g.stage_servers, rho))):
             if counts is not None and int(counts.sum()) == g.servers:
                 out.append((rule, counts_to_gpus(view, whole, counts)))
     if not out:
@@ -76,6 +118,13 @@ def _candidates(view: FabricView, p: JobProfile, free: np.ndarray, load: np.ndar
             seen.add(key)
             uniq.append((rule, np.asarray(gp, dtype=np.int64)))
     return uniq
+
+
+def _pods(view: FabricView, gp: np.ndarray) -> int:
+    """Pods the GPUs ``gp`` touch."""
+    if view.leaf_pod is None:
+        return 1
+    return int(np.unique(view.leaf_pod[_layout(view, gp)[1]]).size)
 
 
 def place_groups(view: FabricView, batch: Sequence[JobProfile], free: np.ndarray,
@@ -112,6 +161,10 @@ def place_groups(view: FabricView, batch: Sequence[JobProfile], free: np.ndarray
                 leaves = _layout(view, gp)[1].size
                 scored.append((round(s, 9), leaves, k))
             best = min(scored)[2]
+            if view.num_pods > 1:  # near the least score, the fewest pods (module docstring)
+                pods = [_pods(view, gp) for _, gp in cands]
+                near = [t for t in scored if t[0] <= scored[best][0] + POD_SCORE_TOLERANCE]
+                best = min((pods[t[2]], *t) for t in near)[3]
             if best != 0:
                 notes.append(f"{p.name}: {cands[0][0]} ({_layout(view, cands[0][1])[1].size} leaves, LP "
                              f"score {scored[0][0]:.3f}) -> {cands[best][0]} "

@@ -1,8 +1,12 @@
-"""The planner's view of a fabric: servers, their GPUs and leaves, the leaves' uplink capacities
-and the per-GPU scale-up and scale-out rates (`FabricView`, cached per fabric by `fabric_view`).
+"""The planner's view of a fabric: servers, their GPUs and leaves, the leaves' uplink capacities,
+the pods the leaves hang from and the per-GPU scale-up and scale-out rates (`FabricView`, cached
+per fabric by `fabric_view`).
 
 The JCT model (`flowherd.planning.predict`) and every placer work on this view: placement
 changes the traffic at the level of servers and leaf switches (the fabric's ``server_leaf``).
+A pod (`leaf_pods`) is the set of leaves whose uplinks reach the same upper-tier switches: one pod
+on a leaf-spine, the aggregation (PSW) group of a ToR group on the Lingjun fabric, whose traffic
+to another pod crosses the (there 15:1 oversubscribed) core.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import numpy as np
 from flowherd.cluster.placement import server_leaf
 from flowherd.fabric.core import Fabric, LinkKind
 
-__all__ = ["FabricView", "fabric_view"]
+__all__ = ["FabricView", "fabric_view", "leaf_pods"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -36,6 +40,7 @@ class FabricView:
         nic_bytes_per_s: Scale-out capacity per GPU per direction (median NIC-switch link).
         gpus_per_server: Largest server size.
         fabric: The fabric it views.
+        leaf_pod: ``int64[L]`` pod of each leaf (`leaf_pods`); None: one pod.
     """
 
     num_servers: int
@@ -50,10 +55,34 @@ class FabricView:
     nic_bytes_per_s: float
     gpus_per_server: int
     fabric: Fabric | None = None
+    leaf_pod: np.ndarray | None = None
+
+    @property
+    def num_pods(self) -> int:
+        """Pods the leaves hang from (1 without ``leaf_pod``)."""
+        return 1 if self.leaf_pod is None or not self.leaf_pod.size else int(self.leaf_pod.max()) + 1
 
     def gpus_of(self, server: int) -> np.ndarray:
         """GPU ids of ``server``, ascending."""
         return self.gpu_order[self.server_gpus[server]:self.server_gpus[server + 1]]
+
+
+def leaf_pods(fabric: Fabric) -> np.ndarray:
+    """``int64[L]``: the pod of each leaf of the planner's view (leaves whose uplinks reach the
+    same upper-tier switches share a pod, numbered in leaf order: one pod on a leaf-spine, the
+    aggregation (PSW) group of a ToR group on the Lingjun fabric). Servers without a leaf form
+    pods of their own."""
+    kind, tier, dst = np.asarray(fabric.link_kind), fabric.node_tier, fabric.link_dst
+    keys: list[tuple] = []
+    for n in np.unique(server_leaf(fabric)).tolist():
+        if n < 0:
+            keys.append(("server", n))
+            continue
+        out = fabric.out_links(n)
+        up = out[(kind[out] == LinkKind.NETWORK) & (tier[dst[out]] > tier[n])]
+        keys.append(tuple(sorted(int(x) for x in dst[up])))
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    return np.array([ids[k] for k in keys], dtype=np.int64)
 
 
 _VIEWS: dict[int, tuple[Fabric, FabricView]] = {}
@@ -107,6 +136,7 @@ def fabric_view(fabric: Fabric) -> FabricView:
                       server_leaf=leaf_idx.astype(np.int64), num_leaves=len(nodes),
                       leaf_uplink_bytes_per_s=up,
                       nvlink_bytes_per_s=float(np.median(nv)) if nv.size else nic_bw,
-                      nic_bytes_per_s=nic_bw, gpus_per_server=int(np.diff(ptr).max()), fabric=fabric)
+                      nic_bytes_per_s=nic_bw, gpus_per_server=int(np.diff(ptr).max()), fabric=fabric,
+                      leaf_pod=leaf_pods(fabric))
     _VIEWS[id(fabric)] = (fabric, view)
     return view
