@@ -71,6 +71,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from flowherd.cluster.collective import nic_bandwidth_bytes_per_s
 from flowherd.cluster.control_api import GRANTS, Levers, levers_from
 from flowherd.cluster.simulate import BackgroundSpec
 from flowherd.engine.network import NetworkConfig, load_network, network_from_mapping
@@ -240,7 +241,10 @@ def _slo(m: JobModel, field: str) -> ServiceSlo | None:
     return slo_from_mapping(m.serving["slo"], f"{field}.serving.slo")
 
 
-def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None) -> Job:
+def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None,
+         port_bytes_per_s: float | None = None) -> Job:
+    """The job of one ``workload.jobs`` entry; ``port_bytes_per_s``: the fabric's NIC rate per GPU,
+    the transfer engine's wire rate of a service that does not set ``kv_wire_bytes_per_s``."""
     gpu = m.gpu or default_gpu
     submit_s = _time(m.submit, f"{field}.submit")
     if m.chakra is not None:
@@ -256,6 +260,8 @@ def _job(m: JobModel, field: str, default_gpu: str, base: Path | None = None) ->
                 check_serving_key(key, f"{field}.serving.{key}")
             eff = {} if m.efficiency is None else {"efficiency": m.efficiency}
             serving = {k: v for k, v in m.serving.items() if k != "slo"}
+            if port_bytes_per_s is not None:
+                serving.setdefault("kv_wire_bytes_per_s", port_bytes_per_s)
             return InferenceJob(model=m.model, gpu=gpu, name=m.name, tenant=m.tenant, submit_s=submit_s,
                                 **eff, **serving)
         if m.gpus is None:
@@ -311,12 +317,14 @@ def _generated(g: GeneratorModel, fabric: Fabric, seed: int) -> list[Job]:
     gps = int(np.bincount(fabric.gpu_server).max())
     rate = parse_rate_per_s(g.inference_rate, field="workload.generator.inference_rate")
     rng = np.random.default_rng([seed, 0x11C1])  # a stream apart from the arrivals'
-    return list(llm_cluster(g.jobs, fabric.num_gpus, seed=rng, profile=g.profile, load=g.load,
+    port = nic_bandwidth_bytes_per_s(fabric)
+    return [dataclasses.replace(j, kv_wire_bytes_per_s=port) if isinstance(j, InferenceJob) else j
+            for j in llm_cluster(g.jobs, fabric.num_gpus, seed=rng, profile=g.profile, load=g.load,
                             min_gpus=g.min_gpus, max_gpus=g.max_gpus, gpus_per_server=gps,
                             gpu=fabric.gpu_type[0], duration_scale=g.duration_scale,
                             max_iterations=g.max_iterations, micro_batches=g.micro_batches,
                             inference_share=g.inference_share, inference_replicas=g.inference_replicas,
-                            inference_rate_per_s=rate, tenants=g.tenants))
+                            inference_rate_per_s=rate, tenants=g.tenants)]
 
 
 def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) -> Scenario:
@@ -339,7 +347,8 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
     default_gpu = fabric.gpu_type[0]
     rng = np.random.default_rng(m.seed)
     horizon_s = _time(m.simulation.horizon, "simulation.horizon")
-    jobs: list[Job] = [_job(j, f"workload.jobs[{i}]", default_gpu, base)
+    port = nic_bandwidth_bytes_per_s(fabric)  # a service's KV wire rate unless it sets one
+    jobs: list[Job] = [_job(j, f"workload.jobs[{i}]", default_gpu, base, port)
                        for i, j in enumerate(m.workload.jobs)]
     for i, j in enumerate(m.workload.jobs):  # seeded start offsets, drawn in job order
         jitter = _time(j.submit_jitter, f"workload.jobs[{i}].submit_jitter")
@@ -351,7 +360,7 @@ def scenario_from_mapping(data: Mapping[str, Any], *, base: Path | None = None) 
     streams: list[list[Job]] = [jobs]
     for i, a in enumerate(m.workload.arrivals):
         field = f"workload.arrivals[{i}]"
-        mix = [_job(j, f"{field}.mix[{k}]", default_gpu, base) for k, j in enumerate(a.mix)]
+        mix = [_job(j, f"{field}.mix[{k}]", default_gpu, base, port) for k, j in enumerate(a.mix)]
         mix_slo = {k: s for k, jm in enumerate(a.mix) if (s := _slo(jm, f"{field}.mix[{k}]")) is not None}
         weights = a.weights or [1.0] * len(mix)
         if len(weights) != len(mix):

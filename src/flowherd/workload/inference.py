@@ -111,7 +111,8 @@ class InferenceJob:
         kv_slice_bytes: Slice size the transfer engine cuts a request into, bytes (`KV_SLICE_BYTES`).
         kv_slice_s: Cost of one slice beyond its bytes on the wire, seconds (`KV_SLICE_S`).
         kv_wire_bytes_per_s: Rate of the sending rank's port, bytes per second
-            (`KV_WIRE_BYTES_PER_S`, 400 Gb/s; set it to the fabric's NIC rate).
+            (`KV_WIRE_BYTES_PER_S`, 400 Gb/s; a scenario that does not set it gets the fabric's
+            NIC rate per GPU).
         kv_setup_s: Fixed cost of one KV transfer before its first RDMA request, seconds (e.g.
             building the block descriptor lists; 0 by default).
         submit_s: Start of the service, seconds.
