@@ -105,11 +105,11 @@ docs/fidelity.md groups them by cause):
   (``--micro-batch-size`` has no default in megatron/training/arguments.py; recomputation defaults to
   none, ``--attention-dropout`` and ``--hidden-dropout`` to 0.1). The data-parallel wire bound of the
   PP = 1 rows (`published_bounds`, printed as its own table) says the same from the other side: the
-  published iterations leave room for kernels at most 1.15-1.23x flowherd's time, never less than 1x
+  published iterations leave room for kernels at most 1.14-1.23x flowherd's time, never less than 1x
   except GPT-32B at micro-batch 1 (0.81x: its FP32 gradients, 47/48 of 15.8 GB per GPU through one
   400 Gb/s NIC, hide at most behind the last of 4 backwards), which is why that row runs micro-batch 2
   (-2.9%; at 1 it was -19.0% with 35.6% of the iteration exposed). The strong-scaling trend holds (96 ->
-  1,152 GPUs 0.973 against 0.971; with --all 96 -> 4,608), the weak-scaling one 48 -> 768 GPUs 1.015
+  1,152 GPUs 0.972 against 0.971; with --all 96 -> 4,608), the weak-scaling one 48 -> 768 GPUs 1.017
   against 1.027.
 * Eager PyTorch FSDP (IBM's fms-fsdp, Llama 2 7B, hybrid sharding): A100 +16.1%, H100 +24.5%, the
   kernels alone +18% / +27%: flowherd's eager kernels are optimistic there, more on H100, while the
@@ -127,7 +127,7 @@ docs/fidelity.md groups them by cause):
   (bigscience train/tr11-176B-ml/README.md, iteration 85,376; the same FLOP count as flowherd's). Its
   ``CUDA_LAUNCH_BLOCKING=1`` is not the cause: the same README says it "makes a tiny impact or no impact
   at all to the throughput", and even 10 us of host gap on each of the ~400 kernels of a micro-batch on
-  one stage is under 1% of that stage's 0.5 s. A100 MPT-70b on 32 GPUs +10.9%. NeMo GPT3-5B at TP 1 +12.2%
+  one stage is under 1% of that stage's 0.5 s. A100 MPT-70b on 32 GPUs +10.9%. NeMo GPT3-5B at TP 1 +12.0%
   (its yamls run hidden and attention dropout 0.1, but cuDNN's fused attention pays 3% of the
   attention's time for it on Hopper in Megatron's sbhd layout:
   github.com/NVIDIA/TransformerEngine/issues/3312, H200, 4 x 4096 tokens, head dim 128, forward +
