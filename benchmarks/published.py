@@ -95,7 +95,7 @@ so full recomputation repeats every op of each MPT block, as modelled. Megatron-
 TFLOP/s (BLOOM) is ``24 * 4 * B s L h^2 (1 + s / 6h + V / 16Lh)`` with checkpointing, which equals
 flowherd's hardware FLOPs of the same run (4 passes of every layer, 3 of the logits).
 
-Known residuals (measured with the command below: 73 of the 88 default rows within 10%, 8 beyond 20%;
+Known residuals (measured with the command below: 74 of the 88 default rows within 10%, 8 beyond 20%;
 each row beyond 10% is printed with what it lacks, measured: its error with communication free;
 docs/fidelity.md groups them by cause):
 
@@ -103,12 +103,14 @@ docs/fidelity.md groups them by cause):
   published on every row, where the NeMo FP8 and LLM Foundry BF16 H100 rows fit; the settings the README
   leaves out (micro-batch, interleaving depth, recomputation, dropout) are not fitted
   (``--micro-batch-size`` has no default in megatron/training/arguments.py; recomputation defaults to
-  none, ``--attention-dropout`` and ``--hidden-dropout`` to 0.1). The exposed data-parallel communication
-  of the PP = 1 rows depends on the unpublished micro-batch: their gradients are reduced in FP32
-  (Megatron-LM with BF16) during the last micro-batch's backward only, so GPT-32B (TP 8, 48 data-parallel
-  ranks, one per server) exposes 35.6% at micro-batch 1, 24% at 2 and 6% at 4 (-19.0%, -2.9%, +22.0%
-  against published). The strong-scaling trend holds (96 -> 1,152 GPUs 0.973 against 0.971; with --all 96
-  -> 4,608), the weak-scaling one 48 -> 768 GPUs 1.015 against 1.027.
+  none, ``--attention-dropout`` and ``--hidden-dropout`` to 0.1). The data-parallel wire bound of the
+  PP = 1 rows (`published_bounds`, printed as its own table) says the same from the other side: the
+  published iterations leave room for kernels at most 1.14-1.23x flowherd's time, never less than 1x
+  except GPT-32B at micro-batch 1 (0.81x: its FP32 gradients, 47/48 of 15.8 GB per GPU through one
+  400 Gb/s NIC, hide at most behind the last of 4 backwards), which is why that row runs micro-batch 2
+  (-2.9%; at 1 it was -19.0% with 35.6% of the iteration exposed). The strong-scaling trend holds (96 ->
+  1,152 GPUs 0.972 against 0.971; with --all 96 -> 4,608), the weak-scaling one 48 -> 768 GPUs 1.017
+  against 1.027.
 * Eager PyTorch FSDP (IBM's fms-fsdp, Llama 2 7B, hybrid sharding): A100 +16.1%, H100 +24.5%, the
   kernels alone +18% / +27%: flowherd's eager kernels are optimistic there, more on H100, while the
   LLM Foundry rows (eager FSDP over FP32 weights and Triton attention, which the sustained fractions
@@ -125,9 +127,12 @@ docs/fidelity.md groups them by cause):
   (bigscience train/tr11-176B-ml/README.md, iteration 85,376; the same FLOP count as flowherd's). Its
   ``CUDA_LAUNCH_BLOCKING=1`` is not the cause: the same README says it "makes a tiny impact or no impact
   at all to the throughput", and even 10 us of host gap on each of the ~400 kernels of a micro-batch on
-  one stage is under 1% of that stage's 0.5 s. A100 MPT-70b on 32 GPUs +10.9%. NeMo GPT3-5B at TP 1 +12.2%
-  (its yamls run hidden and attention dropout 0.1; the cost of dropout inside cuDNN's attention kernel is
-  not among the stored measurements), Llama 3 8B with CP 2 +9.4%; the larger NeMo rows within -6..+7%.
+  one stage is under 1% of that stage's 0.5 s. A100 MPT-70b on 32 GPUs +10.9%. NeMo GPT3-5B at TP 1 +12.0%
+  (its yamls run hidden and attention dropout 0.1, but cuDNN's fused attention pays 3% of the
+  attention's time for it on Hopper in Megatron's sbhd layout:
+  github.com/NVIDIA/TransformerEngine/issues/3312, H200, 4 x 4096 tokens, head dim 128, forward +
+  backward 0.594 -> 0.614 ms; under 1% of this row's iteration), Llama 3 8B with CP 2 +9.4%; the larger
+  NeMo rows within -6..+7%.
 
 Usage::
 
@@ -149,6 +154,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import published_bounds as pb  # benchmarks/published_bounds.py
 import record  # benchmarks/record.py
 from flowherd.cluster.executor import CollectiveCache, add_graph, prepare_graph
 from flowherd.engine.core import Engine
@@ -386,7 +392,8 @@ ROWS += [Row(source=FMS_FSDP, label=f"Llama2-7B HSDP(8) {n}x{gpu.upper()} mbs=2 
 # the distributed optimizer (ZeRO-1, which --overlap-param-gather needs), sequence parallelism (which
 # --tp-comm-overlap needs), Transformer Engine's attention on Hopper (cuDNN). Not stated: the precision
 # (BF16: MFU is against the BF16 peak), recomputation (Megatron's default, none, is taken) and the
-# micro-batch (--micro-batch-size has no default; 1 is taken; `--set` in `main` runs other choices).
+# micro-batch (--micro-batch-size has no default; 1 is taken unless the data-parallel wire bound of
+# published_bounds.py rules it out, as for GPT-32B; `--set` in `main` runs other choices).
 # Interleaving is implied ("pipeline-parallel communication ... enabled by default" is the interleaved
 # schedule's overlap_p2p_comm; the non-interleaved schedule turns it off), its depth not stated: 2
 # layers per model chunk (the chunk of NeMo's GPT-3 175B H100 recipe, 96 layers over PP 8 x VP 6), one
@@ -396,13 +403,14 @@ STRONG = "Megatron-Core H100 strong scaling (177B, 96 -> 4608 GPUs)"
 
 
 def _mcore(name: str, L: int, h: int, a: int, tp: int, pp: int, n: int, gbs: int, tflops: float,
-           series: str) -> Row:
+           series: str, mbs: int = 1) -> Row:
     per_stage = L // pp
     vp = 1 if pp == 1 else (per_stage // 2 if per_stage % 2 == 0 else per_stage)
     shape = _gpt(name, L, h, a, vocab=131072, tied_embeddings=False, learned_positions=4096)
-    return Row(source=MEGATRON_H100, label=f"GPT-{name} TP{tp} PP{pp} VP{vp} {n}xH100 GBS={gbs}", gpu="h100",
+    return Row(source=MEGATRON_H100, label=f"GPT-{name} TP{tp} PP{pp} VP{vp} {n}xH100 GBS={gbs}"
+               + (f" mbs={mbs}" if mbs != 1 else ""), gpu="h100",
                nic="400Gbps", model=shape,
-               gpus=n, seq_len=4096, micro_batch=1, global_batch=gbs, tp=tp, pp=pp, virtual_stages=vp,
+               gpus=n, seq_len=4096, micro_batch=mbs, global_batch=gbs, tp=tp, pp=pp, virtual_stages=vp,
                sequence_parallel=tp > 1, zero=1, attention="cudnn", tp_comm_overlap=tp > 1,
                overlap_param_gather=True, overlap_grad_reduce=True, published=tflops, metric="model_tflops",
                series=series, held_out=True, slow=n > 1152)
@@ -412,10 +420,17 @@ ROWS += [
     # weak scaling: model size, heads, hidden, layers, TP, PP, GPUs (DP 48), batch, per-GPU TFLOP/s
     *[_mcore(*r, series="Megatron-Core H100 weak scaling (1.7B/48 -> 462B/6144 GPUs)") for r in [
         ("1.7B", 24, 2048, 16, 1, 1, 48, 192, 408.8), ("7.1B", 30, 4096, 32, 2, 1, 96, 192, 465.9),
-        ("16B", 32, 6144, 48, 4, 1, 192, 192, 489.1), ("32B", 48, 7168, 56, 8, 1, 384, 192, 459.6),
-        ("70B", 84, 8192, 64, 8, 2, 768, 384, 419.7), ("119B", 92, 10240, 80, 8, 4, 1536, 768, 420.5),
+        ("16B", 32, 6144, 48, 4, 1, 192, 192, 489.1), ("70B", 84, 8192, 64, 8, 2, 768, 384, 419.7),
+        ("119B", 92, 10240, 80, 8, 4, 1536, 768, 420.5),
         ("177B", 96, 12288, 96, 8, 6, 2304, 1152, 432.8), ("314B", 96, 16384, 128, 8, 8, 3072, 1536, 474.4),
         ("462B", 112, 18432, 144, 8, 16, 6144, 3072, 459.9)]],
+    # GPT-32B at micro-batch 2, the smallest the data-parallel wire bound admits (published_bounds.py):
+    # at micro-batch 1 its FP32 gradients (16 GB per GPU, reduce-scattered over 48 servers during the
+    # last of 4 backwards) and BF16 parameters (gathered during the first forward) leave the published
+    # 0.892 s room only for kernels 0.81x flowherd's time, where every other PP = 1 row of the table
+    # leaves room for kernels 1.15-1.25x it; at micro-batch 2 the bound admits 1.23x
+    _mcore("32B", 48, 7168, 56, 8, 1, 384, 192, 459.6, series="Megatron-Core H100 weak scaling (1.7B/48 -> "
+           "462B/6144 GPUs)", mbs=2),
     # strong scaling of the 177B model at batch 1152 (TP 8, PP 6): per-GPU TFLOP/s read off the figure's
     # points (aggregate PFLOP/s on log axes, digitized from the 4737 x 2125 PNG against its grid lines;
     # the ends agree with the text's "MFU from 47% to 42%" and the 2304-GPU point with the table's 432.8
@@ -493,10 +508,43 @@ def error(row: Row, got: dict, *, compute_only: bool = False) -> float:
     return row.published / mine - 1 if row.metric == "iteration_s" else mine / row.published - 1
 
 
+def published_iteration_s(row: Row) -> float:
+    """The iteration time a row's published figure implies."""
+    job = scenario_from_mapping(scenario(row)).jobs[0]
+    if row.metric == "iteration_s":
+        return row.published
+    if row.metric == "tokens":
+        return row.global_batch * row.seq_len / (row.published * row.gpus)
+    peak = {"h100": 989e12, "a100": 312e12}[row.gpu]
+    flops = {"model_tflops": job.model_flops(), "tflops": job.iteration_flops()}.get(row.metric)
+    if flops is not None:
+        return flops / (row.published * 1e12 * row.gpus)
+    flops = job.model_flops() if row.metric == "mfu" else job.iteration_flops()
+    return flops / (row.published * peak * row.gpus)
+
+
+def wire_bound(row: Row) -> list | None:
+    """The data-parallel wire bound of a row (`published_bounds`): micro-batches, least reduce-scatter
+    and all-gather time, least iteration with flowherd's kernels, the published iteration, and the
+    largest factor on flowherd's kernel times the published figure leaves; None where it does not
+    apply."""
+    b = pb.dp_wire_bound(scenario_from_mapping(scenario(row)).jobs[0], pb.nic_rate(row.nic))
+    if b is None:
+        return None
+    pub = published_iteration_s(row)
+    return [row.label, b.micro_batches, round(b.reduce_s, 3), round(b.gather_s, 3), round(b.iteration_s(), 3),
+            round(pub, 3), round(pb.kernel_scale_for(b, pub), 3)]
+
+
 def missing(row: Row, got: dict) -> str:
     """What a row beyond 10% lacks, as the simulation measures it: whether its kernels alone already
     miss the published throughput (communication free), or only the exposed communication does."""
     err, bare = error(row, got), error(row, got, compute_only=True)
+    bound = wire_bound(row)
+    if bound is not None and bound[-1] < 1.0:
+        return (f"setting: at micro-batch {row.micro_batch} the data-parallel bytes alone leave the "
+                f"published {bound[5]:.3f} s room only for kernels {bound[-1]:.2f}x flowherd's time (least "
+                f"iteration {bound[4]:.3f} s with them): the run's unpublished micro-batch is larger")
     if err > 0.10 and bare > 0.10:
         return (f"compute: with communication free the kernels alone run {bare:+.1%} against the published "
                 f"throughput (exposed communication {got['comm_share']:.1%}): a cost of the run's kernels or "
@@ -636,13 +684,13 @@ def main() -> None:
     rows = [r for r in ROWS if (args.gpu is None or r.gpu == args.gpu) and (args.all or not r.slow)
             and (args.source is None or args.source.lower() in r.source.lower())
             and (not args.series or r.series or any(r.label.startswith(x) for x in SERIES_EXTRA.values()))]
+    rows = [dataclasses.replace(r, **changes) for r in rows]
     t0 = time.perf_counter()
     errors, got, printed = [], [], []
     print(f"{'source':<66} {'configuration':<66} {'published':>15} {'flowherd':>15} {'error':>7} {'MFU':>6} "
           f"{'exposed':>7}")
     for r in rows:
         t_row = time.perf_counter()
-        r = dataclasses.replace(r, **changes)
         g = simulate(r)
         got.append(g)
         mine = g[r.metric]
@@ -667,6 +715,12 @@ def main() -> None:
         print("\nrows beyond 10%: what is missing, measured")
     for r, g in off:
         print(f"  {r.label:<66} {error(r, g):>+7.1%}  {missing(r, g)}")
+    bounds = [b for b in (wire_bound(r) for r in rows) if b is not None]
+    if bounds:
+        print(f"\n{'data-parallel wire bound (PP = 1, distributed optimizer)':<66} {'micro':>5} {'RS s':>6} "
+              f"{'AG s':>6} {'least it':>8} {'published':>9} {'kernels <=':>10}")
+    for label, m, rs, ag, least, pub, scale in bounds:
+        print(f"{label:<66} {m:>5} {rs:>6.3f} {ag:>6.3f} {least:>8.3f} {pub:>9.3f} {scale:>9.2f}x")
     series = series_table(rows, got)
     if series:
         print(f"\n{'scaling series':<62} {'points':>6} {'GPUs':>12} {'published':>9} {'flowherd':>9} "
@@ -694,7 +748,11 @@ def main() -> None:
                          [[r.label, round(100 * error(r, g), 1), missing(r, g)] for r, g in off]),
             record.table("scaling series", ["series", "points", "smallest GPUs", "largest GPUs",
                                             "published ratio", "flowherd ratio", "diff (points)",
-                                            "exposed share smallest", "exposed share largest"], series)],
+                                            "exposed share smallest", "exposed share largest"], series),
+            record.table("data-parallel wire bound (PP = 1, distributed optimizer)",
+                         ["configuration", "micro-batches", "least reduce-scatter s", "least all-gather s",
+                          "least iteration s with flowherd's kernels", "published iteration s",
+                          "largest factor on flowherd's kernel times"], bounds)],
             notes="Per-GPU throughput of published training runs against flowherd's simulation of each run "
                   "on its idle fabric; exposed share = 1 - compute critical path / iteration.")
 

@@ -129,6 +129,43 @@ def test_overlapped_param_gather_feeds_the_first_forward():
     assert early.bytes_by_group()["zero"] == pytest.approx(late.bytes_by_group()["zero"])
 
 
+def test_first_forward_pays_nccl_sms_to_the_next_buckets_parameter_gather(monkeypatch):
+    # Megatron-LM@f2e5db402c distrib_optimizer.py: bucket 0's all-gather is dispatched after the step
+    # (lines 1336-1337), each next one in the forward pre-hook of the bucket before it (line 1475), so
+    # while a bucket's layers compute in the first forward the next bucket's gather runs beside them;
+    # its NCCL blocks hold nccl_channels of the SMs (`compute.comm_interference_s`), as the gradient
+    # reduce-scatter's do beside the backward. Later micro-batches and the last bucket pay none.
+    kw = dict(model="llama3-8b", gpus=16, tp=8, zero_stage=1, global_batch=4, overlap_param_gather=True)
+    job = TrainingJob(**kw)
+
+    def fwd(graph, mb):
+        return [t for t in graph.tasks if t.kind == TaskKind.COMPUTE and t.phase == "fwd"
+                and t.micro_batch == mb and t.stage == 0]
+
+    real = job.iteration_graph()
+    calls: list[tuple[float, float, bool]] = []
+
+    def spy(compute_s, comm_bytes, gpu, *, across_servers=False, gpus_per_server=8):
+        calls.append((compute_s, comm_bytes, across_servers))
+        return 0.0
+
+    monkeypatch.setattr(cm, "comm_interference_s", spy)
+    bare = job.iteration_graph()
+    first = [c for c in calls if c[0] in {t.duration_s for t in fwd(bare, 0)}]
+    gathers = [t for t in bare.tasks if t.group == "zero" and t.stage == 0]  # forward order
+    assert len(fwd(bare, 0)) == len(gathers) > 2 and len(first) == len(gathers) - 1
+    # what one GPU receives of the next bucket: (dp - 1) / dp of it; the task counts the 8 TP groups'
+    per_gpu = [t.total_bytes / 8 * (job.dp - 1) / job.dp for t in gathers[1:]]
+    assert [c[1] for c in first] == pytest.approx(per_gpu)
+    assert all(c[2] for c in first)  # the data-parallel pair sits in two servers
+    monkeypatch.undo()
+    expect = sum(cm.comm_interference_s(c[0], c[1], job.gpu, across_servers=True) for c in first)
+    assert expect > 0
+    assert sum(t.duration_s for t in fwd(real, 0)) - sum(t.duration_s for t in fwd(bare, 0)) == \
+        pytest.approx(expect)
+    assert [t.duration_s for t in fwd(real, 1)] == [t.duration_s for t in fwd(bare, 1)]
+
+
 def test_all_gather_context_parallelism_waits_for_the_gather():
     kw = dict(model="llama3-8b", gpus=2, cp=2, seq_len=8192, global_batch=1)
     # TE's ring moves K/V beside the attention; an all-gather completes before the attention uses it

@@ -115,9 +115,10 @@ Fitted constants and their measurements:
 * Communication beside compute (`comm_interference_s`): NCCL's blocks hold ``nccl_channels`` of
   the ``sm_count`` SMs while a collective overlaps a kernel (no fitted constant: the SM counts of
   the whitepapers, the channels and ring bandwidth of flowherd's ported NCCL model). Paid by
-  FSDP / ZeRO-3 layers beside their gathers and reduce-scatters and, in the backward that syncs
-  gradients, by each DDP / ZeRO-1/2 bucket beside the previous bucket's all-reduce or
-  reduce-scatter (`flowherd.workload.pipeline`).
+  FSDP / ZeRO-3 layers beside their gathers and reduce-scatters, in the backward that syncs
+  gradients by each DDP / ZeRO-1/2 bucket beside the previous bucket's all-reduce or
+  reduce-scatter, and, with ``overlap_param_gather``, in the first forward by each bucket beside the
+  next bucket's all-gather of updated weights (`flowherd.workload.pipeline`).
 
 * FP8 GEMMs (``precision="fp8"``: Transformer Engine's FP8 linear layers, as NeMo / Megatron-Core
   run them): the GPU's dense FP8 peak (`GpuSpec.peak_fp8_flops`) with the plateau at the FP8 MAMF

@@ -365,7 +365,12 @@ class _Builder:
         reps = 2 if (phase == "bwd" and j.recompute == "full") else 1
         syncing = phase == "bwd" and self.buckets is not None and self._syncs(mb)
         prev_bucket: list[int] = []
-        for units in self._chunks((p, v), phase, mb):
+        chunks = self._chunks((p, v), phase, mb)
+        # the first forward after the step waits bucket by bucket for the updated weights, and the
+        # next bucket's all-gather runs beside each bucket's layers (Megatron-LM's distributed
+        # optimizer dispatches it in a forward pre-hook): NCCL's blocks take SMs from them as well
+        gathering = (phase == "fwd" and mb == 0 and self.param_ag is not None and j.efficiency is None)
+        for ci, units in enumerate(chunks):
             n = len(units)
             n_moe = int(u["moe"][units].sum())
             lbl = f"{tag}/L{units[0]}" if n == 1 else f"{tag}/L{min(units)}-{max(units)}"
@@ -399,6 +404,9 @@ class _Builder:
                 # the previous bucket's DP collective runs beside this bucket's backward: NCCL's
                 # blocks take SMs from it, as from FSDP's layers (`compute.comm_interference_s`)
                 dur += cm.comm_interference_s(dur, self._bucket_bus_bytes(p, u, prev_bucket), j.gpu,
+                                              across_servers=self._dp_far(p))
+            if gathering and ci + 1 < len(chunks):
+                dur += cm.comm_interference_s(dur, self._param_bus_bytes(p, u, chunks[ci + 1]), j.gpu,
                                               across_servers=self._dp_far(p))
             prev_bucket = units
             c = b.compute(lbl, dur, pre, stage=p, micro_batch=mb, phase=phase)
@@ -469,6 +477,14 @@ class _Builder:
         k = 2.0 if j.zero_stage == 0 else 1.0
         return k * j.grad_bytes * (float(u["dense_loc"][bucket].sum()) * fr[0]
                                    + float(u["expert_loc"][bucket].sum()) * fr[1])
+
+    def _param_bus_bytes(self, p: int, u: dict[str, np.ndarray], bucket: list[int]) -> float:
+        """What one GPU receives of a bucket's all-gather of updated weights (ZeRO-1/2 with
+        ``overlap_param_gather``; nccl-tests bus bytes, ``(n-1)/n`` of the bucket)."""
+        j = self.job
+        fr = [(g.shape[1] - 1) / g.shape[1] for g in (self._groups(p, "dp"), self._groups(p, "edp"))]
+        return j.param_bytes * (float(u["dense_loc"][bucket].sum()) * fr[0]
+                                + float(u["expert_loc"][bucket].sum()) * fr[1])
 
     def _dp_sync(self, p: int, v: int, mb: int, done_at: dict[int, int]) -> None:
         j, u = self.job, self.units[(p, v)]
