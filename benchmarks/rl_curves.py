@@ -65,12 +65,16 @@ SCENARIO = HERE / "scenarios" / "rl_small.yaml"
 LEARNERS = {"ppo-raw": ("raw", False), "ppo-structured": ("structured", False),
             "bc+ppo": ("structured", True)}
 PATH_LEARNERS = {"ppo-raw": ("paths-raw", False), "ppo-index": ("paths-index", False),
+                 "ppo-rule": ("paths-index", False),
                  "bc+ppo": ("paths-index", True), "bc+ppo-shaped": ("paths-index", True)}
 # arms trained otherwise than the defaults of flowherd.rl.train.train: bc+ppo-shaped is bc+ppo with the
 # reward shaped by the jobs' progress (flowherd.rl.paths_env, reward="progress": a decision's credit
 # within the iteration it changes) and a softer clone (label smoothing 0.5: the clone of no control
 # keeps the teacher's greedy action with probability about 0.56 instead of 0.87)
-TRAIN_KWARGS = {"bc+ppo-shaped": {"reward": "progress", "bc_smoothing": 0.5}}
+# ppo-rule is ppo-index with the policy class of the rule family (flowherd.control.paths_rule: one shared
+# linear score of each option's features and a hold logit affine in Theorem 1's W / theta, seven learnable
+# numbers from a random start; the critic the same MLP)
+TRAIN_KWARGS = {"bc+ppo-shaped": {"reward": "progress", "bc_smoothing": 0.5}, "ppo-rule": {"policy": "rule"}}
 
 
 def learners(env: str) -> dict[str, tuple[str, bool]]:
