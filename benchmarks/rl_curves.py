@@ -6,7 +6,10 @@ collective, `flowherd.control.paths_agent`; asked only where its actions differ)
 * ``ppo-raw``: PPO from scratch, options in a fixed order (default ECMP routes, widest share,
   every pair over candidate k) and each option's link features;
 * ``ppo-index``: PPO from scratch, the same decisions ranked by the index of docs/rl-structure.md
-  (Theorem 2) with Theorem 1's hold feature: the proven structure as the policy's parameterization;
+  (Theorem 2) with Theorem 1's hold feature: the proven structure as the policy's inputs and outputs;
+* ``ppo-rule``: PPO from scratch on the same space with the rule family as the policy class
+  (`flowherd.control.paths_rule`: one linear score shared by the options, a hold logit affine in
+  Theorem 1's ``W / theta``; seven parameters from a random start, the same MLP critic);
 * ``bc+ppo``: the index space, warm-started by behaviour cloning of no control (the default routes,
   never holding; ``--warm``), then PPO: what learning adds to its warm start;
 * ``bc+ppo-shaped``: the same with a softer clone (label smoothing 0.5) and the reward shaped by the
