@@ -6,7 +6,10 @@ collective, `flowherd.control.paths_agent`; asked only where its actions differ)
 * ``ppo-raw``: PPO from scratch, options in a fixed order (default ECMP routes, widest share,
   every pair over candidate k) and each option's link features;
 * ``ppo-index``: PPO from scratch, the same decisions ranked by the index of docs/rl-structure.md
-  (Theorem 2) with Theorem 1's hold feature: the proven structure as the policy's parameterization;
+  (Theorem 2) with Theorem 1's hold feature: the proven structure as the policy's inputs and outputs;
+* ``ppo-rule``: PPO from scratch on the same space with the rule family as the policy class
+  (`flowherd.control.paths_rule`: one linear score shared by the options, a hold logit affine in
+  Theorem 1's ``W / theta``; seven parameters from a random start, the same MLP critic);
 * ``bc+ppo``: the index space, warm-started by behaviour cloning of no control (the default routes,
   never holding; ``--warm``), then PPO: what learning adds to its warm start;
 * ``bc+ppo-shaped``: the same with a softer clone (label smoothing 0.5) and the reward shaped by the
@@ -65,12 +68,16 @@ SCENARIO = HERE / "scenarios" / "rl_small.yaml"
 LEARNERS = {"ppo-raw": ("raw", False), "ppo-structured": ("structured", False),
             "bc+ppo": ("structured", True)}
 PATH_LEARNERS = {"ppo-raw": ("paths-raw", False), "ppo-index": ("paths-index", False),
+                 "ppo-rule": ("paths-index", False),
                  "bc+ppo": ("paths-index", True), "bc+ppo-shaped": ("paths-index", True)}
 # arms trained otherwise than the defaults of flowherd.rl.train.train: bc+ppo-shaped is bc+ppo with the
 # reward shaped by the jobs' progress (flowherd.rl.paths_env, reward="progress": a decision's credit
 # within the iteration it changes) and a softer clone (label smoothing 0.5: the clone of no control
 # keeps the teacher's greedy action with probability about 0.56 instead of 0.87)
-TRAIN_KWARGS = {"bc+ppo-shaped": {"reward": "progress", "bc_smoothing": 0.5}}
+# ppo-rule is ppo-index with the policy class of the rule family (flowherd.control.paths_rule: one shared
+# linear score of each option's features and a hold logit affine in Theorem 1's W / theta, seven learnable
+# numbers from a random start; the critic the same MLP)
+TRAIN_KWARGS = {"bc+ppo-shaped": {"reward": "progress", "bc_smoothing": 0.5}, "ppo-rule": {"policy": "rule"}}
 
 
 def learners(env: str) -> dict[str, tuple[str, bool]]:
@@ -337,7 +344,7 @@ def _headline(runs: list[dict], rows, cfg: dict, tol: float, ref: dict) -> tuple
     against its own warm start on the held-out seeds (paired per test seed, mean over the SB3 seeds,
     95% CI over the test seeds), and the steps the structured arm needs to come within ``tol`` of
     its best against the unstructured arm's."""
-    from flowherd.rl.curves import compare_convergence, mean_ci
+    from flowherd.rl.curves import mean_ci
 
     figures: dict = {}
     warm: dict = {}
@@ -368,43 +375,56 @@ def _headline(runs: list[dict], rows, cfg: dict, tol: float, ref: dict) -> tuple
         figures[f"{arm}: held-out mean JCT vs its warm start ({kind})"] = fig
         figures[f"{arm}: held-out mean JCT vs no control"] = {"value": round(mn, 3), "unit": "%",
                                                               "ci95": round(hn, 3)}
-    struct, raw = ("ppo-index", "ppo-raw") if cfg.get("env") == "paths" else ("ppo-structured", "ppo-raw")
+    # every structured arm against the unstructured one (paths: ppo-index, the index-ranked space with an
+    # MLP, and ppo-rule, the rule family as the policy class)
+    structs, raw = (("ppo-index", "ppo-rule"), "ppo-raw") if cfg.get("env") == "paths" \
+        else (("ppo-structured",), "ppo-raw")
+    for struct in structs:
+        _convergence(runs, struct, raw, tol, figures)
+    return figures, warm
+
+
+def _convergence(runs: list[dict], struct: str, raw: str, tol: float, figures: dict) -> None:
+    """Print and record whether ``struct`` reaches within ``tol`` of its best in at most a third of
+    ``raw``'s steps (`flowherd.rl.curves.compare_convergence`), if both arms have runs."""
+    from flowherd.rl.curves import compare_convergence
+
     curves = {arm: [([int(p["steps"]) for p in r["curve"]], [float(p["mean_jct_s"]) for p in r["curve"]])
                     for r in sorted((r for r in runs if r["arm"] == arm), key=lambda r: r["seed"])]
               for arm in (struct, raw)}
-    if curves[struct] and curves[raw]:
-        c = compare_convergence(curves[struct], curves[raw], tol=tol)
-        pct = round(100 * tol)
-        verdict = {True: "met", False: "not met", None: "not judged: both arms start at their best"}[c.met]
-        if c.met:
-            verdict += " beyond the seeds' noise" if c.sure else " on the means, within the seeds' noise"
-        print(f"\nsteps to within {pct}% of each run's own best validation JCT (per SB3 seed; mean +- 95% "
-              "CI):")
-        for arm, st, m, n, se in ((struct, c.structured, c.structured_mean, c.structured_learnt,
-                                   c.structured_settle),
-                                  (raw, c.unstructured, c.unstructured_mean, c.unstructured_learnt,
-                                   c.unstructured_settle)):
-            settle = ", ".join("never" if x is None else str(x) for x in se)
-            print(f"  {arm:<15} {list(st)}: {m[0]:.0f} +-{m[1]:.0f}; runs that left their step-0 band: "
-                  f"{n} of {len(st)}; in the band from then on: [{settle}]")
-        print(f"  criterion, at most a third on the means: {struct} - {raw}/3 = {c.margin[0]:+.0f} "
-              f"+-{c.margin[1]:.0f} steps (Welch 95% CI), ratio of means "
-              f"{'-' if math.isnan(c.ratio) else f'{c.ratio:.2f}'}: {verdict}; per seed {c.per_seed_met} of "
-              f"{min(len(c.structured), len(c.unstructured))}; mean curves {c.mean_curve_steps[0]} against "
-              f"{c.mean_curve_steps[1]} steps")
-        fig = {"value": None if math.isnan(c.ratio) else round(float(c.ratio), 3), "unit": "ratio"}
-        if c.met is not None:
-            fig.update(target="<= 1/3", met=c.met)
-        figures[f"steps to within {pct}% of its best: {struct} over {raw}"] = fig
-        figures[f"steps to within {pct}% of its best: {struct} mean"] = {
-            "value": round(c.structured_mean[0], 1), "unit": "steps", "ci95": round(c.structured_mean[1], 1)}
-        figures[f"steps to within {pct}% of its best: {raw} mean"] = {
-            "value": round(c.unstructured_mean[0], 1), "unit": "steps",
-            "ci95": round(c.unstructured_mean[1], 1)}
-        figures[f"steps to within {pct}% of its best: {struct} - {raw}/3"] = {
-            "value": round(c.margin[0], 1), "unit": "steps", "ci95": round(c.margin[1], 1),
-            "target": "<= 0", "met": bool(c.met) if c.met is not None else None}
-    return figures, warm
+    if not (curves[struct] and curves[raw]):
+        return
+    c = compare_convergence(curves[struct], curves[raw], tol=tol)
+    pct = round(100 * tol)
+    verdict = {True: "met", False: "not met", None: "not judged: both arms start at their best"}[c.met]
+    if c.met:
+        verdict += " beyond the seeds' noise" if c.sure else " on the means, within the seeds' noise"
+    print(f"\nsteps to within {pct}% of each run's own best validation JCT (per SB3 seed; mean +- 95% "
+          "CI):")
+    for arm, st, m, n, se in ((struct, c.structured, c.structured_mean, c.structured_learnt,
+                               c.structured_settle),
+                              (raw, c.unstructured, c.unstructured_mean, c.unstructured_learnt,
+                               c.unstructured_settle)):
+        settle = ", ".join("never" if x is None else str(x) for x in se)
+        print(f"  {arm:<15} {list(st)}: {m[0]:.0f} +-{m[1]:.0f}; runs that left their step-0 band: "
+              f"{n} of {len(st)}; in the band from then on: [{settle}]")
+    print(f"  criterion, at most a third on the means: {struct} - {raw}/3 = {c.margin[0]:+.0f} "
+          f"+-{c.margin[1]:.0f} steps (Welch 95% CI), ratio of means "
+          f"{'-' if math.isnan(c.ratio) else f'{c.ratio:.2f}'}: {verdict}; per seed {c.per_seed_met} of "
+          f"{min(len(c.structured), len(c.unstructured))}; mean curves {c.mean_curve_steps[0]} against "
+          f"{c.mean_curve_steps[1]} steps")
+    fig = {"value": None if math.isnan(c.ratio) else round(float(c.ratio), 3), "unit": "ratio"}
+    if c.met is not None:
+        fig.update(target="<= 1/3", met=c.met)
+    figures[f"steps to within {pct}% of its best: {struct} over {raw}"] = fig
+    figures[f"steps to within {pct}% of its best: {struct} mean"] = {
+        "value": round(c.structured_mean[0], 1), "unit": "steps", "ci95": round(c.structured_mean[1], 1)}
+    figures[f"steps to within {pct}% of its best: {raw} mean"] = {
+        "value": round(c.unstructured_mean[0], 1), "unit": "steps",
+        "ci95": round(c.unstructured_mean[1], 1)}
+    figures[f"steps to within {pct}% of its best: {struct} - {raw}/3"] = {
+        "value": round(c.margin[0], 1), "unit": "steps", "ci95": round(c.margin[1], 1),
+        "target": "<= 0", "met": bool(c.met) if c.met is not None else None}
 
 
 def _figure(runs: list[dict], cfg: dict, fh_val: float, none_val: float, path: Path) -> None:

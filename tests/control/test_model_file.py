@@ -172,3 +172,17 @@ def test_an_a2c_model_with_pickled_optimizer_settings_loads(tmp_path):
     with pytest.raises(ConfigError, match=r"pickled policy_kwargs uses posix\.system"):
         read_model_file(bad)
     assert not (tmp_path / "m").exists()
+
+
+def test_the_rule_policy_class_is_read_for_the_paths_index_space_only(model_zip, tmp_path):
+    # a file naming flowherd's rule-family policy (flowherd.control.paths_rule) over another space than
+    # paths-index is refused in one line, before any weight is read into it
+    from flowherd.control.paths_rule import PathsRulePolicy
+
+    ref = base64.b64encode(pickle.dumps(PathsRulePolicy)).decode()
+    assert class_reference(base64.b64decode(ref)) == ("flowherd.control.paths_rule", "PathsRulePolicy")
+    bad = _rewrite(model_zip, tmp_path / "rule.zip",
+                   data=lambda d: d["policy_class"].update({":serialized:": ref}))
+    assert read_model_file(bad).policy_class == ("flowherd.control.paths_rule", "PathsRulePolicy")
+    with pytest.raises(ConfigError, match="paths-index space, over the structured space"):
+        load_policy(bad)

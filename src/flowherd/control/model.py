@@ -175,7 +175,7 @@ def load_policy(path: str | Path) -> Any:
             holding pickled code, or one made for other observations / actions than
             `flowherd.control.herd`'s.
     """
-    from flowherd.control.model_file import load_weights, read_model_file
+    from flowherd.control.model_file import POLICY_CLASSES, load_weights, read_model_file
 
     p = Path(path)
     if p.suffix != ".zip" or not p.is_file():
@@ -193,9 +193,17 @@ def load_policy(path: str | Path) -> Any:
     from gymnasium import spaces
     from stable_baselines3.common.policies import ActorCriticPolicy
 
+    cls = ActorCriticPolicy
+    if schema.policy_class != POLICY_CLASSES[0]:
+        if known[key] != "paths-index":
+            raise ConfigError(f"model {str(path)!r} declares {'.'.join(schema.policy_class)}, a policy of "
+                              f"the paths-index space, over the {known[key]} space (controller.name)")
+        from flowherd.control.paths_rule import PathsRulePolicy
+
+        cls = PathsRulePolicy
     try:
         # both observation spaces are clipped to the same bound (herd.OBS_BOUND, paths_agent's)
-        policy = ActorCriticPolicy(
+        policy = cls(
             observation_space=spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(schema.num_features,),
                                          dtype=np.float32),
             action_space=spaces.Discrete(schema.num_actions), lr_schedule=lambda _: 0.0,

@@ -54,8 +54,10 @@ __all__ = ["MAX_MEMBER_BYTES", "POLICY_CLASSES", "POLICY_KWARGS", "ModelSchema",
 #: layers per head); a member declaring more is refused before it is decompressed.
 MAX_MEMBER_BYTES = 64 * MiB
 #: The policy classes a model file may name: stable-baselines3's actor-critic policy (PPO and A2C
-#: save it under this name; ``MlpPolicy`` is an alias of it).
-POLICY_CLASSES = (("stable_baselines3.common.policies", "ActorCriticPolicy"),)
+#: save it under this name; ``MlpPolicy`` is an alias of it), and flowherd's rule-family policy
+#: of the paths-index space (`flowherd.control.paths_rule`).
+POLICY_CLASSES = (("stable_baselines3.common.policies", "ActorCriticPolicy"),
+                  ("flowherd.control.paths_rule", "PathsRulePolicy"))
 #: Keyword arguments of the policy a model file may declare, and those of its optimizer, which
 #: acting does not need (A2C saves RMSprop's; they are dropped).
 POLICY_KWARGS = ("net_arch", "activation_fn", "ortho_init", "share_features_extractor", "normalize_images")
@@ -89,12 +91,14 @@ class ModelSchema:
         num_actions: Number of discrete actions.
         policy_kwargs: Keyword arguments of the policy (keys of `POLICY_KWARGS`).
         policy_bytes: The ``policy.pth`` member (the weights).
+        policy_class: The declared policy class, ``(module, name)``, one of `POLICY_CLASSES`.
     """
 
     num_features: int
     num_actions: int
     policy_kwargs: dict[str, Any]
     policy_bytes: bytes
+    policy_class: tuple[str, str] = POLICY_CLASSES[0]
 
 
 def _bad(path: str | Path, reason: str) -> ConfigError:
@@ -340,7 +344,7 @@ def read_model_file(path: str | Path) -> ModelSchema:
         kwargs = _policy_kwargs(data.get("policy_kwargs", {}), path)
         policy_bytes = _member(zf, "policy.pth", path)
     return ModelSchema(num_features=int(shape[0]), num_actions=n, policy_kwargs=dict(kwargs),
-                       policy_bytes=policy_bytes)
+                       policy_bytes=policy_bytes, policy_class=ref)
 
 
 def load_weights(schema: ModelSchema, path: str | Path) -> dict[str, Any]:

@@ -43,10 +43,13 @@ from flowherd.registry import Registry
 from flowherd.rl.env import BufferingEnv
 from flowherd.rl.paths_env import PathsEnv
 
-__all__ = ["ALGOS", "CloneStats", "CurvePoint", "TrainResult", "behaviour_clone", "clone_stats",
+__all__ = ["ALGOS", "POLICIES", "CloneStats", "CurvePoint", "TrainResult", "behaviour_clone", "clone_stats",
            "collect_structured", "evaluate", "train"]
 
 ALGOS: Registry[str] = Registry("--algo", {"ppo": "PPO", "a2c": "A2C"})  # name -> SB3 class name
+#: Policy classes: ``mlp`` (SB3's MLP actor-critic) or ``rule`` (`flowherd.control.paths_rule`: the
+#: rule family of docs/rl-structure.md with seven learnable numbers, paths-index space only).
+POLICIES = ("mlp", "rule")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -293,7 +296,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
           gamma: float = 0.999, learning_rate: float = 3e-4, net_arch: Sequence[int] = (64, 64),
           num_threads: int = 1, actions: str = "structured", n_steps: int | None = None,
           choice_only: bool = False, bc_balance: bool = False, warm: str = "none", reward: str = "jct",
-          progress: Callable[[int, int, CurvePoint | None], None] | None = None,
+          policy: str = "mlp", progress: Callable[[int, int, CurvePoint | None], None] | None = None,
           log: Callable[[str], None] | None = None) -> TrainResult:
     """Behaviour cloning of the structured policy, then RL (module docstring).
 
@@ -337,6 +340,9 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         reward: In a paths space, ``jct`` or ``progress`` (`flowherd.rl.paths_env.PathsEnv`: the
             same return, shaped by the jobs' work done so that a decision's credit lands within
             the iteration it changes); the cloning's returns-to-go and RL use it alike.
+        policy: ``mlp`` (the actor is an MLP of ``net_arch``) or ``rule`` (with ``paths-index``:
+            the actor is the rule family of `flowherd.control.paths_rule`, seven learnable numbers
+            from a random start; the critic is the MLP of ``net_arch``).
         progress: Called as ``progress(steps_done, steps, new_curve_point_or_None)``.
         log: Called with one line per phase (episodes, cloning, reference runs, stop), so that a
             long phase before RL does not look like a hang.
@@ -361,6 +367,10 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         raise ConfigError(f"the model file must end in .zip, got {str(out)!r} (--out)")
     if time_limit_s is not None and not (isinstance(time_limit_s, int | float) and time_limit_s > 0):
         raise ConfigError(f"time_limit_s must be a positive time, got {time_limit_s!r} (--time-limit)")
+    if policy not in POLICIES:
+        raise ConfigError(f"policy must be one of {POLICIES}, got {policy!r} (policy)")
+    if policy == "rule" and actions != "paths-index":
+        raise ConfigError(f"the rule policy takes the paths-index space, got {actions!r} (actions)")
     if not (isinstance(num_threads, int) and 1 <= num_threads <= 2):
         raise ConfigError(f"num_threads must be 1 or 2 (two cores), got {num_threads!r} (num_threads)")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -427,7 +437,13 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         kwargs.update(n_steps=n_steps, gae_lambda=0.95, ent_coef=ent_coef)
     rl_env = Monitor(make_env(train_seeds, choice_only))
     rl_env.reset(seed=seed)
-    model = algo_cls("MlpPolicy", rl_env, **kwargs)
+    policy_cls: Any = "MlpPolicy"
+    if policy == "rule":
+        from flowherd.control.paths_rule import PathsRulePolicy
+
+        policy_cls = PathsRulePolicy
+        kwargs["policy_kwargs"] = {"net_arch": {"pi": [], "vf": list(net_arch)}}
+    model = algo_cls(policy_cls, rl_env, **kwargs)
 
     # -- 2. behaviour cloning ----------------------------------------------------------------------
     bc_accuracy = (behaviour_clone(model.policy, data, epochs=bc_epochs, seed=seed, smoothing=bc_smoothing,
