@@ -17,16 +17,19 @@ KEYS = ("mean_ttft_s", "p99_ttft_s", "mean_tpot_s", "p99_tpot_s", "ttft_attainme
 
 
 def service_figures(run) -> dict:
-    """A run's service figures (`KEYS` as ``svc_<key>``, ``services`` how many, ``slo_met`` how many
-    met both 99th-percentile objectives) and its training jobs' mean JCT, censored at the horizon as
-    the run's (``train_mean_jct_s``); ``{}`` for a run without services."""
+    """A run's service figures (`KEYS` as ``svc_<key>``, ``services`` how many, ``with_slo`` how many
+    have an objective, ``slo_met`` how many of those met their 99th-percentile objectives; the
+    attainments are NaN without objectives) and its training jobs' mean JCT, censored at the horizon
+    as the run's (``train_mean_jct_s``); ``{}`` for a run without services."""
     svc = run.summary.get("services") or []
     if not svc:
         return {}
     h = run.cluster.horizon_s
     train = [min(h if j.finish_s is None else j.finish_s, h) - j.submit_s
              for j in run.cluster.jobs if j.submit_s < h and getattr(j, "service", None) is None]
-    out: dict = {"services": len(svc), "slo_met": sum(bool(s.get("slo_met")) for s in svc),
+    with_slo = [s for s in svc if s.get("ttft_slo_s") is not None or s.get("tpot_slo_s") is not None]
+    out: dict = {"services": len(svc), "with_slo": len(with_slo),
+                 "slo_met": sum(bool(s.get("slo_met")) for s in with_slo),
                  "train_mean_jct_s": float(np.mean(train)) if train else math.nan}
     for k in KEYS:
         v = [s[k] for s in svc if s.get(k) is not None]
@@ -55,14 +58,22 @@ def service_rows(rows: list[dict], labels: list[str], ci95: Callable) -> list[li
         d, dh = ci95([r["train_mean_jct_s"] - none_of[r["seed"]]["train_mean_jct_s"] for r in paired])
         a, ah = ci95([100 * (r["svc_slo_attainment"] - none_of[r["seed"]]["svc_slo_attainment"])
                       for r in paired])
-        mean = {k: float(np.nanmean([r[f"svc_{k}"] for r in rs])) for k in KEYS}
+        mean = {k: _mean([r[f"svc_{k}"] for r in rs]) for k in KEYS}
+        slo = sum(r.get("with_slo", r["services"]) for r in rs)
         out.append([lab, round(m, 3), round(h, 3), round(d, 3), round(dh, 3),
                     round(1e3 * mean["mean_ttft_s"], 2), round(1e3 * mean["p99_ttft_s"], 2),
                     round(1e3 * mean["mean_tpot_s"], 3), round(1e3 * mean["p99_tpot_s"], 3),
                     round(100 * mean["ttft_attainment"], 2), round(100 * mean["tpot_attainment"], 2),
                     round(100 * mean["slo_attainment"], 2), round(a, 2), round(ah, 2),
-                    f"{sum(r['slo_met'] for r in rs)}/{sum(r['services'] for r in rs)}", len(rs)])
+                    f"{sum(r['slo_met'] for r in rs)}/{slo}" if slo else "no SLO", len(rs)])
     return out
+
+
+def _mean(x: list[float]) -> float:
+    """The mean of the finite values of ``x`` (NaN if none)."""
+    a = np.asarray(x, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    return float(a.mean()) if a.size else math.nan
 
 
 def print_services(rows: list[dict], labels: list[str], ci95: Callable) -> list[list]:

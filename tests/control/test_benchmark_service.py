@@ -26,7 +26,8 @@ def _ci95(x):
 
 def _service(ttft, p99, att):
     return {"name": "s", "mean_ttft_s": ttft, "p99_ttft_s": p99, "mean_tpot_s": 0.02, "p99_tpot_s": 0.03,
-            "ttft_attainment": att, "tpot_attainment": 1.0, "slo_attainment": att, "slo_met": p99 <= 0.45}
+            "ttft_slo_s": 0.45, "tpot_slo_s": None, "ttft_attainment": att, "tpot_attainment": 1.0,
+            "slo_attainment": att, "slo_met": p99 <= 0.45}
 
 
 def test_service_figures_count_training_jobs_only_and_take_the_worst_p99():
@@ -44,7 +45,7 @@ def test_service_figures_count_training_jobs_only_and_take_the_worst_p99():
     assert f["svc_p99_ttft_s"] == pytest.approx(0.5)
     assert f["svc_mean_ttft_s"] == pytest.approx(0.15)
     assert f["svc_slo_attainment"] == pytest.approx(0.945)
-    assert (f["services"], f["slo_met"]) == (2, 1)
+    assert (f["services"], f["with_slo"], f["slo_met"]) == (2, 2, 1)
     assert svc.service_figures(SimpleNamespace(summary={"services": []}, cluster=None)) == {}
 
 
@@ -52,7 +53,8 @@ def test_service_rows_pair_each_controller_with_no_control_on_the_same_seed():
     # x gains 1 s of training JCT and 2 points of SLO attainment on every seed, though the seeds'
     # own figures spread widely: the paired CI is 0 wide, the unpaired one is not
     def row(ctl, seed, jct, att):
-        return {"controller": ctl, "seed": seed, "services": 1, "slo_met": 1, "train_mean_jct_s": jct,
+        return {"controller": ctl, "seed": seed, "services": 1, "with_slo": 1, "slo_met": 1,
+                "train_mean_jct_s": jct,
                 **{f"svc_{k}": 0.1 for k in svc.KEYS}, "svc_slo_attainment": att}
 
     rows = [row("none", 0, 10.0, 0.90), row("none", 1, 30.0, 0.50), row("none", 2, 50.0, 0.70),
@@ -68,3 +70,8 @@ def test_service_rows_pair_each_controller_with_no_control_on_the_same_seed():
     assert t["x"]["SLO att. minus none pts"] == pytest.approx(2.0)
     assert t["x"]["SLO att. %"] == pytest.approx(100 * (0.92 + 0.52 + 0.72) / 3)
     assert t["x"]["seeds"] == 3
+    assert t["x"]["SLOs met"] == "3/3"
+    # without objectives (no slo: in the scenario) no attainment and no count of SLOs met
+    bare = [{**r, "with_slo": 0, "slo_met": 0, "svc_slo_attainment": math.nan} for r in rows[:6]]
+    t = {r[0]: dict(zip(svc.COLUMNS, r, strict=True)) for r in svc.service_rows(bare, ["x"], _ci95)}
+    assert t["x"]["SLOs met"] == "no SLO" and math.isnan(t["x"]["SLO att. %"])
