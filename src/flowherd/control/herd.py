@@ -71,7 +71,7 @@ import numpy as np
 
 from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.baselines import _least_loaded, rank_to_class
-from flowherd.control.gate import BurstGate, GateParams, periods_agree
+from flowherd.control.gate import BurstGate, GateParams, _Guard, periods_agree
 from flowherd.control.periodic import InterleaveController, InterleaveParams, yield_delay_s
 from flowherd.control.threshold import ThresholdParams, bottleneck_link, competing_burst, threshold_delay_s
 from flowherd.errors import ConfigError
@@ -498,11 +498,32 @@ class HerdController:
         if mode == "auto":
             if point.kind == "collective" and point.job is not None and point.link_idx.size > 0:
                 mode = "shift" if self.periods_agree(point) else "gate"
+                if mode == "shift":
+                    return self._shift_measured(point, view)
             else:  # arrivals and departures: both rules' bookkeeping (one shared learner)
                 if point.kind == "departure" and point.job is not None:
                     self.gate.guards.pop(point.job, None)
                 return self.shifter.delay_s(point, view)
         return (self.gate if mode == "gate" else self.shifter).delay_s(point, view)
+
+    def _shift_measured(self, point: DecisionPoint, view: NetworkView) -> float:
+        """The shift rule's hold of a collective under ``auto``, filed with the gate's guard as
+        the gate's own holds are: an iteration opened here is measured, a hold marks it waited,
+        and a job the guard stopped shifts no more."""
+        lr = self.shifter.learner
+        before = lr.jobs[point.job].iterations_since_shift if point.job in lr.jobs else None
+        d = self.shifter.delay_s(point, view)
+        p = lr.jobs.get(point.job)
+        if p is None:
+            return d
+        if before is None or p.iterations_since_shift != before:  # an origin: one iteration ended
+            self.gate._measure(point.job)
+        g = self.gate.guards.setdefault(point.job, _Guard())
+        if d > 0:
+            g.this_waited = True
+        if g.stopped:
+            p.shifts_stopped = True
+        return d
 
     def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
         lv = view.levers
