@@ -141,13 +141,13 @@ class HerdParams:
             gate where one differs (the default; a separation made once lasts only where the bursts repeat in
             one frame; where periods differ the offset between two bursts moves by the difference
             every iteration). Measured (roce, `benchmarks/control.py`, mean JCT, paired 95% CIs,
-            seeds 0-4; `docs/control-buffering.md`): on the mixed-period family ``shift`` is
-            0.07 +-0.05 s slower than no control, ``gate`` 0.18 +-0.21 s faster (a tie), ``auto``
-            0.31 +-0.06 s faster; on heavy ``gate`` is 1.11 +-0.48 s and ``auto`` 0.66 +-0.37 s
+            seeds 0-4; `docs/control-buffering.md`): on the mixed-period family ``shift`` ties no
+            control (+0.01 +-0.03 s), ``gate`` is 0.18 +-0.21 s faster (a tie), ``auto`` 0.22
+            +-0.18 s faster; on heavy ``gate`` is 1.11 +-0.48 s and ``auto`` 0.69 +-0.64 s
             slower than ``shift``; on the two-job case of one period ``auto`` is the shift
             (11.97 s, 1.013x the bound; the gate 12.10 s). ``auto`` is the default: it is the
-            one setting never significantly slower than no control on these families, at 0.6% of
-            the heavy scenario's mean JCT against ``shift``.
+            one setting that gains on the mixed family, at 0.6% of the heavy scenario's mean JCT
+            against ``shift``.
         period_tolerance: With ``buffering: auto``, the relative difference of two learnt periods
             still taken as one. Wider than the gate's own margin (2%): a period is learnt from
             the first iterations, under contention, and two jobs of one period sharing a link in
