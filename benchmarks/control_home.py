@@ -20,6 +20,7 @@ Home grants (`HOME`), as `flowherd.cluster.control_api.Levers` fields:
 
     python benchmarks/control_home.py --scenarios heavy --seeds 5 --json-out home.json
     python benchmarks/control_home.py --reuse home.json --scenarios heavy   # the tables only
+    python benchmarks/control_home.py --scenarios heavy --baselines cassini  # one baseline's grant
 """
 
 from __future__ import annotations
