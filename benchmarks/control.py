@@ -78,6 +78,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import control_bounds as bounds  # noqa: E402  (beside this script)
 import runpool  # noqa: E402
+from control_service import COLUMNS as SERVICE_COLUMNS  # noqa: E402
+from control_service import print_services, service_figures  # noqa: E402
 from control_tables import (  # noqa: E402, F401  (tests and control_home read them here)
     breakdown,
     horizon_s,
@@ -354,7 +356,8 @@ def run_one(task: tuple) -> dict:
             "bg_p99_fct_s": bg["p99_fct_s"] if bg["p99_fct_s"] is not None else math.nan,
             "tenant_jain": run.summary["tenant_jain"] if run.summary["tenant_jain"] is not None else math.nan,
             "tenant_slowdown": {t["tenant"]: t["mean_slowdown"] for t in run.tenants
-                                if t["mean_slowdown"] is not None}}
+                                if t["mean_slowdown"] is not None},
+            **service_figures(run)}
 
 
 def queue_bound_jct_s(detail: list[dict], horizon_s: float, num_gpus: int) -> float:
@@ -554,6 +557,7 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
         args.json_out.write_text(json.dumps(rows, indent=1))
     record_figures: dict = {}
     record_tables: list = []
+    service_tables: list = []  # (title, rows) of print_services, where a scenario serves inference
     for lvl in levels:
         sub = [r for r in rows if r["scenario"] == lvl]
         whole, partial = complete_seeds(sub, [c[0] for c in ctrls], seeds)
@@ -625,6 +629,7 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
                   f"{worst:>12.3f} {jain:>6.3f}")
         print_breakdown(sub, [c[0] for c in ctrls], horizon_s(levels[lvl]))
         print_tenants(sub, [c[0] for c in ctrls])
+        svc = print_services(sub, [c[0] for c in ctrls], ci95)
         # paired comparison on the same seeds: each flowherd policy against each baseline
         ours = [c[0] for c in ctrls if c[0] in OURS or c[0].startswith("rl:")]
         mean_of = {lab: np.array([r["mean_jct_s"] for r in sorted(sub, key=lambda r: r["seed"])
@@ -653,13 +658,18 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
                               + (f", fidelity {args.fidelity}" if args.fidelity else "")
                               + (f"; {incomplete_note(lvl, partial, rows, [c[0] for c in ctrls], failed)}"
                                  if partial else ""), trows))
+        if svc:
+            service_tables.append((f"{lvl}, grant {args.grant}, seeds {seeds_shown}"
+                                   + (f", fidelity {args.fidelity}" if args.fidelity else "")
+                                   + ": services and training jobs", svc))
     for m in args.model:
         print_curve(Path(m).resolve())
     if args.record:
         import record
 
         record.save(args.record, record_figures,
-                    tables=[record.table(t, bounds.HEADLINE_COLUMNS, r) for t, r in record_tables],
+                    tables=[record.table(t, bounds.HEADLINE_COLUMNS, r) for t, r in record_tables]
+                    + [record.table(t, SERVICE_COLUMNS, r) for t, r in service_tables],
                     notes=f"benchmarks/control.py, grant {args.grant}"
                           + (f", fidelity {args.fidelity} (not the scenario's)" if args.fidelity else "")
                           + ": mean JCT per controller, paired 95% "

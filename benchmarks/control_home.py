@@ -20,6 +20,7 @@ Home grants (`HOME`), as `flowherd.cluster.control_api.Levers` fields:
 
     python benchmarks/control_home.py --scenarios heavy --seeds 5 --json-out home.json
     python benchmarks/control_home.py --reuse home.json --scenarios heavy   # the tables only
+    python benchmarks/control_home.py --scenarios heavy --baselines cassini  # one baseline's grant
 """
 
 from __future__ import annotations
@@ -50,16 +51,21 @@ BASELINE_HOME = {"cassini": "delays", "crux": "paths+classes", "mltcp": "weights
                  "sincronia": "classes+weights", "varys": "classes+weights"}
 
 
-def tasks_for(level: str, path: Path, seeds: range, network, fidelity: str | None = None) -> list[tuple]:
+def tasks_for(level: str, path: Path, seeds: range, network, fidelity: str | None = None,
+              baselines: list[str] | None = None) -> list[tuple]:
     """The runs of the home-grant table: no control, each baseline and flowherd under each home
-    (``fidelity``: every run's simulation fidelity, None for the scenario's)."""
+    (``fidelity``: every run's simulation fidelity, None for the scenario's; ``baselines``: only
+    these baselines and flowherd under their home grants, None for all)."""
+    chosen = {b: g for b, g in BASELINE_HOME.items() if baselines is None or b in baselines}
     out = []
     for sd in seeds:
         out.append((level, path, "none", "none", {}, sd, "buffer", network, True, fidelity))
-        for b, g in BASELINE_HOME.items():
+        for b, g in chosen.items():
             out.append((level, path, b, b, {}, sd, HOME[g], network, True, fidelity))
         for g in HOME:
-            out.append((level, path, f"flowherd@{g}", "flowherd", {}, sd, HOME[g], network, True, fidelity))
+            if g in chosen.values():
+                out.append((level, path, f"flowherd@{g}", "flowherd", {}, sd, HOME[g], network, True,
+                            fidelity))
     return out
 
 
@@ -115,6 +121,8 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = bench.run
     ap.add_argument("--scenarios", nargs="+", default=["heavy"],
                     help="light medium heavy, a family or YAML paths")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--baselines", nargs="+", default=None, choices=list(BASELINE_HOME),
+                    help="only these baselines, and flowherd under their home grants (default: all)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--network", default=None)
     ap.add_argument("--fidelity", default=None, choices=["step", "collective", "phase"],
@@ -144,7 +152,7 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = bench.run
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     tasks = [t for lvl, p in levels.items()
              for t in tasks_for(lvl, p, seeds, bench.network_arg(args.network) or bench.scenario_network(p),
-                                args.fidelity)]
+                                args.fidelity, args.baselines)]
     rows = json.loads(args.reuse.read_text()) if args.reuse else []
     # runs at another fidelity are kept in --json-out, not used
     other = [r for r in rows if r.get("fidelity") != args.fidelity]

@@ -162,6 +162,11 @@ def test_the_home_grant_table_pairs_each_baseline_with_flowherd_under_its_grant(
     tasks = home.tasks_for("heavy", Path("x.yaml"), range(1), "roce")
     # no control, the five baselines, flowherd under each of the four home grants
     assert len(tasks) == 1 + 5 + 4
+    # --baselines cassini: no control, CASSINI and flowherd under CASSINI's grant (delays) only
+    one = home.tasks_for("heavy", Path("x.yaml"), range(2), "roce", baselines=["cassini"])
+    assert [(t[2], t[5]) for t in one] == [(c, s) for s in (0, 1)
+                                           for c in ("none", "cassini", "flowherd@delays")]
+    assert all(t[6] == home.HOME["delays"] for t in one if t[2] != "none")
     assert {g: levers_from(v).delay for g, v in home.HOME.items()} == {
         "delays": True, "paths+classes": False, "weights": False, "classes+weights": False}
     assert levers_from(home.HOME["paths+classes"]).priority_classes == 8

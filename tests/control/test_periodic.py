@@ -289,3 +289,88 @@ def test_a_job_whose_bursts_are_never_told_apart_keeps_at_most_the_deque_of_onse
     p = lr.jobs["a"]
     assert not p.delimited and p.period_s == pytest.approx(1.0)
     assert len(p.onsets) == p.onsets.maxlen == 8192
+
+
+def _run_periods(ctl, periods, n, buckets=4, spacing_s=0.1):
+    """Jobs of the given periods started together, each burst ``buckets`` chained buckets, the
+    delays applied as the simulator does (a delay moves the job's later collectives with it), in
+    time order. Returns each job's holds."""
+    ctl.decide(_point("other", -1.0), _view())  # link 0 is shared from the start
+    off = dict.fromkeys(periods, 0.0)
+    step = dict.fromkeys(periods, 0)
+    holds = {j: [] for j in periods}
+
+    def at(j):
+        k, b = divmod(step[j], buckets)
+        return k * periods[j] + off[j] + b * spacing_s
+
+    while True:
+        live = [j for j in periods if step[j] < n * buckets]
+        if not live:
+            return holds
+        j = min(live, key=lambda j: (at(j), j))
+        t = at(j)
+        d = ctl.decide(_point(j, t), _view(now_s=t))
+        if d is not None and d.delay_s > 0:
+            off[j] += d.delay_s
+            holds[j].append(d.delay_s)
+        step[j] += 1
+
+
+def test_a_shift_that_does_not_pay_back_is_not_repeated():
+    # a (period 1 s) and b (1.3 s) drift back together after every shift: a job's iterations after
+    # a shift are no shorter than before it (its period here, whatever the shift), so its first
+    # gains nothing in the four iterations after it and b stops shifting; without the pay-back
+    # rule it shifts again each time the bursts meet, up to max_shifts
+    judged = _run_periods(InterleaveController(InterleaveParams()), {"a": 1.0, "b": 1.3}, 14)
+    blind = _run_periods(InterleaveController(InterleaveParams(payback_iterations=0)),
+                         {"a": 1.0, "b": 1.3}, 14)
+    assert max(len(h) for h in blind.values()) == InterleaveParams().max_shifts
+    assert max(len(h) for h in judged.values()) == 1
+
+
+def test_the_pay_back_window_weighs_the_gain_against_the_holds():
+    from flowherd.control.periodic import JobPattern, book_shift, judge
+
+    def shifted(before_s, after_s, hold_s=0.45):
+        p = JobPattern()
+        p.origins = [0.0, before_s, 2 * before_s]  # two iterations of before_s each
+        book_shift(p, hold_s, 4)
+        for t in after_s:
+            judge(p, t)
+        return p
+
+    # 0.2 s gained in each of 4 iterations: 0.8 s against a 0.45 s hold: it paid
+    assert not shifted(1.2, [1.0] * 4).shifts_stopped
+    # 0.1 s in each: 0.4 s against 0.45 s: it did not (yet): no more shifts
+    assert shifted(1.1, [1.0] * 4).shifts_stopped
+    # no shorter: stopped; the verdict waits for the window's end
+    assert not shifted(1.0, [1.0] * 3).shifts_stopped
+    assert shifted(1.0, [1.0] * 4).shifts_stopped
+    # a hold booked inside the window (a shift decided at an origin, applied after the burst) adds
+    # to the cost and restarts the window
+    p = shifted(1.2, [1.0] * 2)
+    book_shift(p, 0.45, 4)
+    for t in [1.0] * 3:
+        judge(p, t)
+    assert not p.shifts_stopped and p.payback_left == 1
+    judge(p, 1.0)  # 6 x 0.2 = 1.2 s gained against 0.9 s held
+    assert not p.shifts_stopped
+    assert p.payback_gain_s == pytest.approx(1.2) and p.payback_cost_s == pytest.approx(0.9)
+
+
+def test_under_auto_the_guard_measures_the_shifts_iterations_and_stops_the_shift_too():
+    from flowherd.control.gate import _Guard
+
+    # two jobs of one period in lock step: every collective is the shift's (the periods agree);
+    # the gate's guard still files each of b's iterations, the one its shift held as waited
+    ctl = make_controller("flowherd", buffering="auto")
+    got = _run_pair(ctl, 8)
+    assert [k for k, _ in got] == [1]
+    g = ctl.gate.guards["b"]
+    assert len(g.waited) == 1 and len(g.free) >= 5
+    # a job the guard stopped (its waiting iterations measured longer) is not shifted either
+    ctl = make_controller("flowherd", buffering="auto")
+    ctl.gate.guards["b"] = _Guard(stopped=True)
+    assert _run_pair(ctl, 8) == []
+    assert ctl.shifter.learner.jobs["b"].shifts_stopped

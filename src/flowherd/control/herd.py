@@ -71,7 +71,7 @@ import numpy as np
 
 from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.baselines import _least_loaded, rank_to_class
-from flowherd.control.gate import BurstGate, GateParams, periods_agree
+from flowherd.control.gate import BurstGate, GateParams, _Guard, periods_agree
 from flowherd.control.periodic import InterleaveController, InterleaveParams, yield_delay_s
 from flowherd.control.threshold import ThresholdParams, bottleneck_link, competing_burst, threshold_delay_s
 from flowherd.errors import ConfigError
@@ -141,13 +141,13 @@ class HerdParams:
             gate where one differs (the default; a separation made once lasts only where the bursts repeat in
             one frame; where periods differ the offset between two bursts moves by the difference
             every iteration). Measured (roce, `benchmarks/control.py`, mean JCT, paired 95% CIs,
-            seeds 0-4; `docs/control-buffering.md`): on the mixed-period family ``shift`` is
-            0.07 +-0.05 s slower than no control, ``gate`` 0.18 +-0.21 s faster (a tie), ``auto``
-            0.31 +-0.06 s faster; on heavy ``gate`` is 1.11 +-0.48 s and ``auto`` 0.66 +-0.37 s
+            seeds 0-4; `docs/control-buffering.md`): on the mixed-period family ``shift`` ties no
+            control (+0.01 +-0.03 s), ``gate`` is 0.18 +-0.21 s faster (a tie), ``auto`` 0.22
+            +-0.18 s faster; on heavy ``gate`` is 1.11 +-0.48 s and ``auto`` 0.69 +-0.64 s
             slower than ``shift``; on the two-job case of one period ``auto`` is the shift
             (11.97 s, 1.013x the bound; the gate 12.10 s). ``auto`` is the default: it is the
-            one setting never significantly slower than no control on these families, at 0.6% of
-            the heavy scenario's mean JCT against ``shift``.
+            one setting that gains on the mixed family, at 0.6% of the heavy scenario's mean JCT
+            against ``shift``.
         period_tolerance: With ``buffering: auto``, the relative difference of two learnt periods
             still taken as one. Wider than the gate's own margin (2%): a period is learnt from
             the first iterations, under contention, and two jobs of one period sharing a link in
@@ -498,11 +498,32 @@ class HerdController:
         if mode == "auto":
             if point.kind == "collective" and point.job is not None and point.link_idx.size > 0:
                 mode = "shift" if self.periods_agree(point) else "gate"
+                if mode == "shift":
+                    return self._shift_measured(point, view)
             else:  # arrivals and departures: both rules' bookkeeping (one shared learner)
                 if point.kind == "departure" and point.job is not None:
                     self.gate.guards.pop(point.job, None)
                 return self.shifter.delay_s(point, view)
         return (self.gate if mode == "gate" else self.shifter).delay_s(point, view)
+
+    def _shift_measured(self, point: DecisionPoint, view: NetworkView) -> float:
+        """The shift rule's hold of a collective under ``auto``, filed with the gate's guard as
+        the gate's own holds are: an iteration opened here is measured, a hold marks it waited,
+        and a job the guard stopped shifts no more."""
+        lr = self.shifter.learner
+        before = lr.jobs[point.job].iterations_since_shift if point.job in lr.jobs else None
+        d = self.shifter.delay_s(point, view)
+        p = lr.jobs.get(point.job)
+        if p is None:
+            return d
+        if before is None or p.iterations_since_shift != before:  # an origin: one iteration ended
+            self.gate._measure(point.job)
+        g = self.gate.guards.setdefault(point.job, _Guard())
+        if d > 0:
+            g.this_waited = True
+        if g.stopped:
+            p.shifts_stopped = True
+        return d
 
     def decide(self, point: DecisionPoint, view: NetworkView) -> Decision | None:
         lv = view.levers

@@ -47,6 +47,15 @@ periods, the next bursts do not meet again (``L_k + L_j <= T``). Where the shift
 A job shifts at most ``max_shifts`` times between two changes of the set of running jobs, and not
 again before ``cooldown_iterations`` of its own iterations have shown whether the last shift held.
 
+**Pay-back.** A shift is paid once and gained later, so it is judged on what it measurably
+returns: over the ``payback_iterations`` iterations after a job's shift (it does not shift again
+before they are measured), the gain is the sum of the job's iteration times (origin to origin)
+below the mean of its iterations just before the shift; where the gain falls short of the hold
+the job stops shifting (for the rest of its run). A
+shift that leaves the job's iterations no shorter cannot pay back at any horizon; one that gains
+less than its hold in the window may pay back later, but no measurement says so, and a shift that
+separates two saturating bursts of one period gains a burst's overlap at every iteration.
+
 Why it helps (the property relied on): two bursts that must cross one bottleneck of capacity
 ``C`` take ``W_k + W_j`` together whether they share it or take turns; in turns, the first ends
 ``W_j`` sooner and the second no later (max-min sharing of a saturated link is work-conserving
@@ -102,6 +111,11 @@ class JobPattern:
     between_bursts: bool = False
     max_gap_s: float = 0.0  # longest gap between consecutive onsets kept
     held_origin_s: float | None = None  # the origin of a burst held back at its origin
+    payback_left: int = 0  # iterations of the pay-back window still to measure (module docstring)
+    payback_before_s: float | None = None  # mean iteration time before the shift (None: unknown)
+    payback_cost_s: float = 0.0  # the holds of the shifts being judged
+    payback_gain_s: float = 0.0  # the iteration time gained so far in the window
+    shifts_stopped: bool = False  # its shifts did not pay back: no more shifts
     delimited: bool = False  # some onset kept is inside a burst (the bursts are told apart)
 
     def burst_length_on(self, links) -> float:
@@ -231,6 +245,8 @@ class PatternLearner:
         if origin:
             p.iterations_since_shift += 1
             self._relearn(job, p, view.link_capacity_bytes_per_s)
+            if p.payback_left > 0 and len(p.origins) >= 2:
+                judge(p, p.origins[-1] - p.origins[-2])
         return origin
 
     def forget(self, job: str) -> None:
@@ -240,6 +256,30 @@ class PatternLearner:
             s.discard(job)
         for p in self.jobs.values():
             p.shifts, p.pending_shift_s = 0, 0.0
+
+
+def book_shift(p: JobPattern, hold_s: float, window: int) -> None:
+    """Open (or extend) the pay-back window of a shift of ``p`` that holds its burst ``hold_s``
+    (module docstring): the mean of its last ``window`` iterations before it is the reference."""
+    if window <= 0:
+        return
+    if p.payback_left == 0:
+        o = np.asarray(p.origins[-(window + 1):], dtype=np.float64)
+        p.payback_before_s = float(np.diff(o).mean()) if o.size >= 2 else None
+        p.payback_cost_s, p.payback_gain_s = 0.0, 0.0
+    p.payback_cost_s += hold_s
+    p.payback_left = window
+
+
+def judge(p: JobPattern, iteration_s: float) -> None:
+    """File one iteration of ``p`` (origin to origin) in its open pay-back window; at the window's
+    end a shift whose gain fell short of its holds stops the job's shifts."""
+    p.payback_left -= 1
+    if p.payback_before_s is None:
+        return
+    p.payback_gain_s += p.payback_before_s - iteration_s
+    if p.payback_left == 0 and p.payback_gain_s < p.payback_cost_s:
+        p.shifts_stopped = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,12 +292,15 @@ class InterleaveParams:
         max_shift_fraction: Longest shift as a fraction of the job's period.
         max_shifts: Shifts per job between two changes of the set of jobs.
         cooldown_iterations: Iterations a job waits after a shift before it may shift again.
+        payback_iterations: Iterations after a shift over which its gain is measured against its
+            hold (module docstring, "Pay-back"; 0: shifts are never judged).
     """
 
     guard_fraction: float = 0.25
     max_shift_fraction: float = 0.6
     max_shifts: int = 3
     cooldown_iterations: int = 2
+    payback_iterations: int = 4
 
     def __post_init__(self) -> None:
         if not (isinstance(self.guard_fraction, int | float) and 0 <= self.guard_fraction <= 1):
@@ -266,7 +309,7 @@ class InterleaveParams:
         if not (isinstance(self.max_shift_fraction, int | float) and 0 < self.max_shift_fraction <= 1):
             raise ConfigError(f"interleave max_shift_fraction must be in (0, 1], got "
                               f"{self.max_shift_fraction!r} (controller.params.max_shift_fraction)")
-        for f in ("max_shifts", "cooldown_iterations"):
+        for f in ("max_shifts", "cooldown_iterations", "payback_iterations"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ConfigError(f"interleave {f} must be an int >= 0, got {v!r} (controller.params.{f})")
@@ -281,7 +324,8 @@ def interleave_delay_s(point: DecisionPoint, view: NetworkView, learner: Pattern
     p = learner.jobs.get(job)
     if p is None or p.period_s is None or not p.solo_burst_s or not p.delimited:
         return 0.0
-    if p.shifts >= params.max_shifts or p.iterations_since_shift < params.cooldown_iterations:
+    if p.shifts >= params.max_shifts or p.iterations_since_shift < params.cooldown_iterations \
+            or p.shifts_stopped or p.payback_left > 0:
         return 0.0
     shared = learner.shared_links(job, point.link_idx)
     if shared.size == 0:
@@ -416,7 +460,9 @@ class InterleaveController:
             p.iterations_since_shift = 0
             w = p.solo_burst_on(self.learner.shared_links(point.job, point.link_idx))
             if p.span_s is not None and p.span_s > w:  # its held buckets run back to back
+                book_shift(p, d + p.span_s - w, self.params.payback_iterations)
                 return self._hold_origin(p, point, d + p.span_s - w)
+            book_shift(p, d, self.params.payback_iterations)
             if first or not p.between_bursts:
                 return self._hold_origin(p, point, d)
             p.pending_shift_s = d  # applied to the first collective after this burst
