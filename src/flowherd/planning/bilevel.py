@@ -22,12 +22,13 @@ summed excess over `planner.max_utilization` plus the largest link load,
 `flowherd.planning.timeline.Congestion.for_batch`). The candidate of least score wins; ties go
 to fewer leaves, then the order above. Where the fabric has several pods, the candidates whose
 score is within `POD_SCORE_TOLERANCE` of the least take the one spread over the fewest pods
-(then the least score): the JCT model and the LP's largest link load do not charge what a ring
-crossing the core costs (the extra switch hops and ECMP stages every iteration pays; the
-Lingjun fabric is 15:1 there), so at a near tie the pods decide. On one pod the rule is the
-least score, as without pods. Where the JCT model charges the core tier
-(`flowherd.planning.predict.core_tier`: the pods' uplinks to the core), the near candidates are
-first ranked by what the core costs the job by that model: its predicted run time with the
+(then the least score): below the target, neither the LP's largest link load nor the JCT
+model charges what a ring crossing the core costs (the extra switch hops and ECMP stages every
+iteration pays; the Lingjun fabric is 15:1 there), so at a near tie the pods decide. On one pod
+the rule is the least score, as without pods. Where the JCT model charges the core tier
+(`flowherd.planning.predict.core_tier`: the pods' uplinks to the core, charged once the rings
+crossing them overload them), the near candidates are first ranked by what the core costs the
+job by that model: its predicted run time with the
 running jobs and the batch placed so far, less the same without the core tier
 (`core_charge_s`); a candidate whose rings would share oversubscribed core uplinks loses to one
 that avoids them, and where no candidate's rings overload the core (every charge 0) the rule
