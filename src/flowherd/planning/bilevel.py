@@ -22,10 +22,17 @@ summed excess over `planner.max_utilization` plus the largest link load,
 `flowherd.planning.timeline.Congestion.for_batch`). The candidate of least score wins; ties go
 to fewer leaves, then the order above. Where the fabric has several pods, the candidates whose
 score is within `POD_SCORE_TOLERANCE` of the least take the one spread over the fewest pods
-(then the least score): the JCT model and the LP's largest link load do not charge what a ring
-crossing the core costs (the extra switch hops and ECMP stages every iteration pays; the
-Lingjun fabric is 15:1 there), so at a near tie the pods decide. On one pod the rule is the
-least score, as without pods. That is the coupling of the two levels: a placement the
+(then the least score): below the target, neither the LP's largest link load nor the JCT
+model charges what a ring crossing the core costs (the extra switch hops and ECMP stages every
+iteration pays; the Lingjun fabric is 15:1 there), so at a near tie the pods decide. On one pod
+the rule is the least score, as without pods. Where the JCT model charges the core tier
+(`flowherd.planning.predict.core_tier`: the pods' uplinks to the core, charged once the rings
+crossing them overload them), the near candidates are first ranked by what the core costs the
+job by that model: its predicted run time with the
+running jobs and the batch placed so far, less the same without the core tier
+(`core_charge_s`); a candidate whose rings would share oversubscribed core uplinks loses to one
+that avoids them, and where no candidate's rings overload the core (every charge 0) the rule
+is the fewest pods as before. That is the coupling of the two levels: a placement the
 upper level's rule prefers (Arnold's, fewest leaves) loses to one whose traffic the LP can route
 under the target when the first cannot. Each such change is noted (``BatchResult.notes``,
 ``Plan.info["placement_notes"]``: job, the rule's choice and the LP's, their scores).
@@ -51,9 +58,9 @@ from flowherd.planning.groups import (
     packed_place,
     type_mask,
 )
-from flowherd.planning.predict import FabricView, JobProfile, _layout
+from flowherd.planning.predict import FabricView, JobProfile, _layout, core_tier, evaluate
 
-__all__ = ["POD_SCORE_TOLERANCE", "place_groups", "pod_fill"]
+__all__ = ["POD_SCORE_TOLERANCE", "core_charge_s", "place_groups", "pod_fill"]
 
 # routing-LP score (100 x excess over the target + the largest link load) within which the
 # candidate over fewer pods wins: 0.05 is 5 points of link utilization, no excess
@@ -120,6 +127,29 @@ def _candidates(view: FabricView, p: JobProfile, free: np.ndarray, load: np.ndar
     return uniq
 
 
+def core_charge_s(view: FabricView, p: JobProfile, gp: np.ndarray,
+                  others: Sequence[tuple[JobProfile, np.ndarray]]) -> float:
+    """Seconds the JCT model's core tier adds to the run time of ``p`` on ``gp`` beside
+    ``others`` (running together): its predicted run time less the same without the core tier
+    (0 on a view without one)."""
+    if not core_tier(view):
+        return 0.0
+    import dataclasses
+
+    profs = [q for q, _ in others] + [p]
+    gpus = [np.asarray(g, dtype=np.int64) for _, g in others] + [gp]
+    flat = dataclasses.replace(view, pod_uplink_bytes_per_s=None)
+    return float(evaluate(view, profs, gpus).duration_s[-1] - evaluate(flat, profs, gpus).duration_s[-1])
+
+
+def _charge_note(charge: dict[int, float], best: int) -> str:
+    """The core charges of the rule's candidate and the chosen one, where one is not 0."""
+    if not any(charge.values()):
+        return ""
+    first = f"{charge[0]:.3f} s" if 0 in charge else "not near"
+    return f"; core charge {first} -> {charge.get(best, 0.0):.3f} s"
+
+
 def _pods(view: FabricView, gp: np.ndarray) -> int:
     """Pods the GPUs ``gp`` touch."""
     if view.leaf_pod is None:
@@ -154,6 +184,7 @@ def place_groups(view: FabricView, batch: Sequence[JobProfile], free: np.ndarray
             out.append(None)
             break
         best = 0
+        charge: dict[int, float] = {}
         if score is not None and len(cands) > 1:
             scored = []
             for k, (_, gp) in enumerate(cands):
@@ -161,15 +192,17 @@ def place_groups(view: FabricView, batch: Sequence[JobProfile], free: np.ndarray
                 leaves = _layout(view, gp)[1].size
                 scored.append((round(s, 9), leaves, k))
             best = min(scored)[2]
-            if view.num_pods > 1:  # near the least score, the fewest pods (module docstring)
+            if view.num_pods > 1:  # near the least score: the least core charge, the fewest pods
                 pods = [_pods(view, gp) for _, gp in cands]
                 near = [t for t in scored if t[0] <= scored[best][0] + POD_SCORE_TOLERANCE]
-                best = min((pods[t[2]], *t) for t in near)[3]
+                charge = {t[2]: round(core_charge_s(view, p, cands[t[2]][1], [*running, *placed]), 6)
+                          for t in near} if len(near) > 1 else {t[2]: 0.0 for t in near}
+                best = min((charge[t[2]], pods[t[2]], *t) for t in near)[4]
             if best != 0:
                 notes.append(f"{p.name}: {cands[0][0]} ({_layout(view, cands[0][1])[1].size} leaves, LP "
                              f"score {scored[0][0]:.3f}) -> {cands[best][0]} "
                              f"({_layout(view, cands[best][1])[1].size} leaves, LP score "
-                             f"{scored[best][0]:.3f})")
+                             f"{scored[best][0]:.3f})" + _charge_note(charge, best))
         gp = cands[best][1]
         free[gp] = False
         placed.append((p, gp))

@@ -24,7 +24,8 @@ With ``M`` large the LP keeps every link at or under ``target`` (`planner.max_ut
 wherever some routing can, and otherwise minimizes the time-weighted excess summed over links; ``U_w`` is the
 window's largest utilization (the fluid communication time of its traffic, as in
 `flowherd.planning.mcf`), so below the target it still spreads the load. Paths are the pairs'
-equal-cost shortest paths (`flowherd.routing.paths.shortest_paths`, at most ``paths_per_pair``).
+equal-cost shortest paths (`flowherd.routing.paths.shortest_paths`; where a pair has more than
+``paths_per_pair``, that many spread over all of them, `flowherd.planning.spread_paths`).
 Ties (``even_ties``, the plan's choice where the scenario sprays): where the even split of
 every pair over its paths (spraying's) scores as well as the LP's optimum (within 1e-6 of its
 objective, the tie-break term left out), the routes are the even split: the windows average the
@@ -54,8 +55,8 @@ import scipy.sparse as sp
 from flowherd.errors import ConfigError, SolverError
 from flowherd.fabric.core import Fabric, LinkKind
 from flowherd.planning.mcf import solve_lp
+from flowherd.planning.spread_paths import spread_paths
 from flowherd.planning.traffic import TrafficMatrix, job_traffic, link_profile
-from flowherd.routing.paths import shortest_paths
 
 __all__ = ["DEFAULT_MAX_UTILIZATION", "LinkLoads", "PlannedJob", "background_link_bytes_per_s",
            "check_max_utilization", "leaf_background_bytes_per_s", "predict_link_loads", "route_windows",
@@ -353,7 +354,7 @@ def _paths(fabric: Fabric, s: int, d: int, limit: int | None) -> list[np.ndarray
     key = (id(fabric), s, d, limit)
     hit = _PATHS.get(key)
     if hit is None or hit[0] is not fabric:
-        paths = [np.asarray(p, np.int64) for p in shortest_paths(fabric, s, d, limit=limit)]
+        paths = spread_paths(fabric, s, d, limit)
         hit = _PATHS[key] = (fabric, paths)
     return hit[1]
 

@@ -29,7 +29,17 @@ switches (the fabric's ``server_leaf``), which is where placement changes the tr
   share of its time it is active alongside the job being predicted. A leaf's load ``rho`` is the
   sum of these loads over its uplink capacity; a job spread over several leaves runs at
   ``stretch = max(1, max over its leaves rho)``. Jobs inside one leaf see no contention (the leaf
-  switch is non-blocking and NICs are per GPU). Peak rather than mean loads: jobs that share
+  switch is non-blocking and NICs are per GPU).
+* **The core tier**: on a fabric of several pods (`flowherd.planning.view.leaf_pods`: the leaves
+  grouped by the aggregation switches they hang from, such as the Lingjun fabric's PSW groups)
+  whose aggregation switches link up to a core, a job spread over several pods sends the same
+  ``leaf_uplink_bytes`` per iteration out of each pod it uses (the canonical split is a cut
+  between two contiguous halves; the leaves of a pod are contiguous in GPU order, so a ring in
+  rank order leaves a pod as often as it leaves a leaf at a cut), at the same peak rate, times
+  the same overlap shares. A pod's load ``rho`` is the sum over its uplink capacity to the core
+  (`FabricView.pod_uplink_bytes_per_s`), and such a job runs at
+  ``stretch = max(1, max over its leaves and its pods rho)``. On a fabric of one pod (a
+  leaf-spine) there is no such tier and nothing changes. Peak rather than mean loads: jobs that share
   links fall into step (each one's communication waits for the other's), so their network phases
   overlap. Checked against `flowherd.cluster.simulate.simulate_cluster` (``collective`` fidelity,
   spraying routes, 1:1 and 8:1 leaf-spines): mean loads under-predicted contended iterations by
@@ -73,7 +83,7 @@ from flowherd.workload.inference import InferenceJob
 from flowherd.workload.opgraph import Task
 from flowherd.workload.training import Granularity, TrainingJob, rank_to_gpu
 
-__all__ = ["FabricView", "JobProfile", "ModelResult", "evaluate", "fabric_view", "profile_job"]
+__all__ = ["FabricView", "JobProfile", "ModelResult", "core_tier", "evaluate", "fabric_view", "profile_job"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -465,6 +475,9 @@ class ModelResult:
         stretch: ``float64[J]`` slow-down factor of each job's network collectives (>= 1).
         leaf_load: ``float64[L]`` load of each leaf's uplinks with all jobs concurrent (0..).
         spread: ``int64[J]``: 0 one server, 1 one leaf, 2 several leaves.
+        pod_load: ``float64[P]`` load of each pod's uplinks to the core with all jobs concurrent
+            (empty without a core tier).
+        pods: ``int64[J]`` pods each job spread over leaves touches (0 without a core tier).
     """
 
     iteration_s: np.ndarray
@@ -473,6 +486,8 @@ class ModelResult:
     stretch: np.ndarray
     leaf_load: np.ndarray
     spread: np.ndarray
+    pod_load: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    pods: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def mean_jct_s(self) -> float:
@@ -498,9 +513,16 @@ def _server_of(view: FabricView) -> np.ndarray:
     return hit
 
 
+def core_tier(view: FabricView) -> bool:
+    """Whether ``view`` has a core tier the model charges: several pods, some of whose uplinks
+    to the core are finite."""
+    cap = view.pod_uplink_bytes_per_s
+    return view.num_pods > 1 and cap is not None and bool(np.isfinite(cap).any())
+
+
 def evaluate(view: FabricView, profiles: Sequence[JobProfile], placements: Sequence[np.ndarray], *,
              start_s: Sequence[float] | None = None, extra_leaf_bytes_per_s: np.ndarray | None = None,
-             rounds: int = 6) -> ModelResult:
+             rounds: int = 6, extra_pod_bytes_per_s: np.ndarray | None = None) -> ModelResult:
     """Predict iteration times and JCTs of placed jobs (module docstring).
 
     Args:
@@ -511,6 +533,7 @@ def evaluate(view: FabricView, profiles: Sequence[JobProfile], placements: Seque
             concurrently the whole time (the static model the MILP optimizes).
         extra_leaf_bytes_per_s: ``float64[L]`` load already on the leaf uplinks (other jobs).
         rounds: Fixed-point rounds for the time overlaps when ``start_s`` is given.
+        extra_pod_bytes_per_s: ``float64[P]`` load already on the pods' uplinks to the core.
 
     Returns:
         The `ModelResult`.
@@ -530,6 +553,15 @@ def evaluate(view: FabricView, profiles: Sequence[JobProfile], placements: Seque
     use = np.zeros((nj, nl))
     if rows:
         use[rows, cols] = 1.0
+    # the core tier (module docstring): a job's pods, where its leaves span several
+    tiered = core_tier(view)
+    npods = view.num_pods if tiered else 0
+    use_pod = np.zeros((nj, npods))
+    pods_of = np.zeros(nj, np.int64)
+    if tiered and rows:
+        use_pod[rows, view.leaf_pod[cols]] = 1.0
+        pods_of = use_pod.sum(axis=1).astype(np.int64)
+        use_pod[pods_of < 2] = 0.0
     offered = np.array([p.offered_bytes_per_s for p in profiles]) * (spread == 2)
     base = np.array([p.base_s for p in profiles])
     net = np.array([p.network_s for p in profiles])
@@ -547,6 +579,10 @@ def evaluate(view: FabricView, profiles: Sequence[JobProfile], placements: Seque
     submit = np.array([p.submit_s for p in profiles])
     cap = view.leaf_uplink_bytes_per_s
     extra = np.zeros(nl) if extra_leaf_bytes_per_s is None else np.asarray(extra_leaf_bytes_per_s)
+    if tiered:
+        pod_cap = np.asarray(view.pod_uplink_bytes_per_s, dtype=np.float64)
+        pod_extra = (np.zeros(npods) if extra_pod_bytes_per_s is None
+                     else np.asarray(extra_pod_bytes_per_s, dtype=np.float64))
     start = submit if start_s is None else np.asarray(start_s, dtype=np.float64)
     overlap = np.ones((nj, nj))
     for _ in range(1 if start_s is None else rounds):
@@ -555,6 +591,11 @@ def evaluate(view: FabricView, profiles: Sequence[JobProfile], placements: Seque
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = np.where(np.isfinite(cap), seen / cap[None, :], 0.0)
         worst = np.where(use > 0, rho, 0.0).max(axis=1, initial=0.0)
+        if tiered:
+            seen_pod = (overlap * offered[None, :]) @ use_pod + pod_extra[None, :]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rho_pod = np.where(np.isfinite(pod_cap), seen_pod / pod_cap[None, :], 0.0)
+            worst = np.maximum(worst, np.where(use_pod > 0, rho_pod, 0.0).max(axis=1, initial=0.0))
         stretch = np.where(spread == 2, np.maximum(1.0, worst), 1.0)
         # stretched collectives last busy * stretch; compute hides at most what it hid at
         # stretch 1 (busy - net), so the exposed part is net + busy (stretch - 1)
@@ -569,5 +610,9 @@ def evaluate(view: FabricView, profiles: Sequence[JobProfile], placements: Seque
         overlap = np.clip(hi - lo, 0.0, None) / np.maximum(dur[:, None], 1e-12)
     with np.errstate(invalid="ignore", divide="ignore"):
         leaf_load = np.where(np.isfinite(cap), (offered @ use + extra) / cap, 0.0)
+    pod_load = np.zeros(npods)
+    if tiered:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pod_load = np.where(np.isfinite(pod_cap), (offered @ use_pod + pod_extra) / pod_cap, 0.0)
     return ModelResult(iteration_s=it, duration_s=dur, jct_s=start - submit + dur, stretch=stretch,
-                       leaf_load=leaf_load, spread=spread)
+                       leaf_load=leaf_load, spread=spread, pod_load=pod_load, pods=pods_of)

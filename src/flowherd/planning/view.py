@@ -1,12 +1,15 @@
 """The planner's view of a fabric: servers, their GPUs and leaves, the leaves' uplink capacities,
-the pods the leaves hang from and the per-GPU scale-up and scale-out rates (`FabricView`, cached
-per fabric by `fabric_view`).
+the pods the leaves hang from and the pods' uplink capacities to the core, and the per-GPU
+scale-up and scale-out rates (`FabricView`, cached per fabric by `fabric_view`).
 
 The JCT model (`flowherd.planning.predict`) and every placer work on this view: placement
 changes the traffic at the level of servers and leaf switches (the fabric's ``server_leaf``).
 A pod (`leaf_pods`) is the set of leaves whose uplinks reach the same upper-tier switches: one pod
 on a leaf-spine, the aggregation (PSW) group of a ToR group on the Lingjun fabric, whose traffic
-to another pod crosses the (there 15:1 oversubscribed) core.
+to another pod crosses the (there 15:1 oversubscribed) core. The view holds two tiers of uplinks:
+each leaf's to the switches above it, and each pod's (its aggregation switches') to the core
+(`pod_uplink_bytes_per_s`, inf where the pod's switches have nothing above them, as the spines
+of a leaf-spine).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 from flowherd.cluster.placement import server_leaf
 from flowherd.fabric.core import Fabric, LinkKind
 
-__all__ = ["FabricView", "fabric_view", "leaf_pods"]
+__all__ = ["FabricView", "fabric_view", "leaf_pods", "pod_uplinks"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -41,6 +44,9 @@ class FabricView:
         gpus_per_server: Largest server size.
         fabric: The fabric it views.
         leaf_pod: ``int64[L]`` pod of each leaf (`leaf_pods`); None: one pod.
+        pod_uplink_bytes_per_s: ``float64[P]`` capacity of each pod towards the core, one
+            direction: the uplinks of the switches its leaves' uplinks reach (inf where they
+            have none, or with one pod); None: no pod tier.
     """
 
     num_servers: int
@@ -56,6 +62,7 @@ class FabricView:
     gpus_per_server: int
     fabric: Fabric | None = None
     leaf_pod: np.ndarray | None = None
+    pod_uplink_bytes_per_s: np.ndarray | None = None
 
     @property
     def num_pods(self) -> int:
@@ -83,6 +90,42 @@ def leaf_pods(fabric: Fabric) -> np.ndarray:
         keys.append(tuple(sorted(int(x) for x in dst[up])))
     ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
     return np.array([ids[k] for k in keys], dtype=np.int64)
+
+
+def _upper_capacity(fabric: Fabric, switches: set[int]) -> float:
+    """Summed capacity of the links from ``switches`` to switches of a higher tier (inf: none)."""
+    kind, tier, dst = np.asarray(fabric.link_kind), fabric.node_tier, fabric.link_dst
+    total = 0.0
+    for sw in sorted(switches):
+        out = fabric.out_links(sw)
+        out = out[(kind[out] == LinkKind.NETWORK) & (tier[dst[out]] > tier[sw])]
+        total += float(fabric.link_capacity_bytes_per_s[out].sum())
+    return total if total > 0 else math.inf
+
+
+def pod_uplinks(fabric: Fabric, leaf_nodes: np.ndarray, attached: list[set[int]],
+                pod: np.ndarray) -> np.ndarray:
+    """``float64[P]``: each pod's capacity towards the core, one direction: the uplinks of the
+    switches that its leaves' switches (``attached``: the switches each leaf's NICs reach, and the
+    leaf node) link up to; inf for a pod whose switches have nothing above them, and for every
+    pod of a fabric of one pod."""
+    num_pods = int(pod.max()) + 1 if pod.size else 0
+    out = np.full(num_pods, math.inf)
+    if num_pods < 2:
+        return out
+    kind, tier, dst = np.asarray(fabric.link_kind), fabric.node_tier, fabric.link_dst
+    above: list[set[int]] = [set() for _ in range(num_pods)]
+    for i, n in enumerate(leaf_nodes.tolist()):
+        if n < 0:
+            continue
+        for sw in attached[i] | {n}:
+            up = fabric.out_links(sw)
+            up = up[(kind[up] == LinkKind.NETWORK) & (tier[dst[up]] > tier[sw])]
+            above[int(pod[i])].update(int(x) for x in dst[up])
+    for k in range(num_pods):
+        if above[k]:
+            out[k] = _upper_capacity(fabric, above[k])
+    return out
 
 
 _VIEWS: dict[int, tuple[Fabric, FabricView]] = {}
@@ -117,26 +160,19 @@ def fabric_view(fabric: Fabric) -> FabricView:
         if sv >= 0 and leaf_idx[sv] >= 0 and nodes[leaf_idx[sv]] >= 0:
             attached[int(leaf_idx[sv])].add(int(dst[lk]))
     for i, n in enumerate(nodes.tolist()):
-        if n < 0:
-            up[i] = math.inf
-            continue
-        total = 0.0
-        for sw in sorted(attached[i] | {n}):
-            out = fabric.out_links(sw)
-            out = out[(kind[out] == LinkKind.NETWORK) & (tier[dst[out]] > tier[sw])]
-            total += float(fabric.link_capacity_bytes_per_s[out].sum())
-        up[i] = total if total > 0 else math.inf
+        up[i] = math.inf if n < 0 else _upper_capacity(fabric, attached[i] | {n})
     if len(nodes) == 1:
         up[:] = math.inf
     nv = fabric.link_capacity_bytes_per_s[kind == LinkKind.NVLINK]
     nic = (kind == LinkKind.NETWORK) & (tier[src] == 1)
     nic_bw = float(np.median(fabric.link_capacity_bytes_per_s[nic])) if nic.any() else math.inf
+    pods = leaf_pods(fabric)
     view = FabricView(num_servers=num_servers, server_gpus=ptr, gpu_order=order,
                       server_capacity=np.diff(ptr), server_type=tuple(fabric.gpu_type),
                       server_leaf=leaf_idx.astype(np.int64), num_leaves=len(nodes),
                       leaf_uplink_bytes_per_s=up,
                       nvlink_bytes_per_s=float(np.median(nv)) if nv.size else nic_bw,
                       nic_bytes_per_s=nic_bw, gpus_per_server=int(np.diff(ptr).max()), fabric=fabric,
-                      leaf_pod=leaf_pods(fabric))
+                      leaf_pod=pods, pod_uplink_bytes_per_s=pod_uplinks(fabric, nodes, attached, pods))
     _VIEWS[id(fabric)] = (fabric, view)
     return view
