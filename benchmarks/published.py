@@ -63,7 +63,8 @@ external check):
   strong-scaling figure (the 177B model at batch 1152 from 96 to 4,608 GPUs, read off the figure's
   points; the ends match the text's "MFU from 47% to 42%"). The runs overlap DP, TP and PP
   communication as the README lists; micro-batch, interleaving depth, recomputation and dropout are not
-  published (the choices are at ``_mcore`` in benchmarks/published_rows.py). All held out; rows above 1,152 GPUs only with ``--all``.
+  published (the choices are at ``_mcore`` in benchmarks/published_rows.py). All held out; rows
+  above 1,152 GPUs only with ``--all``.
 
 * Eager PyTorch FSDP: the PyTorch blog "Maximizing training throughput using PyTorch FSDP" (Team
   PyTorch at IBM and at Meta, 2024-03-13), Table 1: Llama 2 7B on 128 A100 (400 Gbps per node) and 96
