@@ -161,9 +161,11 @@ from flowherd.engine.core import Engine
 from flowherd.experiments.runner import run_scenario
 from flowherd.experiments.scenario import scenario_from_mapping
 from flowherd.routing.policies import make_router
+from flowherd.units import parse_rate
 from flowherd.workload import compute as cm
+from flowherd.workload.gpus import GPUS
 from flowherd.workload.opgraph import TaskKind
-from flowherd.workload.training import Granularity, rank_to_gpu
+from flowherd.workload.training import Granularity, TrainingJob, rank_to_gpu
 from published_rows import (
     NVLINK,
     ROWS,
@@ -204,7 +206,7 @@ def simulate(row: Row) -> dict:
     run = run_scenario(scenario_from_mapping(scenario(row)), solo=False)
     job = run.jobs[0]
     it = job["mean_iteration_s"]
-    peak = {"h100": 989e12, "a100": 312e12}[row.gpu]
+    peak = GPUS[row.gpu].peak_bf16_flops
     return {"iteration_s": it, "tokens": row.global_batch * row.seq_len / (it * row.gpus), "mfu": job["mfu"],
             "hfu": job["hfu"], "tflops": job["hfu"] * peak / 1e12, "model_tflops": job["mfu"] * peak / 1e12,
             "comm_share": job["comm_share"]}
@@ -220,14 +222,14 @@ def error(row: Row, got: dict, *, compute_only: bool = False) -> float:
     return row.published / mine - 1 if row.metric == "iteration_s" else mine / row.published - 1
 
 
-def published_iteration_s(row: Row) -> float:
-    """The iteration time a row's published figure implies."""
-    job = scenario_from_mapping(scenario(row)).jobs[0]
+def published_iteration_s(row: Row, job: TrainingJob | None = None) -> float:
+    """The iteration time a row's published figure implies (``job``: the row's job, if built)."""
     if row.metric == "iteration_s":
         return row.published
     if row.metric == "tokens":
         return row.global_batch * row.seq_len / (row.published * row.gpus)
-    peak = {"h100": 989e12, "a100": 312e12}[row.gpu]
+    job = job or scenario_from_mapping(scenario(row)).jobs[0]
+    peak = GPUS[row.gpu].peak_bf16_flops
     flops = {"model_tflops": job.model_flops(), "tflops": job.iteration_flops()}.get(row.metric)
     if flops is not None:
         return flops / (row.published * 1e12 * row.gpus)
@@ -240,10 +242,11 @@ def wire_bound(row: Row) -> list | None:
     and all-gather time, least iteration with flowherd's kernels, the published iteration, and the
     largest factor on flowherd's kernel times the published figure leaves; None where it does not
     apply."""
-    b = pb.dp_wire_bound(scenario_from_mapping(scenario(row)).jobs[0], pb.nic_rate(row.nic))
+    job = scenario_from_mapping(scenario(row)).jobs[0]
+    b = pb.dp_wire_bound(job, parse_rate(row.nic))
     if b is None:
         return None
-    pub = published_iteration_s(row)
+    pub = published_iteration_s(row, job)
     return [row.label, b.micro_batches, round(b.reduce_s, 3), round(b.gather_s, 3), round(b.iteration_s(), 3),
             round(pub, 3), round(pb.kernel_scale_for(b, pub), 3)]
 

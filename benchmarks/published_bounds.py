@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowherd.units import parse_rate
 from flowherd.workload.opgraph import TaskKind
 from flowherd.workload.training import Granularity, TrainingJob
 
@@ -102,8 +101,3 @@ def kernel_scale_for(bound: DpBound, iteration_s: float) -> float:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if bound.iteration_s(mid) <= iteration_s else (lo, mid)
     return lo
-
-
-def nic_rate(text: str) -> float:
-    """A row's per-GPU NIC rate (``"400Gbps"``), bytes per second."""
-    return parse_rate(text)

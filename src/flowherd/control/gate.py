@@ -203,6 +203,17 @@ class BurstGate:
         if not g.stopped and len(g.waited) >= n and len(g.free) >= n:
             g.stopped = float(np.mean(g.waited)) > (1 + self.params.tolerance) * float(np.mean(g.free))
 
+    def file(self, job: str, *, origin: bool, held: bool) -> bool:
+        """File a decision another rule made for ``job`` under this guard, as the gate files its
+        own: at a burst ``origin`` the iteration that ended is measured, a ``held`` collective marks
+        the iteration waited. Returns whether the guard has stopped the job."""
+        if origin:
+            self._measure(job)
+        g = self.guards.setdefault(job, _Guard())
+        if held:
+            g.this_waited = True
+        return g.stopped
+
     def _guard_s(self, job: str, others: list[str], link: int, cap: float, my_w: float) -> float:
         """The turn's margin: with every job waited for at the period of ``job`` (within
         ``period_tolerance``) the bursts repeat in one common frame of that period, and the turn

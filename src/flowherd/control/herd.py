@@ -71,7 +71,7 @@ import numpy as np
 
 from flowherd.cluster.control_api import Decision, DecisionPoint, NetworkView
 from flowherd.control.baselines import _least_loaded, rank_to_class
-from flowherd.control.gate import BurstGate, GateParams, _Guard, periods_agree
+from flowherd.control.gate import BurstGate, GateParams, periods_agree
 from flowherd.control.periodic import InterleaveController, InterleaveParams, yield_delay_s
 from flowherd.control.threshold import ThresholdParams, bottleneck_link, competing_burst, threshold_delay_s
 from flowherd.errors import ConfigError
@@ -516,12 +516,8 @@ class HerdController:
         p = lr.jobs.get(point.job)
         if p is None:
             return d
-        if before is None or p.iterations_since_shift != before:  # an origin: one iteration ended
-            self.gate._measure(point.job)
-        g = self.gate.guards.setdefault(point.job, _Guard())
-        if d > 0:
-            g.this_waited = True
-        if g.stopped:
+        origin = before is None or p.iterations_since_shift != before  # one iteration ended
+        if self.gate.file(point.job, origin=origin, held=d > 0):
             p.shifts_stopped = True
         return d
 

@@ -42,6 +42,7 @@ A job smaller than a server goes where the topology placer puts it (best fit in 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -134,8 +135,6 @@ def core_charge_s(view: FabricView, p: JobProfile, gp: np.ndarray,
     (0 on a view without one)."""
     if not core_tier(view):
         return 0.0
-    import dataclasses
-
     profs = [q for q, _ in others] + [p]
     gpus = [np.asarray(g, dtype=np.int64) for _, g in others] + [gp]
     flat = dataclasses.replace(view, pod_uplink_bytes_per_s=None)

@@ -79,27 +79,27 @@ def leaf_pods(fabric: Fabric) -> np.ndarray:
     same upper-tier switches share a pod, numbered in leaf order: one pod on a leaf-spine, the
     aggregation (PSW) group of a ToR group on the Lingjun fabric). Servers without a leaf form
     pods of their own."""
-    kind, tier, dst = np.asarray(fabric.link_kind), fabric.node_tier, fabric.link_dst
     keys: list[tuple] = []
     for n in np.unique(server_leaf(fabric)).tolist():
         if n < 0:
             keys.append(("server", n))
             continue
-        out = fabric.out_links(n)
-        up = out[(kind[out] == LinkKind.NETWORK) & (tier[dst[out]] > tier[n])]
-        keys.append(tuple(sorted(int(x) for x in dst[up])))
+        keys.append(tuple(sorted(int(x) for x in fabric.link_dst[_up_links(fabric, n)])))
     ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
     return np.array([ids[k] for k in keys], dtype=np.int64)
 
 
+def _up_links(fabric: Fabric, node: int) -> np.ndarray:
+    """Link ids from ``node`` to network nodes of a higher tier."""
+    out = fabric.out_links(node)
+    kind = np.asarray(fabric.link_kind)[out]
+    return out[(kind == LinkKind.NETWORK) & (fabric.node_tier[fabric.link_dst[out]] > fabric.node_tier[node])]
+
+
 def _upper_capacity(fabric: Fabric, switches: set[int]) -> float:
     """Summed capacity of the links from ``switches`` to switches of a higher tier (inf: none)."""
-    kind, tier, dst = np.asarray(fabric.link_kind), fabric.node_tier, fabric.link_dst
-    total = 0.0
-    for sw in sorted(switches):
-        out = fabric.out_links(sw)
-        out = out[(kind[out] == LinkKind.NETWORK) & (tier[dst[out]] > tier[sw])]
-        total += float(fabric.link_capacity_bytes_per_s[out].sum())
+    cap = fabric.link_capacity_bytes_per_s
+    total = sum(float(cap[_up_links(fabric, sw)].sum()) for sw in sorted(switches))
     return total if total > 0 else math.inf
 
 
@@ -113,15 +113,12 @@ def pod_uplinks(fabric: Fabric, leaf_nodes: np.ndarray, attached: list[set[int]]
     out = np.full(num_pods, math.inf)
     if num_pods < 2:
         return out
-    kind, tier, dst = np.asarray(fabric.link_kind), fabric.node_tier, fabric.link_dst
     above: list[set[int]] = [set() for _ in range(num_pods)]
     for i, n in enumerate(leaf_nodes.tolist()):
         if n < 0:
             continue
         for sw in attached[i] | {n}:
-            up = fabric.out_links(sw)
-            up = up[(kind[up] == LinkKind.NETWORK) & (tier[dst[up]] > tier[sw])]
-            above[int(pod[i])].update(int(x) for x in dst[up])
+            above[int(pod[i])].update(int(x) for x in fabric.link_dst[_up_links(fabric, sw)])
     for k in range(num_pods):
         if above[k]:
             out[k] = _upper_capacity(fabric, above[k])

@@ -469,22 +469,22 @@ class _Builder:
         g = self._groups(p, kind)
         return bool(g.shape[1] > 1 and np.any(g.min(axis=1) // 8 != g.max(axis=1) // 8))
 
+    def _bucket_share(self, p: int, u: dict[str, np.ndarray], bucket: list[int]) -> float:
+        """Elements of a bucket one GPU moves in a data-parallel collective, ``(n-1)/n`` of them
+        over its dense (DP group) and expert (expert-DP group) parameters."""
+        fr = [(g.shape[1] - 1) / g.shape[1] for g in (self._groups(p, "dp"), self._groups(p, "edp"))]
+        return float(u["dense_loc"][bucket].sum()) * fr[0] + float(u["expert_loc"][bucket].sum()) * fr[1]
+
     def _bucket_bus_bytes(self, p: int, u: dict[str, np.ndarray], bucket: list[int]) -> float:
         """What one GPU sends for a DDP bucket's gradient collective (nccl-tests bus bytes): an
         all-reduce ``2 (n-1)/n`` of the bucket, a reduce-scatter (ZeRO-1/2) ``(n-1)/n``."""
-        j = self.job
-        fr = [(g.shape[1] - 1) / g.shape[1] for g in (self._groups(p, "dp"), self._groups(p, "edp"))]
-        k = 2.0 if j.zero_stage == 0 else 1.0
-        return k * j.grad_bytes * (float(u["dense_loc"][bucket].sum()) * fr[0]
-                                   + float(u["expert_loc"][bucket].sum()) * fr[1])
+        k = 2.0 if self.job.zero_stage == 0 else 1.0
+        return k * self.job.grad_bytes * self._bucket_share(p, u, bucket)
 
     def _param_bus_bytes(self, p: int, u: dict[str, np.ndarray], bucket: list[int]) -> float:
         """What one GPU receives of a bucket's all-gather of updated weights (ZeRO-1/2 with
         ``overlap_param_gather``; nccl-tests bus bytes, ``(n-1)/n`` of the bucket)."""
-        j = self.job
-        fr = [(g.shape[1] - 1) / g.shape[1] for g in (self._groups(p, "dp"), self._groups(p, "edp"))]
-        return j.param_bytes * (float(u["dense_loc"][bucket].sum()) * fr[0]
-                                + float(u["expert_loc"][bucket].sum()) * fr[1])
+        return self.job.param_bytes * self._bucket_share(p, u, bucket)
 
     def _dp_sync(self, p: int, v: int, mb: int, done_at: dict[int, int]) -> None:
         j, u = self.job, self.units[(p, v)]
