@@ -299,5 +299,25 @@ def _tag(row: Row) -> Row:
 
 
 ROWS = [_tag(r) for r in ROWS]
+
+# LLM Foundry's large-scale H100 BF16 table (mosaicml/llm-foundry@5e85bd62d,
+# scripts/train/benchmarking/README.md, "H100 80GB BF16 (Large Scale, >= 128 GPUs)"): the same models
+# on 128, 256 and 512 GPUs at one micro-batch per step. How they ran (sweep.py and setup.py at that
+# commit): torch 2.1, Composer 0.17, FULL_SHARD for 7b-70b (1b and 3b ran SHARD_GRAD_OP, which flowherd
+# does not model: left out), limit_all_gathers, forward prefetch, BACKWARD_PRE, attn_impl "flash"
+# (flash-attn 2.4.2, the gpu-flash2 extra) for 7b and 70b and "triton" for 13b and 30b, activation
+# checkpointing as the table lists; mixed precision as the table's MP Mode column lists (DEFAULT).
+# torch 2.1's non-reentrant checkpoint stops recomputing after the last tensor the backward needs,
+# which the full recomputation modelled here (every op of the block, as torch 2.0) overcharges.
+LLM_FOUNDRY_LARGE = "LLM Foundry MPT benchmarks, large scale (mosaicml/llm-foundry@5e85bd62d)"
+ROWS += [dataclasses.replace(_mpt("h100", model, 2048, n, mbs, 1, ac, tps, held_out=True),
+                             source=LLM_FOUNDRY_LARGE, attention=attention,
+                             series=f"LLM Foundry MPT-{model} H100 large scale (128 -> 512 GPUs)")
+         for model, mbs, ac, attention, by_n in [
+             ("7b", 6, False, "flash2", ((128, 10475), (256, 10119), (512, 9670))),
+             ("13b", 16, True, "triton", ((128, 5080), (256, 4989), (512, 4952))),
+             ("30b", 8, True, "triton", ((128, 2199), (256, 2148), (512, 2115))),
+             ("70b", 8, True, "flash2", ((128, 1058), (256, 1035), (512, 1007)))]
+         for n, tps in by_n]
 # the strong-scaling series shares its 2304-GPU point with the weak-scaling table
 SERIES_EXTRA = {STRONG: "GPT-177B TP8 PP6 VP8 2304xH100"}

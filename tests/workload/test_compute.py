@@ -287,6 +287,39 @@ def test_comm_interference_is_nccl_sm_share_of_the_overlap():
     assert cm.comm_interference_s(1.0, 0.0, g) == 0.0 == cm.comm_interference_s(0.0, 1e9, g)
 
 
+@pytest.mark.parametrize("ranks,servers,allreduce", [(8, 1, False), (16, 2, False), (64, 8, False),
+                                                     (48, 6, True), (2, 2, False)])
+def test_ring_latency_is_nccls_tuning_model(ranks, servers, allreduce):
+    # the ring / Simple latency of ncclTopoTuneModel (NCCL 2.30.7 src/graph/tuning.cc, ported in
+    # flowherd.collectives.tuning) for an InfiniBand communicator: the same number, step by step
+    from flowherd.collectives.ops import Op
+    from flowherd.collectives.tuning import Arch, Comm, Graph, tune
+
+    g = Graph(n_channels=16, bw_intra=20.0, bw_inter=20.0)
+    comm = Comm(n_ranks=ranks, n_nodes=servers, arch=Arch.HOPPER, graphs={"ring": g, "tree": g},
+                n_channels=16, local_ranks=ranks // servers)
+    op = Op.ALLREDUCE if allreduce else Op.ALLGATHER
+    want_us = tune(comm).latency_us[(op, "ring", "simple")]
+    got = cm.nccl_ring_latency_s(ranks, servers, allreduce=allreduce)
+    assert got == pytest.approx(want_us * 1e-6, rel=1e-12)
+
+
+def test_ring_latency_grows_with_the_ring():
+    # base 8.4 us; NVLink steps 3.4 us; network steps 14 us (tuning.cc baseLat / hwLat, ring Simple)
+    assert cm.nccl_ring_latency_s(8) == pytest.approx((8.4 + 7 * 3.4) * 1e-6)
+    assert cm.nccl_ring_latency_s(64, 8) == pytest.approx((8.4 + 56 * 3.4 + 7 * 14.0) * 1e-6)
+    assert cm.nccl_ring_latency_s(1) == 0.0
+    g = GPUS["h100"]
+    km = cm.kernel_model(g)
+    # a collective shorter than the compute beside it: the SMs are held through its latency too
+    bw = min(g.scaleup_bytes_per_s * km.nccl_ring_fraction, 8 * g.nic_bytes_per_s * km.nccl_net_fraction)
+    got = cm.comm_interference_s(1.0, 0.1 * bw, g, across_servers=True, ranks=64, servers=8, collectives=2)
+    want = km.nccl_channels / km.sm_count * (0.1 + 2 * cm.nccl_ring_latency_s(64, 8))
+    assert got == pytest.approx(want, rel=1e-12)
+    two = cm.comm_interference_s(1.0, 0.1 * bw, g, across_servers=True, ranks=16, servers=2, collectives=2)
+    assert got > two
+
+
 @pytest.mark.parametrize("gpu", ["h100", "a100"])
 def test_interference_constants_are_the_ported_nccl_models_ring_on_one_server(gpu):
     from flowherd.collectives import select
@@ -317,8 +350,33 @@ def test_fsdp_layer_passes_pay_the_interference_of_their_gathers():
 
     base, got = fwd(one), fwd(eight)
     gather = m.layer_dense_params(1) * 2 * 7 / 8
-    assert got[1] - base[1] == pytest.approx(cm.comm_interference_s(base[1], gather, g), rel=1e-9)
+    # one all-gather on an 8-GPU ring in one server: its NCCL latency included
+    assert got[1] - base[1] == pytest.approx(cm.comm_interference_s(base[1], gather, g, ranks=8), rel=1e-9)
     assert got[1] > base[1]
+
+
+def test_fsdp_layers_pay_the_longer_ring_of_more_servers():
+    # the same FSDP layer on 16 and 64 GPUs (2 and 8 servers): the bytes each GPU moves barely change,
+    # the ring's NCCL latency grows by 6 network and 42 NVLink steps per collective, and the SMs are
+    # held through it: one gather beside the forward, a gather and a reduce-scatter beside the backward
+    m = ModelShape(name="u", layers=4, hidden=2048, heads=16, ffn_hidden=8192, vocab=2)
+    kw = dict(model=m, fsdp=True, seq_len=2048, micro_batch=20)
+    g = GPUS["h100"]
+    km = cm.kernel_model(g)
+
+    def passes(n):
+        graph = TrainingJob(gpus=n, global_batch=20 * n, **kw).iteration_graph()
+        return {ph: [t.duration_s for t in graph.tasks if t.kind == TaskKind.COMPUTE and t.phase == ph]
+                for ph in ("fwd", "bwd")}
+
+    small, large = passes(16), passes(64)
+    gather = m.layer_dense_params(1) * 2
+    lat = cm.nccl_ring_latency_s(64, 8) - cm.nccl_ring_latency_s(16, 2)
+    share = km.nccl_channels / km.sm_count
+    bw = min(g.scaleup_bytes_per_s * km.nccl_ring_fraction, 8 * g.nic_bytes_per_s * km.nccl_net_fraction)
+    bytes_delta = gather * (63 / 64 - 15 / 16) / bw
+    assert large["fwd"][1] - small["fwd"][1] == pytest.approx(share * (lat + bytes_delta), rel=1e-6)
+    assert large["bwd"][1] - small["bwd"][1] == pytest.approx(share * (2 * lat + 2 * bytes_delta), rel=1e-6)
 
 
 @pytest.mark.parametrize("zero", [0, 1])
@@ -340,7 +398,8 @@ def test_ddp_buckets_take_sms_from_the_backward_beside_them(zero):
     assert len(base) == len(got) == m.layers
     assert got[0] == pytest.approx(base[0], rel=1e-12)  # the last layer (and head): no bucket before it
     sent = m.layer_dense_params(2) * 2 * (2 if zero == 0 else 1) * 7 / 8
-    assert got[2] - base[2] == pytest.approx(cm.comm_interference_s(base[2], sent, g), rel=1e-9)
+    want = cm.comm_interference_s(base[2], sent, g, ranks=8, allreduce=zero == 0)
+    assert got[2] - base[2] == pytest.approx(want, rel=1e-9)
     assert got[2] > base[2]
     fwd = [[t.duration_s for t in gr.tasks if t.kind == TaskKind.COMPUTE and t.phase == "fwd"]
            for gr in (one, eight)]

@@ -145,8 +145,8 @@ def test_first_forward_pays_nccl_sms_to_the_next_buckets_parameter_gather(monkey
     real = job.iteration_graph()
     calls: list[tuple[float, float, bool]] = []
 
-    def spy(compute_s, comm_bytes, gpu, *, across_servers=False, gpus_per_server=8):
-        calls.append((compute_s, comm_bytes, across_servers))
+    def spy(compute_s, comm_bytes, gpu, *, across_servers=False, ranks=1, servers=1, **_):
+        calls.append((compute_s, comm_bytes, across_servers, ranks, servers))
         return 0.0
 
     monkeypatch.setattr(cm, "comm_interference_s", spy)
@@ -157,9 +157,10 @@ def test_first_forward_pays_nccl_sms_to_the_next_buckets_parameter_gather(monkey
     # what one GPU receives of the next bucket: (dp - 1) / dp of it; the task counts the 8 TP groups'
     per_gpu = [t.total_bytes / 8 * (job.dp - 1) / job.dp for t in gathers[1:]]
     assert [c[1] for c in first] == pytest.approx(per_gpu)
-    assert all(c[2] for c in first)  # the data-parallel pair sits in two servers
+    assert all(c[2:] == (True, 2, 2) for c in first)  # the data-parallel pair sits in two servers
     monkeypatch.undo()
-    expect = sum(cm.comm_interference_s(c[0], c[1], job.gpu, across_servers=True) for c in first)
+    expect = sum(cm.comm_interference_s(c[0], c[1], job.gpu, across_servers=True, ranks=2, servers=2)
+                 for c in first)
     assert expect > 0
     assert sum(t.duration_s for t in fwd(real, 0)) - sum(t.duration_s for t in fwd(bare, 0)) == \
         pytest.approx(expect)

@@ -113,8 +113,10 @@ Fitted constants and their measurements:
   the long-sequence ones 8-10% slower: one constant absorbed two effects; with it and before the
   measured FlashAttention-2 ramp, 0.939 / 0.877.)
 * Communication beside compute (`comm_interference_s`): NCCL's blocks hold ``nccl_channels`` of
-  the ``sm_count`` SMs while a collective overlaps a kernel (no fitted constant: the SM counts of
-  the whitepapers, the channels and ring bandwidth of flowherd's ported NCCL model). Paid by
+  the ``sm_count`` SMs while a collective overlaps a kernel, through its bytes and its ring latency
+  (`nccl_ring_latency_s`, which grows with the ring's steps and the servers it crosses) (no fitted
+  constant: the SM counts of the whitepapers, the channels, ring bandwidth and latencies of
+  flowherd's ported NCCL model). Paid by
   FSDP / ZeRO-3 layers beside their gathers and reduce-scatters, in the backward that syncs
   gradients by each DDP / ZeRO-1/2 bucket beside the previous bucket's all-reduce or
   reduce-scatter, and, with ``overlap_param_gather``, in the first forward by each bucket beside the
@@ -178,6 +180,7 @@ from flowherd.workload.kernel_times import (
     grad_accumulation_s,
     kernel_model,
     memory_time_s,
+    nccl_ring_latency_s,
     optimizer_step_s,
 )
 from flowherd.workload.models import ModelShape
@@ -210,6 +213,7 @@ __all__ = [
     "layer_ops",
     "layer_times",
     "memory_time_s",
+    "nccl_ring_latency_s",
     "optimizer_step_s",
 ]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flowherd.collectives.tuning import BASE_LATENCY_US, HW_LATENCY_US, NET_OVERHEAD_US
 from flowherd.errors import ConfigError
 from flowherd.workload.attention_measurements import (
     TRITON_BWD_SLOWDOWN,
@@ -33,6 +34,7 @@ __all__ = [
     "grad_accumulation_s",
     "kernel_model",
     "memory_time_s",
+    "nccl_ring_latency_s",
     "optimizer_step_s",
 ]
 
@@ -222,21 +224,48 @@ def optimizer_step_s(params: float, gpu: GpuSpec, *,
     return params * bytes_per_param / gpu.memory_bytes_per_s
 
 
+def nccl_ring_latency_s(ranks: int, servers: int = 1, *, allreduce: bool = False) -> float:
+    """NCCL's latency of one ring collective over ``ranks`` GPUs on ``servers`` servers, Simple
+    protocol (the protocol of large calls), seconds: the ring term of ``ncclTopoTuneModel``
+    (NVIDIA/nccl ``src/graph/tuning.cc`` at 2.30.7, ported in `flowherd.collectives.tuning`): the base
+    latency, then per step inside a server the NVLink hop (at least three times the network overhead
+    of an Intel host once the ring leaves the server) and per step across servers the network hop
+    (InfiniBand: no plugin latency). An all-gather or reduce-scatter takes ``ranks - 1`` steps,
+    ``servers - 1`` of them across servers; an all-reduce twice both. A ring's steps run one after
+    the other, so the latency grows with the ring: 32 us on one DGX H100 server, 70 us over two,
+    297 us over eight (all-gather)."""
+    if ranks < 2:
+        return 0.0
+    simple = 2  # PROTOCOL_NAMES index of Simple
+    k = 2 if allreduce else 1
+    steps, far = k * (ranks - 1), k * (max(1, servers) - 1)
+    intra = HW_LATENCY_US["nvlink"]["ring"][simple]
+    if servers > 1:
+        intra = max(intra, 3 * NET_OVERHEAD_US["intel"])
+    net = HW_LATENCY_US["net"]["ring"][simple]
+    return (BASE_LATENCY_US["ring"][simple] + (steps - far) * intra + far * net) * 1e-6
+
+
 def comm_interference_s(compute_s: float, comm_bytes: float, gpu: GpuSpec, *,
-                        across_servers: bool = False, gpus_per_server: int = 8) -> float:
+                        across_servers: bool = False, gpus_per_server: int = 8, ranks: int = 1,
+                        servers: int = 1, collectives: int = 1, allreduce: bool = False) -> float:
     """Time a compute task loses to the NCCL kernels that run beside it on the same GPU, seconds.
 
     An NCCL collective runs one CUDA block per channel, each resident on one SM for the whole call
     (NCCL's ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` documentation: "each channel uses
     one CUDA block"), so while it overlaps a compute task the kernels of that task get
     ``sm_count - nccl_channels`` of the SMs: the task lasts ``nccl_channels / sm_count`` of the
-    overlap longer. The overlap is ``compute_s`` or the collective's time, whichever is shorter,
-    the collective timed at NCCL's ring bus bandwidth (``comm_bytes`` is what the GPU sends,
-    nccl-tests bus bytes): on one server the NVLink ring's, across servers (``across_servers``)
-    at most that of one channel per NIC, ``gpus_per_server`` NICs of the GPU's datasheet speed.
-    A deliberate shortcut: the simulator times compute and communication apart, so the
-    collective's time here is that estimate, not the simulated one. SM counts: 108 (A100) and
-    132 (H100 SXM), NVIDIA's A100 and H100 architecture whitepapers.
+    overlap longer. The overlap is ``compute_s`` or the collectives' time, whichever is shorter,
+    each collective timed as NCCL's tuning model times a ring: its latency (`nccl_ring_latency_s`
+    over ``ranks`` GPUs on ``servers`` servers; ``ranks`` 1: none) plus its bytes at the ring's bus
+    bandwidth (``comm_bytes`` is what the GPU sends in all ``collectives`` of them, nccl-tests bus
+    bytes): on one server the NVLink ring's, across servers (``across_servers``) at most that of
+    one channel per NIC, ``gpus_per_server`` NICs of the GPU's datasheet speed. The blocks hold
+    their SMs through the latency too (they wait on the ring's flags), which is what grows with
+    the ring: across servers the bus bandwidth of a DGX ring is about that of its NVLink ring, its
+    latency not. A deliberate shortcut: the simulator times compute and communication apart, so the
+    collective's time here is that estimate, not the simulated one. SM counts: 108 (A100) and 132
+    (H100 SXM), NVIDIA's A100 and H100 architecture whitepapers.
     """
     if compute_s <= 0 or comm_bytes <= 0:
         return 0.0
@@ -244,7 +273,7 @@ def comm_interference_s(compute_s: float, comm_bytes: float, gpu: GpuSpec, *,
     bw = gpu.scaleup_bytes_per_s * km.nccl_ring_fraction
     if across_servers:
         bw = min(bw, gpus_per_server * gpu.nic_bytes_per_s * km.nccl_net_fraction)
-    comm_s = comm_bytes / bw
+    comm_s = comm_bytes / bw + collectives * nccl_ring_latency_s(ranks, servers, allreduce=allreduce)
     return km.nccl_channels / km.sm_count * min(compute_s, comm_s)
 
 

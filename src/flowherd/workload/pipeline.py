@@ -249,16 +249,18 @@ class _Builder:
                 gather = (dense / j.tp * fr[0] + expert / (j.tp * j.ep) * fr[1]) * j.param_bytes
                 scatter = gather * j.grad_bytes / j.param_bytes
                 rc_fwd = np.array([x.fwd_s for x in lt]) if j.recompute == "full" else 0.0
-                far = self._far(p, "shard")
-                fwd = fwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far)
+                far, ring = self._far(p, "shard"), self._ring(p, "shard")
+                fwd = fwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far, **ring)
                                       for t, x in zip(fwd, gather, strict=True)])
-                bwd = bwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far)
+                bwd = bwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far, collectives=2,
+                                                             **ring)
                                       for t, x in zip(bwd + rc_fwd, gather + scatter, strict=True)])
                 if j.fsdp_shard is not None and j.dp > j.fsdp_shard:
                     r = j.dp // j.fsdp_shard
                     ar = dense / j.tp / j.fsdp_shard * j.grad_bytes * 2 * (r - 1) / r
-                    far_r = self._far(p, "replica")
-                    bwd = bwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far_r)
+                    far_r, ring_r = self._far(p, "replica"), self._ring(p, "replica")
+                    bwd = bwd + np.array([cm.comm_interference_s(t, x, j.gpu, across_servers=far_r,
+                                                                 allreduce=True, **ring_r)
                                           for t, x in zip(bwd + rc_fwd, ar, strict=True)])
         # recomputation (Korthikanti et al. 2022): full repeats each layer's forward (not the
         # output head) before its backward; selective repeats the attention core only
@@ -404,10 +406,11 @@ class _Builder:
                 # the previous bucket's DP collective runs beside this bucket's backward: NCCL's
                 # blocks take SMs from it, as from FSDP's layers (`compute.comm_interference_s`)
                 dur += cm.comm_interference_s(dur, self._bucket_bus_bytes(p, u, prev_bucket), j.gpu,
-                                              across_servers=self._dp_far(p))
+                                              across_servers=self._dp_far(p), allreduce=j.zero_stage == 0,
+                                              **self._ring(p, "dp"))
             if gathering and ci + 1 < len(chunks):
                 dur += cm.comm_interference_s(dur, self._param_bus_bytes(p, u, chunks[ci + 1]), j.gpu,
-                                              across_servers=self._dp_far(p))
+                                              across_servers=self._dp_far(p), **self._ring(p, "dp"))
             prev_bucket = units
             c = b.compute(lbl, dur, pre, stage=p, micro_batch=mb, phase=phase)
             for k in units:
@@ -468,6 +471,12 @@ class _Builder:
         """Whether stage ``p``'s groups of ``kind`` span servers (8 GPUs a server)."""
         g = self._groups(p, kind)
         return bool(g.shape[1] > 1 and np.any(g.min(axis=1) // 8 != g.max(axis=1) // 8))
+
+    def _ring(self, p: int, kind: str) -> dict[str, int]:
+        """The ring of stage ``p``'s groups of ``kind`` as `compute.comm_interference_s` takes it:
+        its GPUs and the servers they sit on (8 GPUs a server)."""
+        g = self._groups(p, kind)
+        return {"ranks": int(g.shape[1]), "servers": int(np.unique(g[0] // 8).size)}
 
     def _bucket_share(self, p: int, u: dict[str, np.ndarray], bucket: list[int]) -> float:
         """Elements of a bucket one GPU moves in a data-parallel collective, ``(n-1)/n`` of them
