@@ -39,7 +39,8 @@ from flowherd.control.paths_agent import GLOBAL_FEATURES, NUM_ACTIONS, OPTION_FE
 __all__ = ["MASKED_LOGIT", "NUM_RULE_PARAMS", "RULE_FEATURES", "PathsRulePolicy", "RuleHead", "rule_logits",
            "rule_parameters"]
 
-RULE_FEATURES = ("minus_rank", "rate_over_capacity", "utilization", "wait_over_bytes", "wait_over_threshold")
+RULE_FEATURES = ("minus_rank", "rate_over_capacity", "utilization", "wait_over_bytes", "wait_over_threshold",
+                 "own_rate_over_capacity")
 #: Learnable numbers of the actor: the shared score's weights, the hold's slope and offset.
 NUM_RULE_PARAMS = len(RULE_FEATURES) + 2
 #: The logit of an action the observation rules out (finite: torch's entropy of a categorical
