@@ -9,7 +9,7 @@ collective, `flowherd.control.paths_agent`; asked only where its actions differ)
   (Theorem 2) with Theorem 1's hold feature: the proven structure as the policy's inputs and outputs;
 * ``ppo-rule``: PPO from scratch on the same space with the rule family as the policy class
   (`flowherd.control.paths_rule`: one linear score shared by the options, a hold logit affine in
-  Theorem 1's ``W / theta``; seven parameters from a random start, the same MLP critic);
+  Theorem 1's ``W / theta``; eight parameters from a random start, the same MLP critic);
 * ``bc+ppo``: the index space, warm-started by behaviour cloning of no control (the default routes,
   never holding; ``--warm``), then PPO: what learning adds to its warm start;
 * ``bc+ppo-shaped``: the same with a softer clone (label smoothing 0.5) and the reward shaped by the
@@ -75,7 +75,7 @@ PATH_LEARNERS = {"ppo-raw": ("paths-raw", False), "ppo-index": ("paths-index", F
 # within the iteration it changes) and a softer clone (label smoothing 0.5: the clone of no control
 # keeps the teacher's greedy action with probability about 0.56 instead of 0.87)
 # ppo-rule is ppo-index with the policy class of the rule family (flowherd.control.paths_rule: one shared
-# linear score of each option's features and a hold logit affine in Theorem 1's W / theta, seven learnable
+# linear score of each option's features and a hold logit affine in Theorem 1's W / theta, eight learnable
 # numbers from a random start; the critic the same MLP)
 TRAIN_KWARGS = {"bc+ppo-shaped": {"reward": "progress", "bc_smoothing": 0.5}, "ppo-rule": {"policy": "rule"}}
 

@@ -18,10 +18,17 @@ Two parameterizations of the same decisions (docs/rl-structure.md, "The learner 
   per option in that order its features (`OPTION_FEATURES`), then the point's
   (`GLOBAL_FEATURES`).
 * ``paths-index``: action ``2 * rank + hold`` over the options *sorted by the index of Theorem 2*
-  (fewest waiting bytes, then the largest rate for a new flow; rank 0 is the index policy's
+  (fewest waiting bytes, then the largest rate per pair with the collective's own pairs counted on
+  each link, `own_rate`, then the largest rate for a new flow; rank 0 is the index policy's
   choice); observation: per option in rank order its features, the point's, and the raw position
   of the rank-0 option. The feature ``wait_over_threshold`` is ``W / theta`` of Theorem 1 (holding
   is optimal in the model below 1).
+
+Per option, ``rate_over_capacity`` is the rate one new flow gets on the option's slowest link
+(``max(U, C / (n + 1))``), ``own_rate_over_capacity`` the rate each of the collective's pairs gets
+there with the option's own pairs on each link counted (`own_rate`): an option that puts every
+pair over one spine shows the first as wide as the per-pair widest choice, the second divided by
+its pairs on that spine.
 
 Both: options that would make the same routes as an earlier one, or that do not exist (fewer
 candidates), are masked; hold is masked when nothing waits. `prepare` returns the observation,

@@ -7,8 +7,9 @@ stable-baselines3 actor-critic policy whose *actor* is the family of rules the t
 
 * one shared linear score of each option's features, the same weights for every option slot
   (`RULE_FEATURES`: minus its rank of Theorem 2's index over the last rank, the rate a new flow gets
-  over the link's capacity, the utilization, the waiting bytes over the collective's, and Theorem
-  1's ``W / theta``): ``s_j = w . x_j``. "Rank 0" (the index rule's option) is a positive
+  over the link's capacity, the utilization, the waiting bytes over the collective's, Theorem
+  1's ``W / theta``, and the rate each of the collective's pairs gets with its own pairs counted on
+  each link, over capacity): ``s_j = w . x_j``. "Rank 0" (the index rule's option) is a positive
   weight on the first feature, not a choice learnt per output;
 * a hold logit affine in Theorem 1's statistic of that option: ``h_j = u * (W / theta)_j + v``
   (the threshold ``-v / u`` and the temperature ``|u|``; Theorem 1's rule is ``u < 0``,

@@ -48,7 +48,7 @@ __all__ = ["ALGOS", "POLICIES", "CloneStats", "CurvePoint", "TrainResult", "beha
 
 ALGOS: Registry[str] = Registry("--algo", {"ppo": "PPO", "a2c": "A2C"})  # name -> SB3 class name
 #: Policy classes: ``mlp`` (SB3's MLP actor-critic) or ``rule`` (`flowherd.control.paths_rule`: the
-#: rule family of docs/rl-structure.md with seven learnable numbers, paths-index space only).
+#: rule family of docs/rl-structure.md with eight learnable numbers, paths-index space only).
 POLICIES = ("mlp", "rule")
 
 
@@ -341,7 +341,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
             same return, shaped by the jobs' work done so that a decision's credit lands within
             the iteration it changes); the cloning's returns-to-go and RL use it alike.
         policy: ``mlp`` (the actor is an MLP of ``net_arch``) or ``rule`` (with ``paths-index``:
-            the actor is the rule family of `flowherd.control.paths_rule`, seven learnable numbers
+            the actor is the rule family of `flowherd.control.paths_rule`, eight learnable numbers
             from a random start; the critic is the MLP of ``net_arch``).
         progress: Called as ``progress(steps_done, steps, new_curve_point_or_None)``.
         log: Called with one line per phase (episodes, cloning, reference runs, stop), so that a
