@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from flowherd.control.model import PathsPolicyController, greedy_action, load_controller
-from flowherd.control.paths_agent import NUM_ACTIONS, obs_dim
+from flowherd.control.paths_agent import NUM_ACTIONS, PathsRuleController, obs_dim
 from flowherd.control.paths_rule import (
     MASKED_LOGIT,
     NUM_RULE_PARAMS,
@@ -93,7 +93,6 @@ def test_the_rule_setting_takes_the_index_rules_action_at_every_point():
     # with waiting bytes on the rank-0 option (the tiny scenario has none: the index avoids them)
     from pathlib import Path
 
-    from flowherd.control.paths_agent import PathsRuleController
     from flowherd.experiments.scenario import read_scenario_mapping
 
     root = Path(__file__).resolve().parents[2]
@@ -178,3 +177,26 @@ def test_the_rule_policy_takes_the_index_space_only(two_spines, tmp_path):
     with pytest.raises(ConfigError, match="policy"):
         train(two_spines, out=tmp_path / "r.zip", steps=64, bc_episodes=0, actions="paths-index",
               policy="cnn")
+
+
+def test_a_rule_policy_warm_started_at_the_index_rule_decides_as_the_rule_at_step_0(two_spines, tmp_path):
+    from flowherd.control.paths_rule import WARM_RANK_WEIGHT
+
+    res = train(two_spines, out=tmp_path / "warm.zip", steps=64, train_seeds=[3], val_seeds=[7],
+                bc_episodes=0, actions="paths-index", policy="rule", rule_init="index", eval_every=64)
+    start = load_controller(tmp_path / "warm_start.zip")
+    head = start.policy.action_net
+    assert head.w.detach().numpy() == pytest.approx([WARM_RANK_WEIGHT, 0, 0, 0, 0, 0])
+    env = PathsEnv(two_spines, seeds=[7], actions="paths-index")
+    got = run_scenario(env.scenario_for(7), solo=False, controller=start)
+    ref = run_scenario(env.scenario_for(7), solo=False, controller=PathsRuleController())
+    assert float(got.cluster.censored_jct_s().mean()) == float(ref.cluster.censored_jct_s().mean())
+    assert res.curve[0].mean_jct_s == pytest.approx(float(ref.cluster.censored_jct_s().mean()), rel=1e-9)
+    # sampled, it explores: rank 0 is not certain
+    obs, _info = env.reset(options={"scenario_seed": 7})
+    probs = start.policy.get_distribution(torch.as_tensor(obs[None])).distribution.probs[0].detach().numpy()
+    assert 0.5 < probs.max() < 0.99
+    env.close()
+    with pytest.raises(ConfigError, match="rule_init"):
+        train(two_spines, out=tmp_path / "r.zip", steps=64, bc_episodes=0, actions="paths-index",
+              policy="rule", rule_init="rank0")

@@ -37,8 +37,8 @@ from torch import nn
 
 from flowherd.control.paths_agent import GLOBAL_FEATURES, NUM_ACTIONS, OPTION_FEATURES, OPTIONS
 
-__all__ = ["MASKED_LOGIT", "NUM_RULE_PARAMS", "RULE_FEATURES", "PathsRulePolicy", "RuleHead", "rule_logits",
-           "rule_parameters"]
+__all__ = ["MASKED_LOGIT", "NUM_RULE_PARAMS", "RULE_FEATURES", "WARM_HOLD_SLOPE", "WARM_RANK_WEIGHT",
+           "PathsRulePolicy", "RuleHead", "rule_logits", "rule_parameters"]
 
 RULE_FEATURES = ("minus_rank", "rate_over_capacity", "utilization", "wait_over_bytes", "wait_over_threshold",
                  "own_rate_over_capacity")
@@ -47,6 +47,11 @@ NUM_RULE_PARAMS = len(RULE_FEATURES) + 2
 #: The logit of an action the observation rules out (finite: torch's entropy of a categorical
 #: multiplies probabilities by logits, and 0 * -inf is not a number).
 MASKED_LOGIT = -1e9
+#: The index rule as a warm start for PPO (``train(..., rule_init="index")``): a score falling by 10
+#: over the ranks (2 per rank: rank 0 is sampled with probability about 0.86 among five options) and
+#: a hold logit ``10 (1 - W / theta)``; the greedy action is the rule's.
+WARM_RANK_WEIGHT = 10.0
+WARM_HOLD_SLOPE = 10.0
 _NF = len(OPTION_FEATURES)
 _M = len(OPTIONS)
 _VALID = OPTION_FEATURES.index("valid")
