@@ -113,6 +113,20 @@ def test_the_rule_setting_takes_the_index_rules_action_at_every_point():
         held += a == 1
         obs, _, done, _, info = env.step(a)
     assert n > 1000 and 0 < held <= can_hold  # the rule holds at some points
+    # the soft warm start of train(rule_init="index") takes the same greedy actions (a held lower
+    # rank never outscores rank 0), on a second pass over the same episode
+    from flowherd.control.paths_rule import WARM_HOLD_SLOPE, WARM_RANK_WEIGHT
+
+    rule_parameters(policy.action_net, rank_weight=WARM_RANK_WEIGHT, hold_slope=WARM_HOLD_SLOPE)
+    obs, info = env.reset(options={"scenario_seed": 4})
+    done, m = False, 0
+    while not done:
+        a = greedy_action(policy, obs, info["action_mask"])
+        assert a == info["structured_action"], (m, obs)
+        m += 1
+        obs, _, done, _, info = env.step(a)
+    assert m == n
+    rule_parameters(policy.action_net)
     # as a controller it is the index rule's controller
     jct = run_scenario(env.scenario_for(4), solo=False, controller=PathsPolicyController(policy))
     ref = run_scenario(env.scenario_for(4), solo=False, controller=PathsRuleController())
@@ -180,13 +194,14 @@ def test_the_rule_policy_takes_the_index_space_only(two_spines, tmp_path):
 
 
 def test_a_rule_policy_warm_started_at_the_index_rule_decides_as_the_rule_at_step_0(two_spines, tmp_path):
-    from flowherd.control.paths_rule import WARM_RANK_WEIGHT
+    from flowherd.control.paths_rule import WARM_HOLD_SLOPE, WARM_RANK_WEIGHT
 
     res = train(two_spines, out=tmp_path / "warm.zip", steps=64, train_seeds=[3], val_seeds=[7],
                 bc_episodes=0, actions="paths-index", policy="rule", rule_init="index", eval_every=64)
     start = load_controller(tmp_path / "warm_start.zip")
     head = start.policy.action_net
     assert head.w.detach().numpy() == pytest.approx([WARM_RANK_WEIGHT, 0, 0, 0, 0, 0])
+    assert 0 < WARM_HOLD_SLOPE < WARM_RANK_WEIGHT / 5  # the hold never lifts a lower rank above rank 0
     env = PathsEnv(two_spines, seeds=[7], actions="paths-index")
     got = run_scenario(env.scenario_for(7), solo=False, controller=start)
     ref = run_scenario(env.scenario_for(7), solo=False, controller=PathsRuleController())

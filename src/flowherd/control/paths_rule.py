@@ -49,9 +49,10 @@ NUM_RULE_PARAMS = len(RULE_FEATURES) + 2
 MASKED_LOGIT = -1e9
 #: The index rule as a warm start for PPO (``train(..., rule_init="index")``): a score falling by 10
 #: over the ranks (2 per rank: rank 0 is sampled with probability about 0.86 among five options) and
-#: a hold logit ``10 (1 - W / theta)``; the greedy action is the rule's.
+#: a hold logit ``1.5 (1 - W / theta)``, below the rank step, so that no held lower rank outscores
+#: rank 0: the greedy action is the rule's wherever ``W / theta != 1``.
 WARM_RANK_WEIGHT = 10.0
-WARM_HOLD_SLOPE = 10.0
+WARM_HOLD_SLOPE = 1.5
 _NF = len(OPTION_FEATURES)
 _M = len(OPTIONS)
 _VALID = OPTION_FEATURES.index("valid")
