@@ -9,7 +9,10 @@ collective, `flowherd.control.paths_agent`; asked only where its actions differ)
   (Theorem 2) with Theorem 1's hold feature: the proven structure as the policy's inputs and outputs;
 * ``ppo-rule``: PPO from scratch on the same space with the rule family as the policy class
   (`flowherd.control.paths_rule`: one linear score shared by the options, a hold logit affine in
-  Theorem 1's ``W / theta``; seven parameters from a random start, the same MLP critic);
+  Theorem 1's ``W / theta``; eight parameters from a random start, the same MLP critic);
+* ``rule+ppo``: ``ppo-rule`` warm-started at the index rule (the rule family's parameters set at it,
+  softly: `flowherd.control.paths_rule.WARM_RANK_WEIGHT`; no cloning), then PPO: what learning adds
+  to the proven rule;
 * ``bc+ppo``: the index space, warm-started by behaviour cloning of no control (the default routes,
   never holding; ``--warm``), then PPO: what learning adds to its warm start;
 * ``bc+ppo-shaped``: the same with a softer clone (label smoothing 0.5) and the reward shaped by the
@@ -68,16 +71,19 @@ SCENARIO = HERE / "scenarios" / "rl_small.yaml"
 LEARNERS = {"ppo-raw": ("raw", False), "ppo-structured": ("structured", False),
             "bc+ppo": ("structured", True)}
 PATH_LEARNERS = {"ppo-raw": ("paths-raw", False), "ppo-index": ("paths-index", False),
-                 "ppo-rule": ("paths-index", False),
+                 "ppo-rule": ("paths-index", False), "rule+ppo": ("paths-index", False),
                  "bc+ppo": ("paths-index", True), "bc+ppo-shaped": ("paths-index", True)}
 # arms trained otherwise than the defaults of flowherd.rl.train.train: bc+ppo-shaped is bc+ppo with the
 # reward shaped by the jobs' progress (flowherd.rl.paths_env, reward="progress": a decision's credit
 # within the iteration it changes) and a softer clone (label smoothing 0.5: the clone of no control
 # keeps the teacher's greedy action with probability about 0.56 instead of 0.87)
 # ppo-rule is ppo-index with the policy class of the rule family (flowherd.control.paths_rule: one shared
-# linear score of each option's features and a hold logit affine in Theorem 1's W / theta, seven learnable
+# linear score of each option's features and a hold logit affine in Theorem 1's W / theta, eight learnable
 # numbers from a random start; the critic the same MLP)
-TRAIN_KWARGS = {"bc+ppo-shaped": {"reward": "progress", "bc_smoothing": 0.5}, "ppo-rule": {"policy": "rule"}}
+# rule+ppo is ppo-rule with its actor set at the index rule (a warm start without cloning)
+TRAIN_KWARGS = {"bc+ppo-shaped": {"reward": "progress", "bc_smoothing": 0.5}, "ppo-rule": {"policy": "rule"},
+                "rule+ppo": {"policy": "rule", "rule_init": "index"}}
+WARM_ARMS = ("bc+ppo", "bc+ppo-shaped", "rule+ppo")
 
 
 def learners(env: str) -> dict[str, tuple[str, bool]]:
@@ -361,9 +367,11 @@ def _headline(runs: list[dict], rows, cfg: dict, tol: float, ref: dict) -> tuple
         kind = "its random initialization"
         if arm.startswith("bc"):
             kind = "a clone of " + cfg.get("warm", "none")
+        elif arm == "rule+ppo":
+            kind = "the index rule"
         # the criterion is about improving on a warm start: an arm that starts from a random
         # initialization has none, and its gain over it says nothing (reported, not judged)
-        met = (m <= -3.0 and m + h < 0) if arm.startswith("bc") else None
+        met = (m <= -3.0 and m + h < 0) if arm in WARM_ARMS else None
         none = np.asarray(ref["none"]["test_jct_s"])
         mn, hn = mean_ci(100 * (best / none - 1))
         verdict = {True: "met", False: "not met", None: "not judged: no warm start"}[met]

@@ -18,10 +18,17 @@ Two parameterizations of the same decisions (docs/rl-structure.md, "The learner 
   per option in that order its features (`OPTION_FEATURES`), then the point's
   (`GLOBAL_FEATURES`).
 * ``paths-index``: action ``2 * rank + hold`` over the options *sorted by the index of Theorem 2*
-  (fewest waiting bytes, then the largest rate for a new flow; rank 0 is the index policy's
+  (fewest waiting bytes, then the largest rate per pair with the collective's own pairs counted on
+  each link, `own_rate`, then the largest rate for a new flow; rank 0 is the index policy's
   choice); observation: per option in rank order its features, the point's, and the raw position
   of the rank-0 option. The feature ``wait_over_threshold`` is ``W / theta`` of Theorem 1 (holding
   is optimal in the model below 1).
+
+Per option, ``rate_over_capacity`` is the rate one new flow gets on the option's slowest link
+(``max(U, C / (n + 1))``), ``own_rate_over_capacity`` the rate each of the collective's pairs gets
+there with the option's own pairs on each link counted (`own_rate`): an option that puts every
+pair over one spine shows the first as wide as the per-pair widest choice, the second divided by
+its pairs on that spine.
 
 Both: options that would make the same routes as an earlier one, or that do not exist (fewer
 candidates), are masked; hold is masked when nothing waits. `prepare` returns the observation,
@@ -42,10 +49,11 @@ from flowherd.control.kvguard import hold_threshold
 from flowherd.errors import ConfigError
 
 __all__ = ["GLOBAL_FEATURES", "NUM_ACTIONS", "OPTIONS", "OPTION_FEATURES", "PATH_SPACES", "WARM",
-           "PathsContext", "PathsRuleController", "decide", "distinct", "obs_dim", "prepare"]
+           "PathsContext", "PathsRuleController", "decide", "distinct", "obs_dim", "own_rate", "prepare"]
 
 OPTIONS = ("default", "widest", "cand0", "cand1", "cand2", "cand3")
-OPTION_FEATURES = ("valid", "rate_over_capacity", "utilization", "wait_over_bytes", "wait_over_threshold")
+OPTION_FEATURES = ("valid", "rate_over_capacity", "utilization", "wait_over_bytes", "wait_over_threshold",
+                   "own_rate_over_capacity")
 GLOBAL_FEATURES = ("log_size", "slack_over_period", "log_period", "running_jobs", "pairs_per_option")
 PATH_SPACES = ("paths-raw", "paths-index")
 WARM = ("none", "index")
@@ -117,6 +125,20 @@ def _links(point: DecisionPoint, choice) -> tuple[np.ndarray, np.ndarray]:
     return lk, counts * per_pair
 
 
+def own_rate(free: np.ndarray, cap: np.ndarray, flows: np.ndarray, own: np.ndarray) -> float:
+    """The rate each of the collective's pairs gets on the most constraining of its links, its own
+    pairs counted: on a link with ``n`` flows of others and ``m`` of the option's own pairs, the
+    larger of an equal part of the unused capacity, ``U / m``, and the max-min share ``C / (n + m)``
+    (docs/rl-structure.md, Theorem 2 under A8'). With one own pair per link it is the rate a new
+    flow gets, ``max(U, C / (n + 1))``; ``m`` pairs on one link divide it ``m`` ways.
+
+    >>> own_rate(np.array([0.0]), np.array([100.0]), np.array([1.0]), np.array([4.0]))
+    20.0
+    """
+    m = np.maximum(own, 1.0)
+    return float(np.min(np.maximum(free / m, cap / (flows + m))))
+
+
 def _waiting(point: DecisionPoint, view: NetworkView) -> tuple[np.ndarray, list]:
     """Per link the bytes of others waiting to cross it (KV transfers and other jobs' coflows), and
     the items as (expected start, link_idx, link_remaining_bytes) for the hold time."""
@@ -164,6 +186,8 @@ def prepare(space: str, point: DecisionPoint, view: NetworkView, *,
     feats = np.zeros((len(OPTIONS), len(OPTION_FEATURES)), np.float32)
     hold_s = np.zeros(len(OPTIONS))
     rate = np.zeros(len(OPTIONS))
+    own = np.zeros(len(OPTIONS))
+    per_pair = point.size_bytes / max(point.num_pairs, 1)
     wait_o = np.full(len(OPTIONS), np.inf)
     ratio = np.full(len(OPTIONS), np.inf)
     max_hold = _MAX_HOLD_FRACTION * period if period else _NO_PERIOD_HOLD_S
@@ -175,6 +199,7 @@ def prepare(space: str, point: DecisionPoint, view: NetworkView, *,
             continue
         r = np.maximum(free[lk], cap[lk] / (flows[lk] + 1.0))
         rate[i] = float(r.min())
+        own[i] = own_rate(free[lk], cap[lk], flows[lk], b / per_pair if per_pair > 0 else np.ones(lk.size))
         k = int(np.argmax(wait[lk]))
         wait_o[i] = float(wait[lk].sum())
         theta = hold_threshold(float(b[k]), slack, float(cap[lk[k]]), 1.0)
@@ -182,8 +207,9 @@ def prepare(space: str, point: DecisionPoint, view: NetworkView, *,
         if view.levers.delay and wait[lk[k]] > 0:
             hold_s[i] = min(_hold_s(lk, items, view), max_hold)
         feats[i] = (1.0, rate[i] / float(cap[lk].max()), float(view.link_utilization[lk].max()),
-                    min(wait_o[i] / max(point.size_bytes, 1.0), OBS_BOUND), min(ratio[i], OBS_BOUND))
-    order = tuple(sorted(range(len(OPTIONS)), key=lambda i: (not valid[i], wait_o[i], -rate[i], i)))
+                    min(wait_o[i] / max(point.size_bytes, 1.0), OBS_BOUND), min(ratio[i], OBS_BOUND),
+                    own[i] / float(cap[lk].max()))
+    order = tuple(sorted(range(len(OPTIONS)), key=lambda i: (not valid[i], wait_o[i], -own[i], -rate[i], i)))
     glob = np.array([math.log10(max(point.size_bytes, 1.0)) / 10.0,
                      min(slack / period, 1.0) if period else 0.0,
                      math.log10(max(period, 1e-4)) / 4.0 + 1.0 if period else 0.0,

@@ -7,8 +7,9 @@ stable-baselines3 actor-critic policy whose *actor* is the family of rules the t
 
 * one shared linear score of each option's features, the same weights for every option slot
   (`RULE_FEATURES`: minus its rank of Theorem 2's index over the last rank, the rate a new flow gets
-  over the link's capacity, the utilization, the waiting bytes over the collective's, and Theorem
-  1's ``W / theta``): ``s_j = w . x_j``. "Rank 0" (the index rule's option) is a positive
+  over the link's capacity, the utilization, the waiting bytes over the collective's, Theorem
+  1's ``W / theta``, and the rate each of the collective's pairs gets with its own pairs counted on
+  each link, over capacity): ``s_j = w . x_j``. "Rank 0" (the index rule's option) is a positive
   weight on the first feature, not a choice learnt per output;
 * a hold logit affine in Theorem 1's statistic of that option: ``h_j = u * (W / theta)_j + v``
   (the threshold ``-v / u`` and the temperature ``|u|``; Theorem 1's rule is ``u < 0``,
@@ -36,15 +37,22 @@ from torch import nn
 
 from flowherd.control.paths_agent import GLOBAL_FEATURES, NUM_ACTIONS, OPTION_FEATURES, OPTIONS
 
-__all__ = ["MASKED_LOGIT", "NUM_RULE_PARAMS", "RULE_FEATURES", "PathsRulePolicy", "RuleHead", "rule_logits",
-           "rule_parameters"]
+__all__ = ["MASKED_LOGIT", "NUM_RULE_PARAMS", "RULE_FEATURES", "WARM_HOLD_SLOPE", "WARM_RANK_WEIGHT",
+           "PathsRulePolicy", "RuleHead", "rule_logits", "rule_parameters"]
 
-RULE_FEATURES = ("minus_rank", "rate_over_capacity", "utilization", "wait_over_bytes", "wait_over_threshold")
+RULE_FEATURES = ("minus_rank", "rate_over_capacity", "utilization", "wait_over_bytes", "wait_over_threshold",
+                 "own_rate_over_capacity")
 #: Learnable numbers of the actor: the shared score's weights, the hold's slope and offset.
 NUM_RULE_PARAMS = len(RULE_FEATURES) + 2
 #: The logit of an action the observation rules out (finite: torch's entropy of a categorical
 #: multiplies probabilities by logits, and 0 * -inf is not a number).
 MASKED_LOGIT = -1e9
+#: The index rule as a warm start for PPO (``train(..., rule_init="index")``): a score falling by 10
+#: over the ranks (2 per rank: rank 0 is sampled with probability about 0.86 among five options) and
+#: a hold logit ``1.5 (1 - W / theta)``, below the rank step, so that no held lower rank outscores
+#: rank 0: the greedy action is the rule's wherever ``W / theta != 1``.
+WARM_RANK_WEIGHT = 10.0
+WARM_HOLD_SLOPE = 1.5
 _NF = len(OPTION_FEATURES)
 _M = len(OPTIONS)
 _VALID = OPTION_FEATURES.index("valid")

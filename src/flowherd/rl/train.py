@@ -48,8 +48,11 @@ __all__ = ["ALGOS", "POLICIES", "CloneStats", "CurvePoint", "TrainResult", "beha
 
 ALGOS: Registry[str] = Registry("--algo", {"ppo": "PPO", "a2c": "A2C"})  # name -> SB3 class name
 #: Policy classes: ``mlp`` (SB3's MLP actor-critic) or ``rule`` (`flowherd.control.paths_rule`: the
-#: rule family of docs/rl-structure.md with seven learnable numbers, paths-index space only).
+#: rule family of docs/rl-structure.md with eight learnable numbers, paths-index space only).
 POLICIES = ("mlp", "rule")
+#: Where the rule policy's actor starts: ``random`` (draws of scale 0.01) or ``index`` (the index rule
+#: of docs/rl-structure.md, softly: `flowherd.control.paths_rule.WARM_RANK_WEIGHT`).
+RULE_INITS = ("random", "index")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,7 +299,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
           gamma: float = 0.999, learning_rate: float = 3e-4, net_arch: Sequence[int] = (64, 64),
           num_threads: int = 1, actions: str = "structured", n_steps: int | None = None,
           choice_only: bool = False, bc_balance: bool = False, warm: str = "none", reward: str = "jct",
-          policy: str = "mlp", progress: Callable[[int, int, CurvePoint | None], None] | None = None,
+          policy: str = "mlp", rule_init: str = "random",
+          progress: Callable[[int, int, CurvePoint | None], None] | None = None,
           log: Callable[[str], None] | None = None) -> TrainResult:
     """Behaviour cloning of the structured policy, then RL (module docstring).
 
@@ -341,8 +345,12 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
             same return, shaped by the jobs' work done so that a decision's credit lands within
             the iteration it changes); the cloning's returns-to-go and RL use it alike.
         policy: ``mlp`` (the actor is an MLP of ``net_arch``) or ``rule`` (with ``paths-index``:
-            the actor is the rule family of `flowherd.control.paths_rule`, seven learnable numbers
+            the actor is the rule family of `flowherd.control.paths_rule`, eight learnable numbers
             from a random start; the critic is the MLP of ``net_arch``).
+        rule_init: With ``policy="rule"``: ``random`` (the default) or ``index`` (the actor set at
+            the index rule with `paths_rule.WARM_RANK_WEIGHT` and `paths_rule.WARM_HOLD_SLOPE`: its
+            greedy action is the rule's, its samples explore the other ranks; a warm start
+            without cloning).
         progress: Called as ``progress(steps_done, steps, new_curve_point_or_None)``.
         log: Called with one line per phase (episodes, cloning, reference runs, stop), so that a
             long phase before RL does not look like a hang.
@@ -369,6 +377,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         raise ConfigError(f"time_limit_s must be a positive time, got {time_limit_s!r} (--time-limit)")
     if policy not in POLICIES:
         raise ConfigError(f"policy must be one of {POLICIES}, got {policy!r} (policy)")
+    if rule_init not in RULE_INITS:
+        raise ConfigError(f"rule_init must be one of {RULE_INITS}, got {rule_init!r} (rule_init)")
     if policy == "rule" and actions != "paths-index":
         raise ConfigError(f"the rule policy takes the paths-index space, got {actions!r} (actions)")
     if not (isinstance(num_threads, int) and 1 <= num_threads <= 2):
@@ -444,6 +454,10 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, out: str | Pat
         policy_cls = PathsRulePolicy
         kwargs["policy_kwargs"] = {"net_arch": {"pi": [], "vf": list(net_arch)}}
     model = algo_cls(policy_cls, rl_env, **kwargs)
+    if policy == "rule" and rule_init == "index":
+        from flowherd.control.paths_rule import WARM_HOLD_SLOPE, WARM_RANK_WEIGHT, rule_parameters
+
+        rule_parameters(model.policy.action_net, rank_weight=WARM_RANK_WEIGHT, hold_slope=WARM_HOLD_SLOPE)
 
     # -- 2. behaviour cloning ----------------------------------------------------------------------
     bc_accuracy = (behaviour_clone(model.policy, data, epochs=bc_epochs, seed=seed, smoothing=bc_smoothing,
