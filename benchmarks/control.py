@@ -519,6 +519,7 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
             return None
 
         rows = [r for r in map(earlier, tasks) if r is not None]
+        bounds.remember(old, levels)  # a job on the GPUs of a stored run has that run's bound
         tasks = [t for t in tasks if earlier(t) is None]
         print(f"  {len(rows)} runs reused from {args.reuse}, {len(tasks)} to run", flush=True)
     noop = [t for t in tasks if args.grant in NO_OP.get(t[2], ())]
