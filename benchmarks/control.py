@@ -101,7 +101,9 @@ FAMILIES = {"mixed": HERE / "scenarios" / "control_mixed_periods.yaml",
             "kalos8": HERE / "scenarios" / "llm_kalos_8to1.yaml",
             "rail": HERE / "scenarios" / "llm_kalos_rail.yaml",
             "seren": HERE / "scenarios" / "llm_seren_1to1.yaml",
-            "inference": HERE / "scenarios" / "llm_inference.yaml"}
+            "inference": HERE / "scenarios" / "llm_inference.yaml",
+            "lingjun15": HERE / "scenarios" / "llm_lingjun_15to1.yaml",
+            "lingjun1": HERE / "scenarios" / "llm_lingjun_1to1.yaml"}
 
 
 def scenario_path(name: str) -> Path:
@@ -442,7 +444,7 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS),
                     help="light medium heavy, a family (mixed contended kalos4 kalos8 rail seren "
-                    "inference) or YAML paths")
+                    "inference lingjun15 lingjun1) or YAML paths")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (each another trace window)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--controllers", nargs="+", default=None, help="labels to run (default: all)")
@@ -519,6 +521,7 @@ def main(argv: list[str] | None = None, run: Callable[[tuple], dict] = run_one) 
             return None
 
         rows = [r for r in map(earlier, tasks) if r is not None]
+        bounds.remember(old, levels)  # a job on the GPUs of a stored run has that run's bound
         tasks = [t for t in tasks if earlier(t) is None]
         print(f"  {len(rows)} runs reused from {args.reuse}, {len(tasks)} to run", flush=True)
     noop = [t for t in tasks if args.grant in NO_OP.get(t[2], ())]

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 _BOUNDS: dict = {}  # (scenario path, seed) -> (scenario, IterationBound)
+_KNOWN: dict = {}  # (scenario path, seed, job name, GPU ids) -> a stored run's bound_iteration_s
 
 
 def _scenario(path: Path, seed: int):
@@ -41,6 +42,26 @@ def _scenario(path: Path, seed: int):
         shared = next((b for (p, _), (_, b) in _BOUNDS.items() if p == fab_key), None)
         _BOUNDS[key] = (sc, shared if shared is not None else IterationBound(sc.fabric))
     return _BOUNDS[key]
+
+
+def remember(rows: list[dict], paths: dict) -> int:
+    """Files the job bounds of stored runs (``rows`` with `run_bounds`' ``bound_iteration_s``,
+    their scenario's file in ``paths`` by the rows' ``scenario``) for `run_bounds`: a job of the
+    same scenario and seed on the same GPUs has the same bound, so a new run takes it rather than
+    solving its LPs again (on a 6,776-GPU fabric those take minutes a run). Returns how many job
+    bounds were filed."""
+    n = 0
+    for r in rows:
+        path = paths.get(r.get("scenario"))
+        if path is None:
+            continue
+        for d in r.get("job_detail") or ():
+            b = d.get("bound_iteration_s")
+            if b is not None and d.get("start_s") is not None and d.get("gpu_ids"):
+                key = (str(path), int(r["seed"]), d["name"], tuple(int(g) for g in d["gpu_ids"]))
+                n += key not in _KNOWN
+                _KNOWN[key] = float(b)
+    return n
 
 
 def run_bounds(row: dict, path: Path) -> dict:
@@ -59,7 +80,8 @@ def run_bounds(row: dict, path: Path) -> dict:
         it = None
         if isinstance(spec, TrainingJob):
             gpus = d.get("gpu_ids") if d.get("start_s") is not None else None
-            it = bound.job_s(spec, gpus)
+            k = (str(path), int(row["seed"]), d["name"], tuple(int(g) for g in gpus)) if gpus else None
+            it = _KNOWN[k] if k in _KNOWN else bound.job_s(spec, gpus)
         detail.append({**d, "bound_iteration_s": it})
     known = [{"submit_s": d["submit_s"], "gpus": d["gpus"], "iterations": d["iterations"],
               "iteration_s": d["bound_iteration_s"]} for d in detail if d["bound_iteration_s"] is not None]

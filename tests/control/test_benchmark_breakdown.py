@@ -181,3 +181,22 @@ def test_the_home_grant_table_pairs_each_baseline_with_flowherd_under_its_grant(
     t = home.table(rows, "heavy")
     assert [r[1] for r in t] == ["mltcp", "flowherd@weights"]
     assert t[0][4].startswith("-10.50 +-") and "flowherd ahead" in t[0][4]  # paired: -10, -11
+
+
+def test_a_stored_runs_job_bounds_are_taken_for_a_job_on_the_same_gpus():
+    # job a on GPUs 0-15 carries a stored bound (a sentinel no LP gives: 123 s an iteration); a new
+    # run of the same scenario and seed takes it for a on those GPUs and solves b's LP itself
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios" / "control_two_jobs.yaml"
+    a = {"name": "a", "submit_s": 0.0, "start_s": 0.0, "finish_s": 10.0, "gpus": 16, "iterations": 5,
+         "gpu_ids": list(range(16))}
+    b = {**a, "name": "b", "gpu_ids": list(range(16, 32))}
+    stored = {"scenario": "two", "seed": 7, "job_detail": [{**a, "bound_iteration_s": 123.0}]}
+    assert bench.bounds.remember([stored], {"two": path}) == 1
+    assert bench.bounds.remember([{**stored, "scenario": "other"}], {"two": path}) == 0
+    out = bench.bounds.run_bounds({"scenario": "two", "seed": 7, "job_detail": [a, b]}, path)
+    got = {d["name"]: d["bound_iteration_s"] for d in out["job_detail"]}
+    assert got["a"] == 123.0
+    assert 0 < got["b"] < 1.0  # a Llama-3-8B iteration on 16 H100s, solved
+    # another seed, or a on other GPUs: not the stored run's job, solved
+    other = bench.bounds.run_bounds({"scenario": "two", "seed": 8, "job_detail": [a]}, path)
+    assert other["job_detail"][0]["bound_iteration_s"] == pytest.approx(got["b"])

@@ -16,6 +16,8 @@ _SPEC.loader.exec_module(bench)
 @pytest.mark.parametrize(("name", "stem"), [("kalos4", "llm_kalos_4to1"), ("kalos8", "llm_kalos_8to1"),
                                             ("rail", "llm_kalos_rail"), ("seren", "llm_seren_1to1"),
                                             ("inference", "llm_inference"),
+                                            ("lingjun15", "llm_lingjun_15to1"),
+                                            ("lingjun1", "llm_lingjun_1to1"),
                                             ("contended", "contended_small"), ("heavy", "control_heavy")])
 def test_a_family_name_resolves_to_its_scenario_file(name, stem):
     path = bench.scenario_path(name)
