@@ -114,3 +114,33 @@ def test_one_pod_fabrics_keep_the_candidates_without_pods():
     free[v.gpus_of(0)] = False
     assert [r for r, _ in _candidates(v, p, free, np.zeros(6))] == \
         [r for r, _ in _candidates(dataclasses.replace(v, leaf_pod=None), p, free, np.zeros(6))]
+
+
+def test_the_routing_lps_scores_are_memoized_by_the_jobs_and_gpus_routed(monkeypatch):
+    # the timeline scores the same jobs on the same GPUs at every event and in every restore
+    # round: a second score of the same placements must not solve the LP again, and must be the
+    # number the LP gave; another placement is solved
+    import flowherd.planning.congestion as congestion
+
+    f = leaf_spine(servers=24, gpus_per_server=8, leaves=6, spines=2, oversubscription=8)
+    v = fabric_view(f)
+    running = [(profile_job(_job("r0", "llama3-8b", 48), v),
+                np.concatenate([v.gpus_of(s) for s in [1, 8, 11, 12, 15, 18]]))]
+    new = profile_job(_job("n", "mixtral-8x7b", 64), v)
+    run = _Run([running[0][0], new], [running[0][1], None], [0])
+    solves = []
+    real = congestion.route_windows
+    monkeypatch.setattr(congestion, "route_windows", lambda *a, **k: solves.append(1) or real(*a, **k))
+    guard = Congestion(leaf=LeafCongestion(target=0.9, background_bytes_per_s=np.zeros(v.num_leaves)),
+                       fabric=f, target=0.9, scores={})
+    a = np.concatenate([v.gpus_of(s) for s in [13, 14, 16, 17, 20, 21, 22, 23]])
+    b = np.concatenate([v.gpus_of(s) for s in [0, 2, 13, 14, 20, 21, 22, 23]])
+    first = guard.for_batch(run, [1]).route_score([a])
+    again = dataclasses.replace(guard, leaf=dataclasses.replace(guard.leaf, target=0.5))
+    assert again.for_batch(run, [1]).route_score([a.copy()]) == first and len(solves) == 1
+    other = again.for_batch(run, [1]).route_score([b])
+    assert len(solves) == 2 and other > 0
+    alone = again.for_batch(_Run(run.profiles, run.gpus, []), [1]).route_score([a])
+    assert len(solves) == 3 and alone < first  # the same GPUs without the running job: solved
+    fresh = Congestion(leaf=guard.leaf, fabric=f, target=0.9).for_batch(run, [1]).route_score([a])
+    assert fresh == first and len(solves) == 4  # no memo: solved, the same score

@@ -7,7 +7,7 @@ import pytest
 
 from flowherd.errors import ConfigError
 from flowherd.fabric.generators import leaf_spine
-from flowherd.planning.traffic import TrafficMatrix, job_traffic, link_profile
+from flowherd.planning.traffic import TrafficMatrix, job_traffic, link_profile, network_pairs
 from flowherd.workload.training import TrainingJob
 
 TINY = dict(name="tiny", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32000)
@@ -91,3 +91,27 @@ def test_job_link_profile_averages_to_the_iteration_bytes():
     for grp, (rate, frac) in prof.items():
         per_iteration = link_profile(f, jt.phases[grp], "spray")
         assert rate * frac * jt.iteration_s == pytest.approx(per_iteration, rel=1e-9, abs=1e-6)
+
+
+@pytest.mark.parametrize("wire", [False, True])
+def test_network_pairs_are_job_traffics_scale_out_pairs_bit_for_bit(wire):
+    # the routing LP's fast path: the same pairs and the same sums as the full time profile, on
+    # GPUs scattered so that TP, PP and DP groups cross servers in several ways
+    f = leaf_spine(servers=8, gpus_per_server=2, leaves=2, spines=2)
+    job = TrainingJob(model=TINY, gpus=8, tp=2, pp=2, gpu="h100", seq_len=1024)
+    for gpus in ([0, 1, 2, 3, 4, 5, 6, 7], [0, 3, 4, 7, 9, 10, 12, 15], [1, 2, 5, 6, 8, 11, 13, 14]):
+        ref = job_traffic(job, gpus, f).network(f, wire=wire)
+        got = network_pairs(job, gpus, f, wire=wire)
+        assert ref.num_pairs > 0
+        assert np.array_equal(got.src, ref.src) and np.array_equal(got.dst, ref.dst)
+        assert np.array_equal(got.size_bytes, ref.size_bytes)
+        assert np.all(f.gpu_server[got.src] != f.gpu_server[got.dst])
+
+
+def test_network_pairs_of_a_job_inside_one_server_are_empty_and_bad_gpus_are_named():
+    f = leaf_spine(servers=2, gpus_per_server=4, leaves=1, spines=1)
+    job = TrainingJob(model=TINY, gpus=4, tp=2, gpu="h100", seq_len=1024)
+    assert network_pairs(job, [0, 1, 2, 3], f).num_pairs == 0
+    assert network_pairs(job, [0, 1, 4, 5], f).num_pairs > 0
+    with pytest.raises(ConfigError, match="GPU 9"):
+        network_pairs(job, [0, 1, 2, 9], f)

@@ -2,8 +2,8 @@
 
 A plan says which jobs run where and when (placements, starts, predicted iteration times). Its
 span is cut into windows of ``window_s``; in window w every running training job offers its
-per-iteration scale-out bytes on the wire (`flowherd.planning.traffic.job_traffic`, GPU pairs on
-different servers, ``wire=True``) at its predicted iteration rate, weighted by the share of the
+per-iteration scale-out bytes on the wire (`flowherd.planning.traffic.network_pairs`, GPU pairs
+on different servers, ``wire=True``) at its predicted iteration rate, weighted by the share of the
 window it runs: the concurrent-traffic estimate of that window. The expected background load is
 added on every link (`background_link_bytes_per_s`: each server sends ``load`` of its NIC
 capacity to uniformly drawn other servers, from uniformly drawn GPUs, spread as spraying spreads
@@ -56,7 +56,7 @@ from flowherd.errors import ConfigError, SolverError
 from flowherd.fabric.core import Fabric, LinkKind
 from flowherd.planning.mcf import solve_lp
 from flowherd.planning.spread_paths import spread_paths
-from flowherd.planning.traffic import TrafficMatrix, job_traffic, link_profile
+from flowherd.planning.traffic import TrafficMatrix, link_profile, network_pairs
 
 __all__ = ["DEFAULT_MAX_UTILIZATION", "LinkLoads", "PlannedJob", "background_link_bytes_per_s",
            "check_max_utilization", "leaf_background_bytes_per_s", "predict_link_loads", "route_windows",
@@ -295,7 +295,7 @@ def _job_pairs(fabric: Fabric, job: Any, gpus: tuple[int, ...]) -> TrafficMatrix
            id(fabric))
     hit = _TRAFFIC.get(key)
     if hit is None or hit[0] is not fabric:
-        hit = _TRAFFIC[key] = (fabric, job_traffic(job, gpus, fabric).network(fabric, wire=True))
+        hit = _TRAFFIC[key] = (fabric, network_pairs(job, gpus, fabric, wire=True))
     return hit[1]
 
 

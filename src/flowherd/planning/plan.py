@@ -286,7 +286,7 @@ def make_plan(fabric: Fabric, jobs: Sequence[Any], *, method: str = "heuristic",
     if joint:
         leaf_bg = leaf_background_bytes_per_s(fabric, background)
         guard = Congestion(leaf=LeafCongestion(target=target, background_bytes_per_s=leaf_bg), fabric=fabric,
-                           background=background, target=target)
+                           background=background, target=target, scores={})
     tl = run_timeline(planner, method, view, profiles, fabric.num_gpus, np.random.default_rng(seed),
                        deadline, slack_aware, background=bg, backfill=backfill, congestion=guard, order=order,
                        migration=migration)
@@ -422,11 +422,22 @@ def _planned_jobs(jobs: Sequence[Any], tl: Any, view: Any,
 
 def _route(fabric: Fabric, jobs: Sequence[Any], tl: Any, view: Any, profiles: Sequence[JobProfile],
            target: float, background: Any, window_s: float | None, routing: str = "ecmp",
-           clock: dict | None = None) -> tuple[dict, LinkLoads, Any]:
+           clock: dict | None = None, memo: dict | None = None) -> tuple[dict, LinkLoads, Any]:
+    """The routing LP of the timeline's plan; ``memo``: the LP's answers by the planned jobs (the
+    same jobs on the same GPUs at the same starts and rates route the same: a restore round that
+    plans what an earlier candidate planned is not routed again)."""
     # ties to spraying's even split where the scenario sprays (flowherd.planning.congestion)
     c0 = time.process_time()
-    splits, loads = route_windows(fabric, _planned_jobs(jobs, tl, view, profiles), target=target,
-                                  background=background, window_s=window_s, even_ties=routing == "spray")
+    planned = _planned_jobs(jobs, tl, view, profiles)
+    key = tuple((getattr(j.job, "name", None), getattr(j.job, "iterations", None), j.gpus, j.start_s,
+                 j.iteration_s) for j in planned)
+    hit = None if memo is None else memo.get(key)
+    if hit is None:
+        hit = route_windows(fabric, planned, target=target, background=background, window_s=window_s,
+                            even_ties=routing == "spray")
+        if memo is not None:
+            memo[key] = hit
+    splits, loads = hit
     if clock is not None:
         clock["routing_s"] += time.process_time() - c0
     return splits, loads, tl.gpus
@@ -460,8 +471,10 @@ def _route_and_restore(tl: Any, planner: Any, method: str, view: Any, profiles: 
 
     submit = np.array([p.submit_s for p in profiles])
 
+    routed: dict = {}
+
     def candidate(t: Any, leaf_target: float) -> dict[str, Any]:
-        r = _route(fabric, jobs, t, view, profiles, target, background, window_s, routing, clock)
+        r = _route(fabric, jobs, t, view, profiles, target, background, window_s, routing, clock, routed)
         return {"tl": t, "routes": r, "excess_s": excess(r[1]), "leaf_target": leaf_target,
                 "objective_s": float(np.mean(t.end - submit))}
 

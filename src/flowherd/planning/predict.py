@@ -253,12 +253,12 @@ def background_penalty_s(job: TrainingJob, view: FabricView, background: Any, *,
     if servers > view.num_servers or np.any(view.server_capacity[:servers] < per):
         return 0.0
     from flowherd.cluster.simulate import JobRequest, simulate_cluster
-    from flowherd.planning.traffic import job_traffic
+    from flowherd.planning.traffic import network_pairs
     from flowherd.routing.paths import shortest_paths
     from flowherd.routing.policies import ExplicitRouter
 
     gpus = np.concatenate([view.gpus_of(k)[:per] for k in range(servers)])[:job.world_size]
-    pairs = job_traffic(job, gpus, view.fabric).network(view.fabric)
+    pairs = network_pairs(job, gpus, view.fabric)
     splits = {}
     for a, b in zip(pairs.src.tolist(), pairs.dst.tolist(), strict=True):
         paths = shortest_paths(view.fabric, a, b, limit=16)

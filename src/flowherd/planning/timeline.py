@@ -413,12 +413,19 @@ class Congestion:
         fabric: The fabric (None: no routing LP in the placement, the sequential ablation).
         background: `flowherd.cluster.simulate.BackgroundSpec` or None.
         target: The links' target utilization the routing LP scores with (`planner.max_utilization`).
+        scores: The routing LP's scores computed so far, by the jobs routed (the running jobs and
+            the batch placed so far, in order, with their GPUs). A score depends on nothing else
+            (the fabric, background and target are this object's), and the timeline scores the
+            same jobs on the same GPUs again and again: at every event while the queue's head
+            waits, in every backfilling pass, in every restore round (`dataclasses.replace`
+            keeps this mapping). Shared by the copies of one plan; None: no memo.
     """
 
     leaf: LeafCongestion
     fabric: Any = None
     background: Any = None
     target: float = 0.9
+    scores: dict | None = None
 
     def for_batch(self, run: _Planning, batch: list[int]) -> LeafCongestion:
         """The guard handed to the method for ``batch`` now, with the routing LP's score of a
@@ -435,7 +442,16 @@ class Congestion:
         running = [(profiles[k], run.gpus[k]) for k in run.running]
         target = self.target
 
+        memo = self.scores
+        held = tuple((k, np.asarray(run.gpus[k]).tobytes()) for k in run.running)
+
         def score(gpus: Sequence[np.ndarray | None]) -> float:
+            key = None
+            if memo is not None:
+                key = (held, tuple((i, np.asarray(g, dtype=np.int64).tobytes())
+                                   for i, g in zip(batch, gpus, strict=False) if g is not None))
+                if key in memo:
+                    return memo[key]
             jobs = [PlannedJob(job=p.job, gpus=tuple(int(x) for x in g), start_s=0.0,
                                iteration_s=max(p.multi_server_s, 1e-9))
                     for p, g in [*running, *((profiles[i], g) for i, g in zip(batch, gpus, strict=False)
@@ -446,6 +462,9 @@ class Congestion:
             _, ll = route_windows(self.fabric, jobs, target=target, background=self.background,
                                   edges_s=np.array([0.0, end]))
             load = ll.load[:, 0]
-            return float(100.0 * np.clip(load - target, 0.0, None).sum() + load.max(initial=0.0))
+            out = float(100.0 * np.clip(load - target, 0.0, None).sum() + load.max(initial=0.0))
+            if memo is not None:
+                memo[key] = out
+            return out
 
         return dataclasses.replace(self.leaf, route_score=score)

@@ -34,7 +34,7 @@ from flowherd.routing.policies import ExplicitRouter, make_router
 from flowherd.workload.opgraph import TaskKind
 from flowherd.workload.training import rank_to_gpu
 
-__all__ = ["JobTraffic", "TrafficMatrix", "job_traffic", "link_profile"]
+__all__ = ["JobTraffic", "TrafficMatrix", "job_traffic", "link_profile", "network_pairs"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -323,3 +323,79 @@ def job_traffic(job: Any, gpus: Sequence[int] | np.ndarray, fabric: Fabric, *,
         active_fraction={grp: (v / iteration_s if iteration_s > 0 else 0.0) for grp, v in busy.items()},
         wire_phases={grp: TrafficMatrix.concat(p).aggregated() for grp, p in wires.items()},
     )
+
+
+def _aggregate(src: np.ndarray, dst: np.ndarray,
+               size: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`TrafficMatrix.aggregated` on raw arrays (the same sums, in the same order)."""
+    keep = (src != dst) & (size > 0)
+    s, d, b = src[keep], dst[keep], size[keep]
+    if not s.size:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0)
+    width = int(max(s.max(), d.max())) + 1
+    uniq, inv = np.unique(s * width + d, return_inverse=True)
+    return uniq // width, uniq % width, np.bincount(inv, weights=b, minlength=uniq.size)
+
+
+def network_pairs(job: Any, gpus: Sequence[int] | np.ndarray, fabric: Fabric, *, wire: bool = False,
+                  granularity: str = "stage") -> TrafficMatrix:
+    """``job_traffic(job, gpus, fabric).network(fabric, wire=wire)`` without the time profile:
+    the per-iteration bytes between the job's GPUs on different servers, the same numbers.
+
+    The routing LP needs these bytes for every candidate placement it scores, and the time
+    profile (each communication task's link loads under spraying) is most of `job_traffic`'s
+    cost on a large fabric. A collective whose GPUs are all in one server sends nothing between
+    servers and is skipped before its schedule is built; the others' pairs are summed per group
+    and then over the groups, as `JobTraffic.network` sums them (each pair's sum in the same
+    order, so bit for bit the same).
+    """
+    from flowherd.workload.training import TrainingJob
+
+    if not isinstance(job, TrainingJob):
+        return job_traffic(job, gpus, fabric, granularity=granularity).network(fabric, wire=wire)
+    g = np.asarray(gpus, dtype=np.int64).ravel()
+    if g.size and (g.min() < 0 or g.max() >= fabric.num_gpus):
+        bad = int(g[(g < 0) | (g >= fabric.num_gpus)][0])
+        raise ConfigError(f"job {getattr(job, 'name', '?')!r}: GPU {bad} is not in fabric "
+                          f"{fabric.name!r} with {fabric.num_gpus} GPUs (gpus)")
+    server = np.asarray(fabric.gpu_server)
+    rank_gpu = rank_to_gpu(job, g, 1, gpu_server=server)
+    rank_server = server[rank_gpu]
+    graph = job.iteration_graph(granularity)
+    calls: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
+    parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    for t in graph.tasks:
+        if t.kind == TaskKind.COMPUTE:
+            continue
+        for c in t.collectives:
+            key = (c.op, tuple(c.gpus), float(c.size_bytes), c.root,
+                   None if c.matrix_bytes is None else np.asarray(c.matrix_bytes).tobytes())
+            if key in calls:
+                hit = calls[key]
+            else:
+                ranks = np.asarray(c.gpus, dtype=np.int64)
+                hit = None
+                if (ranks.size >= 2 and c.size_bytes > 0
+                        and bool((rank_server[ranks] != rank_server[ranks[0]]).any())):
+                    coll = Collective(op=c.op, gpus=tuple(int(x) for x in rank_gpu[ranks]),
+                                      size_bytes=c.size_bytes, root=c.root, matrix_bytes=c.matrix_bytes)
+                    if coll.n >= 2:
+                        algo, proto = choose(fabric, coll)
+                        sched = build_schedule(coll, algo, fabric=fabric, protocol=proto,
+                                               channels=nccl_channels(fabric, coll))
+                        s, d, b = sched.pair_bytes()
+                        if s.size:
+                            hit = (s.astype(np.int64), d.astype(np.int64),
+                                   b / sched.wire_fraction if wire else b)
+                calls[key] = hit
+            if hit is not None:
+                parts.setdefault(t.group, []).append((hit[0], hit[1], hit[2] * t.count))
+    if not parts:
+        return TrafficMatrix.empty()
+    groups = [_aggregate(np.concatenate([p[0] for p in ps]), np.concatenate([p[1] for p in ps]),
+                         np.concatenate([p[2] for p in ps])) for ps in parts.values()]
+    s, d, b = _aggregate(np.concatenate([x[0] for x in groups]), np.concatenate([x[1] for x in groups]),
+                         np.concatenate([x[2] for x in groups]))
+    cross = server[s] != server[d]
+    return TrafficMatrix(src=s[cross], dst=d[cross], size_bytes=b[cross])
