@@ -232,3 +232,38 @@ def test_buffering_and_its_period_tolerance_are_checked():
         HerdParams(buffering="both")
     with pytest.raises(ConfigError, match=r"period_tolerance must be in \[0, 1\].*params.period_tolerance"):
         HerdParams(period_tolerance=-0.1)
+
+
+def _widest_reference(point, view):
+    # the rule over the whole fabric's arrays: per pair the first candidate whose slowest link gives
+    # a new flow the most (max of unused capacity and C / (n + 1)), earlier pairs counted
+    cap = view.link_capacity_bytes_per_s
+    free = cap * (1.0 - view.link_utilization)
+    n = view.link_flows.astype(float).copy()
+    out = []
+    for cands in point.candidate_paths:
+        rates = [min(max(free[lk], cap[lk] / (n[lk] + 1.0)) for lk in p) if len(p) else np.inf
+                 for p in cands]
+        k = int(np.argmax(rates))
+        out.append(k)
+        for lk in cands[k]:
+            free[lk] = max(free[lk] - rates[k], 0.0)
+            n[lk] += 1.0
+    return tuple(out)
+
+
+def test_widest_share_reads_only_the_candidate_links_and_chooses_as_over_the_whole_fabric():
+    from flowherd.control.herd import _widest_share
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        num_links = int(rng.integers(4, 40))
+        cap = rng.choice([1e9, 5e9, 12.5e9], size=num_links)
+        util = rng.uniform(0, 1, num_links) * (rng.uniform(size=num_links) < 0.7)
+        view = NetworkView(now_s=0.0, link_capacity_bytes_per_s=cap, link_utilization=util,
+                           link_flows=rng.integers(0, 6, num_links), coflows=(), jobs={})
+        cands = tuple(tuple(rng.choice(num_links, size=int(rng.integers(1, 5)), replace=False)
+                            for _ in range(int(rng.integers(1, 5)))) for _ in range(int(rng.integers(1, 9))))
+        point = DecisionPoint(kind="collective", now_s=0.0, job="a", src_gpu=np.arange(len(cands)),
+                              dst_gpu=np.arange(len(cands)) + 8, candidate_paths=cands)
+        assert _widest_share(point, view) == _widest_reference(point, view)

@@ -343,16 +343,22 @@ def _paths(point: DecisionPoint, view: NetworkView, params: HerdParams,
     return _least_loaded(point, load + 1e-6 * view.link_utilization)
 
 
-def _link_lists(view: NetworkView) -> tuple[list[float], list[float], list[float]]:
-    """Per link its unused capacity, its capacity and its flows as plain floats: a few links per
-    path, where numpy's per-call cost would dominate (same values)."""
-    cap = view.link_capacity_bytes_per_s
-    return ((cap * (1.0 - view.link_utilization)).tolist(), cap.tolist(),
-            view.link_flows.astype(np.float64).tolist())
+def _link_lists(view: NetworkView, point: DecisionPoint
+                ) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
+    """Per link of the point's candidate paths, its unused capacity, its capacity and its flows as
+    plain floats keyed by link id: a few links per path, where numpy's per-call cost would
+    dominate, and only those links, where copying the whole fabric's arrays would (same values)."""
+    touched = [p for cands in point.candidate_paths for p in cands if len(p)]
+    ids = np.unique(np.concatenate(touched)) if touched else np.zeros(0, dtype=np.int64)
+    cap = view.link_capacity_bytes_per_s[ids]
+    keys = ids.tolist()
+    return (dict(zip(keys, (cap * (1.0 - view.link_utilization[ids])).tolist(), strict=True)),
+            dict(zip(keys, cap.tolist(), strict=True)),
+            dict(zip(keys, view.link_flows[ids].astype(np.float64).tolist(), strict=True)))
 
 
-def _path_rates(paths: list[list[int]], free: list[float], capl: list[float], n: list[float],
-                empty: float) -> list[float]:
+def _path_rates(paths: list[list[int]], free: dict[int, float], capl: dict[int, float],
+                n: dict[int, float], empty: float) -> list[float]:
     """Per path the rate a new flow gets on its slowest link (per link the larger of its unused
     capacity and ``C / (n + 1)``); ``empty`` for a path of no link."""
     return [min(max(free[lk], capl[lk] / (n[lk] + 1.0)) for lk in p) if p else empty for p in paths]
@@ -366,7 +372,7 @@ def _widest_share(point: DecisionPoint, view: NetworkView) -> tuple[int, ...]:
     the pace of its slowest flow, and a link fully used by one elastic flow (utilization 1, which
     is all the `adaptive` baseline sees) still gives a newcomer half of it, while a link shared by
     five gives a sixth."""
-    free, capl, n = _link_lists(view)
+    free, capl, n = _link_lists(view, point)
     choice = []
     for cands in point.candidate_paths:
         paths = [p.tolist() for p in cands]
@@ -391,7 +397,7 @@ def share_splits(point: DecisionPoint, view: NetworkView) -> tuple[tuple[float, 
     back, where choosing puts the pair on the widest path alone."""
     if point.kind != "collective" or not point.candidate_paths or view.link_flows is None:
         return None
-    free, capl, n = _link_lists(view)
+    free, capl, n = _link_lists(view, point)
     out = []
     for cands in point.candidate_paths:
         paths = [p.tolist() for p in cands]
