@@ -1,6 +1,7 @@
 """`flowherd simulate` / `demo`: the JSON contract, determinism, results on disk, bad input."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import flowherd
 from flowherd.cli import main
 
 SMALL = {
@@ -63,6 +65,27 @@ def test_same_scenario_and_seed_give_identical_json(capsys, small_file):
     a = _json(capsys, ["simulate", str(small_file), "--json"])
     b = _json(capsys, ["simulate", str(small_file), "--json"])
     a.pop("wall_s"), b.pop("wall_s")
+    assert a == b
+
+
+def test_same_numbers_in_processes_with_other_hash_seeds_and_heaps(small_file):
+    """Same scenario and seed, same numbers in another process: str hashing (the order of a set
+    of job names) and object addresses (anything keyed by ``id()``) differ from process to
+    process, which one process running twice cannot show. Under a controller on the lossless
+    network, where decisions feed back into the run."""
+    def run(hash_seed: str, malloc: str) -> dict:
+        src = str(Path(flowherd.__file__).resolve().parents[1])  # this flowherd, wherever run from
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONMALLOC": malloc,
+               "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+        proc = subprocess.run([sys.executable, "-m", "flowherd", "simulate", str(small_file), "--json",
+                               "--controller", "flowherd", "--network", "roce"],
+                              capture_output=True, text=True, env=env, check=True)
+        out = json.loads(proc.stdout)
+        out.pop("wall_s"), out.pop("decision_wall_s")  # the only wall-clock figures
+        return out
+
+    a, b = run("1", "pymalloc"), run("2", "malloc")
+    assert a["num_decisions"] > 0 and a["controller_issues"] == []
     assert a == b
 
 

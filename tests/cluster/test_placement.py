@@ -97,3 +97,21 @@ def test_spread_takes_whole_servers_one_leaf_after_the_other(fab):
     free[[0, 1]] = False  # server 0 has 2 free GPUs left
     one = make_placer("spread").place(job(2), free, fab)
     assert np.unique(fab.gpu_server[one]).size == 1 and set(one.tolist()) == {2, 3}
+
+
+def test_a_placer_reused_on_a_fabric_made_where_a_freed_one_was_places_as_a_new_one():
+    """The packed placer caches each server's leaf per fabric object: a fabric freed and another
+    made at its address (CPython reuses it at once for an object of the same size) must get its
+    own leaves, so the reused placer places as a new one does."""
+    reused = PackedPlacer()
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        fa = leaf_spine(servers=4, gpus_per_server=8, leaves=2, spines=1, oversubscription=1)
+        assert reused.place(job(8), np.ones(32, bool), fa) is not None
+        del fa
+        fb = leaf_spine(servers=8, gpus_per_server=8, leaves=4, spines=1, oversubscription=1)
+        free = np.repeat(rng.random(8) < 0.6, 8) | (np.arange(64) >= 48)  # servers 6, 7 free at least
+        for n in (8, 16, 24):
+            got, want = reused.place(job(n), free, fb), PackedPlacer().place(job(n), free, fb)
+            assert (got is None and want is None) or np.array_equal(got, want)
+        del fb

@@ -10,7 +10,7 @@ import pytest
 from flowherd.collectives.ops import Op, busbw_factor
 from flowherd.fabric.generators import clos3
 from flowherd.fabric.generators.leaf_spine import leaf_spine
-from flowherd.planning.predict import JobProfile, core_tier, evaluate, fabric_view, profile_job
+from flowherd.planning.predict import JobProfile, _server_of, core_tier, evaluate, fabric_view, profile_job
 from flowherd.workload import TrainingJob
 
 NIC_BYTES_PER_S = 50e9  # 400 Gbps
@@ -112,3 +112,21 @@ def test_the_upper_levels_core_charge_is_the_models_extra_run_time_from_the_core
     assert core_charge_s(v, jobs[2], on(8, 9), others) == 0.0
     flat = fabric_view(leaf_spine(servers=24, gpus_per_server=8, leaves=6, spines=2, oversubscription=8))
     assert core_charge_s(flat, jobs[2], np.concatenate([flat.gpus_of(0), flat.gpus_of(4)]), []) == 0.0
+
+
+def test_server_map_of_a_view_made_where_a_freed_view_was_is_its_own():
+    """Each GPU's server is cached per view object: a view freed and another made at its address
+    (CPython reuses it at once for an object of the same size: a 32-GPU fabric's temporary view,
+    then a 24-GPU one's) must get its own map, not the freed view's."""
+    fa = leaf_spine(servers=4, gpus_per_server=8, leaves=2, spines=1, oversubscription=1)
+    fb = leaf_spine(servers=6, gpus_per_server=4, leaves=2, spines=1, oversubscription=1)
+    a, b = fabric_view(fa), fabric_view(fb)
+    want = np.repeat(np.arange(6), 4)[np.argsort(b.gpu_order)]  # server of each GPU of fb
+    assert np.array_equal(want, np.asarray(fb.gpu_server))
+    for _ in range(20):
+        va = dataclasses.replace(a, pod_uplink_bytes_per_s=None)
+        assert _server_of(va).size == 32
+        del va
+        vb = dataclasses.replace(b, pod_uplink_bytes_per_s=None)
+        assert np.array_equal(_server_of(vb), want)
+        del vb

@@ -89,7 +89,9 @@ class PackedPlacer:
     name = "packed"
 
     def __init__(self) -> None:
-        self._leaf_cache: dict[int, np.ndarray] = {}
+        # each server's leaf of the last fabric, by identity; the entry holds its fabric, so that a
+        # fabric freed and another made at its address never hits
+        self._leaf_cache: dict[int, tuple[Fabric, np.ndarray]] = {}
 
     def _servers(self, job: Any, free_mask: np.ndarray, fabric: Fabric) -> tuple | None:
         """(GPUs needed, free mask, each server's leaf, each server's free GPUs), or None when
@@ -98,10 +100,11 @@ class PackedPlacer:
         free_mask = np.asarray(free_mask, dtype=bool)
         if int(free_mask.sum()) < n:
             return None
-        key = id(fabric)
-        if key not in self._leaf_cache:
-            self._leaf_cache[key] = server_leaf(fabric)
-        leaf_of = self._leaf_cache[key]
+        hit = self._leaf_cache.get(id(fabric))
+        if hit is None or hit[0] is not fabric:
+            self._leaf_cache.clear()  # the fabric of this run only: another's is not kept alive
+            hit = self._leaf_cache[id(fabric)] = (fabric, server_leaf(fabric))
+        leaf_of = hit[1]
         return n, free_mask, leaf_of, np.bincount(fabric.gpu_server[free_mask], minlength=leaf_of.size)
 
     def place(self, job: Any, free_mask: np.ndarray, fabric: Fabric) -> np.ndarray | None:

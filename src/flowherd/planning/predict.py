@@ -501,16 +501,22 @@ def _layout(view: FabricView, gpus: np.ndarray) -> tuple[int, np.ndarray]:
     return (0 if srv.size <= 1 else 1 if leaves.size <= 1 else 2), leaves
 
 
-_SERVER_OF: dict[int, np.ndarray] = {}
+#: Each GPU's server per view, by identity; an entry holds its view, so that a view freed and
+#: another made at its address (a `dataclasses.replace` of a view, a view of another fabric) never
+#: hits; cleared when full.
+_SERVER_OF: dict[int, tuple[FabricView, np.ndarray]] = {}
+_SERVER_OF_MAX = 256
 
 
 def _server_of(view: FabricView) -> np.ndarray:
     hit = _SERVER_OF.get(id(view))
-    if hit is None:
-        hit = np.empty(len(view.gpu_order), np.int64)
-        hit[view.gpu_order] = np.repeat(np.arange(view.num_servers), view.server_capacity)
-        _SERVER_OF[id(view)] = hit
-    return hit
+    if hit is None or hit[0] is not view:
+        server = np.empty(len(view.gpu_order), np.int64)
+        server[view.gpu_order] = np.repeat(np.arange(view.num_servers), view.server_capacity)
+        if len(_SERVER_OF) >= _SERVER_OF_MAX:
+            _SERVER_OF.clear()
+        hit = _SERVER_OF[id(view)] = (view, server)
+    return hit[1]
 
 
 def core_tier(view: FabricView) -> bool:
